@@ -1,0 +1,51 @@
+# Floe: the commands users and CI run. Every target does its own set-up.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3.11
+PYTEST_ARGS ?=
+export FLOE_CACHE ?= $(HOME)/.cache/floe
+export FLOE_ROOT := $(CURDIR)
+
+.PHONY: help venv up down status lint test unit bench demo clean
+
+help: ## Show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(BIN)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) is required (Python 3.11)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(BIN)/.installed ## Create .venv with Floe and its dev tools
+
+up: venv ## Build (first time) and start Kafka, Cassandra, Kubernetes, Helm and Spark's Kafka connector on loopback
+	$(BIN)/floe-stack up
+
+down: ## Stop every process `make up` started (by pid file)
+	@if [ -x $(BIN)/floe-stack ]; then $(BIN)/floe-stack down; else echo "make: nothing to stop (no $(VENV))"; fi
+
+status: venv ## Say what is up, with memory
+	$(BIN)/floe-stack status
+
+lint: venv ## ruff and mypy (strict)
+	$(BIN)/ruff check .
+	$(BIN)/mypy -p floe_stack -p floe_jobs -p floe_operator
+
+unit: venv ## Unit tests only (pure functions, no stack)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+test: venv lint up ## Lint, then every test against the real local stack
+	$(BIN)/pytest tests $(PYTEST_ARGS)
+
+bench: venv up ## Benchmarks; JSON results under bench/results/
+	@set -e; for b in tests/bench/*_bench.py; do echo "make: $$b"; $(BIN)/python $$b; done
+
+demo: venv up ## Bring the stack up and show how to reach each component
+	@$(BIN)/python -m floe_stack.demo
+
+clean: down ## Stop the stack and remove this checkout's runtime files (the cache stays)
+	rm -rf .floe

@@ -1,0 +1,185 @@
+"""Pure batch planning: which offset range of each owned partition the next micro-batch reads.
+
+Kept free of I/O so the rules that exactly-once rests on are unit-tested on their own:
+
+- a partition whose stored plan is still in flight (planned_seq > committed_seq) is replayed
+  with exactly the stored range and sequence, whatever the current caps say — the same input
+  gives the same state deltas, and the fence makes the second application a no-op;
+- otherwise a new plan starts at the stored next offset and ends at the end offset, capped
+  so that the whole batch stays under the record budget (itself derived from the record and
+  byte caps), shared fairly between partitions with a backlog;
+- a partition with no stored row starts by policy (earliest = low watermark, latest = high
+  watermark), and that starting point is stored before anything is planned from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class OffsetRow:
+    """One row of the offsets table (see `floe_jobs.offsets`)."""
+
+    topic: str
+    partition: int
+    next_offset: int
+    committed_seq: int = 0
+    planned_seq: int = 0
+    planned_from: int | None = None
+    planned_to: int | None = None
+    source_positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def in_flight(self) -> bool:
+        return self.planned_seq > self.committed_seq and self.planned_from is not None
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    topic: str
+    partition: int
+    seq: int
+    start: int
+    end: int
+    replay: bool
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class Watermarks:
+    low: int
+    high: int
+
+
+@dataclass
+class BatchPlan:
+    partitions: list[PartitionPlan]
+    # rows to create before planning (partitions seen for the first time)
+    new_rows: list[OffsetRow]
+    # partitions whose stored position fell outside the log (retention, topic re-created)
+    warnings: list[str]
+
+    @property
+    def records(self) -> int:
+        return sum(p.size for p in self.partitions)
+
+    @property
+    def fresh(self) -> list[PartitionPlan]:
+        return [p for p in self.partitions if not p.replay]
+
+
+def record_budget(*, max_records: int, max_bytes: int, avg_record_bytes: float | None) -> int:
+    """Records one batch may read: the record cap, lowered by the byte cap at the observed record size."""
+    if not avg_record_bytes or avg_record_bytes <= 0:
+        return max_records
+    return max(1, min(max_records, int(max_bytes // avg_record_bytes)))
+
+
+def share_budget(backlogs: Mapping[TopicPartition, int], budget: int) -> dict[TopicPartition, int]:
+    """Split `budget` records between partitions by water-filling: no partition gets more than its
+    backlog, and what a small partition does not need goes to the others. Deterministic."""
+    grant = {tp: 0 for tp in backlogs}
+    remaining = max(0, budget)
+    active = sorted(tp for tp, lag in backlogs.items() if lag > 0)
+    while remaining > 0 and active:
+        share = remaining // len(active)
+        if share == 0:
+            for tp in active[:remaining]:
+                grant[tp] += 1
+            break
+        still = []
+        for tp in active:
+            take = min(share, backlogs[tp] - grant[tp])
+            grant[tp] += take
+            remaining -= take
+            if grant[tp] < backlogs[tp]:
+                still.append(tp)
+        active = still
+    return grant
+
+
+def plan_batch(
+    *,
+    owned: Sequence[TopicPartition],
+    rows: Mapping[TopicPartition, OffsetRow],
+    watermarks: Mapping[TopicPartition, Watermarks],
+    starting_offsets: Literal["earliest", "latest"],
+    budget: int,
+) -> BatchPlan:
+    plans: list[PartitionPlan] = []
+    new_rows: list[OffsetRow] = []
+    warnings: list[str] = []
+    backlog: dict[TopicPartition, int] = {}
+    starts: dict[TopicPartition, tuple[int, int]] = {}
+
+    for tp in sorted(owned):
+        topic, partition = tp
+        row = rows.get(tp)
+        marks = watermarks.get(tp)
+        if row is not None and row.in_flight:
+            assert row.planned_from is not None and row.planned_to is not None
+            if marks is not None and row.planned_from < marks.low:
+                warnings.append(
+                    f"Replay of topic={topic} partition={partition} seq={row.planned_seq} starts at "
+                    f"offset={row.planned_from} below the log start {marks.low}: records were deleted by retention"
+                )
+            plans.append(
+                PartitionPlan(topic, partition, row.planned_seq, row.planned_from, row.planned_to, replay=True)
+            )
+            continue
+        if marks is None:
+            continue
+        if row is None:
+            start = marks.low if starting_offsets == "earliest" else marks.high
+            new_rows.append(OffsetRow(topic, partition, next_offset=start))
+            seq = 0
+        else:
+            start, seq = row.next_offset, row.committed_seq
+            if start < marks.low:
+                warnings.append(
+                    f"Stored offset={start} of topic={topic} partition={partition} is below the log start "
+                    f"{marks.low}: records were deleted by retention; continuing from {marks.low}"
+                )
+                start = marks.low
+            elif start > marks.high:
+                warnings.append(
+                    f"Stored offset={start} of topic={topic} partition={partition} is past the log end "
+                    f"{marks.high}: waiting for the log to reach it"
+                )
+        lag = max(0, marks.high - start)
+        if lag > 0:
+            backlog[tp] = lag
+            starts[tp] = (start, seq)
+
+    replay_records = sum(p.size for p in plans)
+    grants = share_budget(backlog, budget - replay_records)
+    for tp, count in sorted(grants.items()):
+        if count <= 0:
+            continue
+        start, seq = starts[tp]
+        plans.append(PartitionPlan(tp[0], tp[1], seq + 1, start, start + count, replay=False))
+    plans.sort(key=lambda p: p.tp)
+    return BatchPlan(partitions=plans, new_rows=new_rows, warnings=warnings)
+
+
+def advance_positions(
+    before: Mapping[str, tuple[int, int]], seen: Mapping[str, tuple[int, int]]
+) -> dict[str, tuple[int, int]]:
+    """High-water marks of source positions after a batch: the larger of before and seen, per source."""
+    after = dict(before)
+    for source, pos in seen.items():
+        if source not in after or pos > after[source]:
+            after[source] = pos
+    return after

@@ -1,0 +1,245 @@
+"""Connection settings for Cassandra and the one function that opens a session.
+
+Every setting has an environment variable (read by `CassandraConfig.from_env`):
+
+| field                 | variable                              | default        |
+|-----------------------|---------------------------------------|----------------|
+| hosts                 | FLOE_CASSANDRA_HOSTS (comma list)     | 127.0.0.1      |
+| port                  | FLOE_CASSANDRA_PORT                   | 9042           |
+| local_datacenter      | FLOE_CASSANDRA_LOCAL_DC               | (driver picks) |
+| username              | FLOE_CASSANDRA_USERNAME               | none           |
+| password              | FLOE_CASSANDRA_PASSWORD               | none           |
+| tls_ca                | FLOE_CASSANDRA_TLS_CA (PEM file)      | none (no TLS)  |
+| tls_cert / tls_key    | FLOE_CASSANDRA_TLS_CERT / _TLS_KEY    | none           |
+| tls_verify_hostname   | FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME    | true           |
+| tls                   | FLOE_CASSANDRA_TLS (true to force)    | set by tls_ca  |
+| consistency           | FLOE_CASSANDRA_CONSISTENCY            | LOCAL_QUORUM   |
+| serial_consistency    | FLOE_CASSANDRA_SERIAL_CONSISTENCY     | LOCAL_SERIAL   |
+| ddl_consistency       | FLOE_CASSANDRA_DDL_CONSISTENCY        | ALL            |
+| request_timeout       | FLOE_CASSANDRA_REQUEST_TIMEOUT (s)    | 10             |
+| ddl_timeout           | FLOE_CASSANDRA_DDL_TIMEOUT (s)        | 60             |
+| connect_timeout       | FLOE_CASSANDRA_CONNECT_TIMEOUT (s)    | 10             |
+
+Credentials never appear in `repr`, logs or error messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassandra import ConsistencyLevel
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.policies import (
+    DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
+    TokenAwarePolicy,
+)
+from cassandra.query import tuple_factory
+
+from floe_jobs.stores.errors import StoreConfigError
+
+log = logging.getLogger(__name__)
+
+DML_PROFILE = "floe-dml"
+"""Execution profile of reads and writes: token-aware, DC-aware, `consistency`."""
+
+DDL_PROFILE = "floe-ddl"
+"""Execution profile of schema changes: consistency `ddl_consistency` (ALL), long timeout."""
+
+
+def _consistency(name: str, setting: str) -> int:
+    try:
+        return int(ConsistencyLevel.name_to_value[name.upper()])
+    except KeyError:
+        known = ", ".join(sorted(ConsistencyLevel.name_to_value))
+        raise StoreConfigError(f"{setting}: unknown consistency level {name!r}; known: {known}") from None
+
+
+def _bool(text: str, setting: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise StoreConfigError(f"{setting}: expected true or false, got {text!r}")
+
+
+def _float(text: str, setting: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise StoreConfigError(f"{setting}: expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise StoreConfigError(f"{setting}: must be positive, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class CassandraConfig:
+    """Where Cassandra is and how to talk to it."""
+
+    hosts: tuple[str, ...] = ("127.0.0.1",)
+    port: int = 9042
+    local_datacenter: str | None = None
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_verify_hostname: bool = True
+    consistency: str = "LOCAL_QUORUM"
+    serial_consistency: str = "LOCAL_SERIAL"
+    ddl_consistency: str = "ALL"
+    request_timeout: float = 10.0
+    ddl_timeout: float = 60.0
+    connect_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.hosts, str):
+            object.__setattr__(self, "hosts", tuple(h.strip() for h in self.hosts.split(",") if h.strip()))
+        else:
+            object.__setattr__(self, "hosts", tuple(self.hosts))
+        if not self.hosts:
+            raise StoreConfigError("hosts (FLOE_CASSANDRA_HOSTS): at least one host is needed")
+        if not 0 < self.port < 65536:
+            raise StoreConfigError(f"port (FLOE_CASSANDRA_PORT): {self.port} is not a TCP port")
+        if (self.username is None) != (self.password is None):
+            raise StoreConfigError(
+                "FLOE_CASSANDRA_USERNAME and FLOE_CASSANDRA_PASSWORD must be set together"
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise StoreConfigError("FLOE_CASSANDRA_TLS_CERT and FLOE_CASSANDRA_TLS_KEY must be set together")
+        if self.tls_ca is not None or self.tls_cert is not None:
+            object.__setattr__(self, "tls", True)
+        _consistency(self.consistency, "consistency (FLOE_CASSANDRA_CONSISTENCY)")
+        _consistency(self.serial_consistency, "serial_consistency (FLOE_CASSANDRA_SERIAL_CONSISTENCY)")
+        _consistency(self.ddl_consistency, "ddl_consistency (FLOE_CASSANDRA_DDL_CONSISTENCY)")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CassandraConfig:
+        """Reads the FLOE_CASSANDRA_* variables (see the module docstring)."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            value = env.get(f"FLOE_CASSANDRA_{name}")
+            return value if value not in (None, "") else None
+
+        kwargs: dict[str, Any] = {}
+        if (hosts := get("HOSTS")) is not None:
+            kwargs["hosts"] = tuple(h.strip() for h in hosts.split(",") if h.strip())
+        if (port := get("PORT")) is not None:
+            try:
+                kwargs["port"] = int(port)
+            except ValueError:
+                raise StoreConfigError(f"FLOE_CASSANDRA_PORT: not a port number: {port!r}") from None
+        for name, attr in (
+            ("LOCAL_DC", "local_datacenter"),
+            ("USERNAME", "username"),
+            ("PASSWORD", "password"),
+            ("TLS_CA", "tls_ca"),
+            ("TLS_CERT", "tls_cert"),
+            ("TLS_KEY", "tls_key"),
+            ("CONSISTENCY", "consistency"),
+            ("SERIAL_CONSISTENCY", "serial_consistency"),
+            ("DDL_CONSISTENCY", "ddl_consistency"),
+        ):
+            if (value := get(name)) is not None:
+                kwargs[attr] = value
+        if (tls := get("TLS")) is not None:
+            kwargs["tls"] = _bool(tls, "FLOE_CASSANDRA_TLS")
+        if (verify := get("TLS_VERIFY_HOSTNAME")) is not None:
+            kwargs["tls_verify_hostname"] = _bool(verify, "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME")
+        for name, attr in (
+            ("REQUEST_TIMEOUT", "request_timeout"),
+            ("DDL_TIMEOUT", "ddl_timeout"),
+            ("CONNECT_TIMEOUT", "connect_timeout"),
+        ):
+            if (value := get(name)) is not None:
+                kwargs[attr] = _float(value, f"FLOE_CASSANDRA_{name}")
+        return cls(**kwargs)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for the driver, or None without TLS."""
+        if not self.tls:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca)
+        context.check_hostname = self.tls_verify_hostname
+        if not self.tls_verify_hostname:
+            # Hostname checks off still verifies the chain against the CA.
+            context.verify_mode = ssl.CERT_REQUIRED
+        if self.tls_cert is not None and self.tls_key is not None:
+            context.load_cert_chain(self.tls_cert, self.tls_key)
+        return context
+
+
+def _load_balancing(config: CassandraConfig) -> TokenAwarePolicy:
+    # One policy instance per profile: the driver keeps per-policy host state.
+    return TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=config.local_datacenter or ""))
+
+
+def execution_profiles(config: CassandraConfig) -> dict[object, ExecutionProfile]:
+    """The default, DML and DDL execution profiles `connect` installs (rows as plain tuples)."""
+    dml = _consistency(config.consistency, "consistency")
+    serial = _consistency(config.serial_consistency, "serial_consistency")
+    ddl = _consistency(config.ddl_consistency, "ddl_consistency")
+    return {
+        EXEC_PROFILE_DEFAULT: ExecutionProfile(
+            load_balancing_policy=_load_balancing(config),
+            consistency_level=dml,
+            serial_consistency_level=serial,
+            request_timeout=config.request_timeout,
+            row_factory=tuple_factory,
+        ),
+        DML_PROFILE: ExecutionProfile(
+            load_balancing_policy=_load_balancing(config),
+            consistency_level=dml,
+            serial_consistency_level=serial,
+            request_timeout=config.request_timeout,
+            row_factory=tuple_factory,
+        ),
+        DDL_PROFILE: ExecutionProfile(
+            load_balancing_policy=_load_balancing(config),
+            consistency_level=ddl,
+            serial_consistency_level=serial,
+            request_timeout=config.ddl_timeout,
+            row_factory=tuple_factory,
+        ),
+    }
+
+
+def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
+    """Opens a session: token-aware and DC-aware routing, `floe-dml`/`floe-ddl` profiles.
+
+    Close it with `session.cluster.shutdown()`.
+    """
+    auth = None
+    if config.username is not None and config.password is not None:
+        auth = PlainTextAuthProvider(username=config.username, password=config.password)
+    cluster = Cluster(
+        contact_points=list(config.hosts),
+        port=config.port,
+        execution_profiles=execution_profiles(config),
+        auth_provider=auth,
+        ssl_context=config.ssl_context(),
+        connect_timeout=config.connect_timeout,
+        control_connection_timeout=config.connect_timeout,
+        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=30.0),
+        max_schema_agreement_wait=int(config.ddl_timeout),
+    )
+    try:
+        session = cluster.connect(keyspace)
+    except Exception:
+        cluster.shutdown()
+        raise
+    log.info(
+        "Connected to Cassandra hosts=%s port=%d local_dc=%s tls=%s auth=%s",
+        ",".join(config.hosts), config.port, config.local_datacenter or "-", config.tls, auth is not None,
+    )
+    return session

@@ -1,0 +1,111 @@
+"""Fetching and building the stack's software from package registries, atomically.
+
+Everything lands in a temporary directory first and is renamed into the cache only when it
+is complete, so an interrupted or failed run never leaves a half-filled (poisoned) cache.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from floe_stack.layout import Layout
+
+MAVEN_CENTRAL = "Maven Central"
+GO_PROXY = "the Go module proxy"
+
+
+class ArtifactError(RuntimeError):
+    """A download or build failed; the message names the artifact and its registry."""
+
+
+def _pom(coords: Sequence[str], excludes: Sequence[str]) -> str:
+    deps = []
+    for c in coords:
+        group, artifact, version = c.split(":")
+        exclusions = "".join(
+            f"<exclusion><groupId>{e.split(':')[0]}</groupId><artifactId>{e.split(':')[1]}</artifactId></exclusion>"
+            for e in excludes
+        )
+        deps.append(
+            f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+            f"<version>{version}</version><exclusions>{exclusions}</exclusions></dependency>"
+        )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>dev.floe.stack</groupId><artifactId>fetch</artifactId><version>0</version>"
+        "<packaging>pom</packaging>"
+        f"<dependencies>{''.join(deps)}</dependencies></project>"
+    )
+
+
+def maven_jars(
+    layout: Layout,
+    name: str,
+    coords: Sequence[str],
+    *,
+    excludes: Sequence[str] = (),
+) -> Path:
+    """Resolve ``coords`` (group:artifact:version) and their runtime dependencies from Maven
+    Central into ``<cache>/jars/<name>`` and return that directory."""
+    dest = layout.jars / name
+    if (dest / ".complete").exists():
+        return dest
+    layout.jars.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=layout.jars, prefix=f".{name}-") as tmp:
+        work = Path(tmp)
+        (work / "pom.xml").write_text(_pom(coords, excludes))
+        out = work / "lib"
+        cmd = [
+            "mvn", "-B", "-q", "-f", str(work / "pom.xml"),
+            "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+            f"-DoutputDirectory={out}", "-DincludeScope=runtime",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise ArtifactError(
+                f"could not fetch {', '.join(coords)} and dependencies from {MAVEN_CENTRAL} "
+                f"(mvn exit {proc.returncode}):\n{tail}"
+            )
+        (out / ".complete").write_text("\n".join(coords) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(out, dest)
+    return dest
+
+
+def go_build_kube(layout: Layout, *, kube_version: str, etcd_version: str) -> None:
+    """Build etcd and the Kubernetes control plane with the Go toolchain (build-kube.sh)."""
+    script = Path(__file__).with_name("build-kube.sh")
+    env = dict(os.environ, FLOE_CACHE=str(layout.cache), KUBE_VERSION=kube_version, ETCD_VERSION=etcd_version)
+    proc = subprocess.run(["bash", str(script), "all"], env=env)
+    if proc.returncode != 0:
+        raise ArtifactError(
+            f"could not build Kubernetes v{kube_version} / etcd v{etcd_version} from {GO_PROXY} "
+            f"(see the output above)"
+        )
+
+
+def go_install(layout: Layout, *, package: str, version: str, binary: str) -> Path:
+    """``go install package@version`` into a temporary GOBIN, then move the binary into the cache."""
+    target = layout.bin / binary
+    stamp = layout.bin / f".{binary}-v{version}"
+    if stamp.exists() and target.exists():
+        return target
+    layout.bin.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=layout.bin, prefix=f".{binary}-") as tmp:
+        env = dict(os.environ, GOBIN=tmp, CGO_ENABLED="0")
+        proc = subprocess.run(
+            ["go", "install", "-trimpath", "-ldflags=-s -w", f"{package}@v{version}"],
+            env=env, capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            raise ArtifactError(f"could not build {package}@v{version} from {GO_PROXY}:\n{proc.stderr[-2000:]}")
+        os.replace(Path(tmp) / binary, target)
+    stamp.touch()
+    return target

@@ -1,0 +1,154 @@
+"""Apache Cassandra 5.0: one loopback node run from the `cassandra-all` Maven artifact.
+
+Cassandra's tarball scripts are not on Maven Central, so this module supplies what they
+would: a minimal cassandra.yaml, a logback config and the JDK 17 module options
+(`--add-exports`/`--add-opens`) that Cassandra's own jvm17-server.options sets. The heap is
+capped at 1 GiB and data lives under the cache dir.
+"""
+
+from __future__ import annotations
+
+from floe_stack import artifacts, component, ports, procs
+from floe_stack.layout import CASSANDRA_VERSION, Layout
+
+NAME = "cassandra"
+
+JDK17_MODULE_OPTIONS = [
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+    "--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
+    "--add-exports", "java.sql/java.sql=ALL-UNNAMED",
+    "--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
+    "--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
+    "--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+    "--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+]
+
+LOGBACK = """\
+<configuration>
+  <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="OUT"/></root>
+</configuration>
+"""
+
+
+class Cassandra:
+    name = NAME
+
+    def __init__(self, layout: Layout, book: component.PortBook) -> None:
+        self.layout = layout
+        mine = procs.running_pid(layout, NAME) is not None
+        self.port = book.get("cassandra", 9042, owned_by_us=mine)
+        self.storage_port = book.get("cassandra_storage", 7000, owned_by_us=mine)
+        self.jmx_port = book.get("cassandra_jmx", 7199, owned_by_us=mine)
+        self.data = layout.data / "cassandra"
+
+    def install(self) -> None:
+        self.libs = artifacts.maven_jars(
+            self.layout, f"cassandra-{CASSANDRA_VERSION}", [f"org.apache.cassandra:cassandra-all:{CASSANDRA_VERSION}"]
+        )
+
+    def _yaml(self) -> str:
+        d = self.data
+        return f"""\
+cluster_name: floe-local
+num_tokens: 16
+allocate_tokens_for_local_replication_factor: 1
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+data_file_directories: [{d}/data]
+commitlog_directory: {d}/commitlog
+saved_caches_directory: {d}/saved_caches
+hints_directory: {d}/hints
+cdc_raw_directory: {d}/cdc_raw
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:{self.storage_port}"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: {self.storage_port}
+native_transport_port: {self.port}
+start_native_transport: true
+endpoint_snitch: SimpleSnitch
+batch_size_warn_threshold: 64KiB
+batch_size_fail_threshold: 640KiB
+concurrent_reads: 16
+concurrent_writes: 16
+"""
+
+    def start(self) -> None:
+        if procs.running_pid(self.layout, NAME):
+            return
+        conf = self.layout.conf("cassandra.yaml")
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text(self._yaml())
+        logback = self.layout.conf("cassandra-logback.xml")
+        logback.write_text(LOGBACK)
+        self.data.mkdir(parents=True, exist_ok=True)
+        argv = [
+            "java", "-Xms1g", "-Xmx1g", "-Xss256k",
+            "-XX:+UseG1GC", "-XX:+ParallelRefProcEnabled", "-XX:MaxTenuringThreshold=1",
+            "-XX:G1HeapRegionSize=16m", "-XX:MaxGCPauseMillis=300",
+            "-XX:MaxDirectMemorySize=512m",
+            "-Djdk.attach.allowAttachSelf=true",
+            "-Dio.netty.tryReflectionSetAccessible=true",
+            *JDK17_MODULE_OPTIONS,
+            f"-Dcassandra.config=file://{conf}",
+            f"-Dlogback.configurationFile={logback}",
+            f"-Dcassandra.storagedir={self.data}",
+            f"-Dcassandra.logdir={self.layout.run / 'logs'}",
+            f"-Dcassandra.jmx.local.port={self.jmx_port}",
+            "-Dcassandra-foreground=yes",
+            "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+            "-Dcassandra.ring_delay_ms=1000",
+            "-cp", f"{self.libs}/*",
+            "org.apache.cassandra.service.CassandraDaemon",
+        ]
+        procs.start(self.layout, NAME, argv, marker=str(conf))
+
+    def ready(self) -> bool:
+        from cassandra.cluster import Cluster, NoHostAvailable
+
+        if not ports.accepts(self.port):
+            return False
+        cluster = Cluster(["127.0.0.1"], port=self.port, connect_timeout=2, control_connection_timeout=2)
+        try:
+            session = cluster.connect()
+            return session.execute("SELECT release_version FROM system.local").one() is not None
+        except (NoHostAvailable, OSError, Exception):
+            return False
+        finally:
+            cluster.shutdown()
+
+    def wait_ready(self, timeout: float) -> None:
+        component.wait_until(self.ready, what="Cassandra", timeout=timeout,
+                             alive=component.alive(self.layout, NAME), log=str(self.layout.log(NAME)))
+
+    def env(self) -> dict[str, str]:
+        return {"FLOE_CASSANDRA_HOSTS": "127.0.0.1", "FLOE_CASSANDRA_PORT": str(self.port),
+                "FLOE_CASSANDRA_LOCAL_DC": "datacenter1", "FLOE_CASSANDRA_VERSION": CASSANDRA_VERSION}
+
+    def processes(self) -> list[str]:
+        return [NAME]
+
+    def describe(self) -> str:
+        return f"Cassandra {CASSANDRA_VERSION} CQL on 127.0.0.1:{self.port}"

@@ -1,0 +1,89 @@
+"""What every stack component provides, and the port book that keeps ports stable.
+
+A component installs itself into the cache, starts its processes (only those not already
+running), waits until it answers, and contributes lines to the stack's env file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from floe_stack import ports, procs
+from floe_stack.layout import Layout
+
+
+class StackError(RuntimeError):
+    """The stack could not be brought up; the message says what and where to look."""
+
+
+@dataclass
+class PortBook:
+    """Ports chosen for this checkout, remembered in ``.floe/ports.json``.
+
+    The default port is used when free; a port held by another program is reported with
+    its holder and replaced by a free one, which the env file then carries.
+    """
+
+    layout: Layout
+    chosen: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, layout: Layout) -> PortBook:
+        path = layout.run / "ports.json"
+        chosen = json.loads(path.read_text()) if path.exists() else {}
+        return cls(layout=layout, chosen=chosen)
+
+    def save(self) -> None:
+        path = self.layout.run / "ports.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.chosen, indent=2, sort_keys=True) + "\n")
+
+    def get(self, key: str, default: int, *, owned_by_us: bool) -> int:
+        """The port for ``key``; ``owned_by_us`` says the owning process is ours and running,
+        so a busy remembered port is in use by the stack itself."""
+        port = self.chosen.get(key, default)
+        if owned_by_us or ports.is_free(port):
+            self.chosen[key] = port
+            return port
+        if port != default and ports.is_free(default):
+            self.chosen[key] = default
+            return default
+        new = ports.free_port()
+        self.notes.append(f"port {port} for {key} is held by {ports.holder(port)}; using {new} instead")
+        self.chosen[key] = new
+        return new
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    what: str,
+    timeout: float,
+    alive: Callable[[], bool],
+    log: str,
+) -> None:
+    """Poll ``check`` until it is true; fail fast if the process died, with its log's tail."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if not alive():
+            raise StackError(f"{what} exited during start-up; its log: {log}\n{tail(log)}")
+        time.sleep(0.5)
+    raise StackError(f"{what} did not become ready within {timeout:.0f} s; its log: {log}\n{tail(log)}")
+
+
+def tail(path: str, lines: int = 20) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def alive(layout: Layout, name: str) -> Callable[[], bool]:
+    return lambda: procs.running_pid(layout, name) is not None

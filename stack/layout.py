@@ -1,0 +1,63 @@
+"""Where the local stack keeps things.
+
+Downloads and builds are cached outside the repo (``$FLOE_CACHE``, default ``~/.cache/floe``)
+so that a fresh clone reuses them; per-checkout runtime files (pid files, logs, generated
+certificates, configs and the env file) live in ``<repo>/.floe``; service data lives under
+the cache dir so a warm start finds formatted storage.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+KAFKA_VERSION = "4.1.1"
+CASSANDRA_VERSION = "5.0.6"
+KUBE_VERSION = "1.34.10"
+ETCD_VERSION = "3.6.5"
+HELM_VERSION = "3.19.0"
+SCALA_BINARY = "2.13"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Every path the stack uses, derived from the repo root and the cache dir."""
+
+    root: Path
+    cache: Path
+
+    @classmethod
+    def discover(cls, root: Path | None = None) -> Layout:
+        root = root or Path(os.environ.get("FLOE_ROOT", Path.cwd()))
+        cache = Path(os.environ.get("FLOE_CACHE", Path.home() / ".cache" / "floe"))
+        return cls(root=root.resolve(), cache=cache.expanduser().resolve())
+
+    @property
+    def run(self) -> Path:
+        return self.root / ".floe"
+
+    @property
+    def env_file(self) -> Path:
+        return self.run / "stack.env"
+
+    @property
+    def bin(self) -> Path:
+        return self.cache / "bin"
+
+    @property
+    def jars(self) -> Path:
+        return self.cache / "jars"
+
+    @property
+    def data(self) -> Path:
+        return self.cache / "data"
+
+    def log(self, name: str) -> Path:
+        return self.run / "logs" / f"{name}.log"
+
+    def pid(self, name: str) -> Path:
+        return self.run / "pids" / f"{name}.pid"
+
+    def conf(self, name: str) -> Path:
+        return self.run / "conf" / name

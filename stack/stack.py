@@ -1,0 +1,72 @@
+"""Bringing the whole local stack up, reporting on it, and taking it down."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from floe_stack import cassandra, component, envfile, helm, kafka, kube, procs, spark
+from floe_stack.layout import Layout
+
+Factory = Callable[[Layout, component.PortBook], object]
+COMPONENTS: tuple[Factory, ...] = (kafka.Kafka, cassandra.Cassandra, kube.Kube, helm.Helm, spark.SparkConnector)
+
+
+def _components(layout: Layout, book: component.PortBook) -> list[object]:
+    return [make(layout, book) for make in COMPONENTS]
+
+
+def _names(layout: Layout) -> list[str]:
+    book = component.PortBook.load(layout)
+    return [p for c in _components(layout, book) for p in c.processes()]  # type: ignore[attr-defined]
+
+
+def all_running(layout: Layout) -> bool:
+    return all(procs.running_pid(layout, n) is not None for n in _names(layout))
+
+
+def up(layout: Layout, *, say: Callable[[str], None] = print) -> dict[str, str]:
+    """Install (from the cache when warm), start what is not running, wait until everything
+    answers, write the env file. Running it again is a no-op that reports the stack."""
+    t0 = time.monotonic()
+    book = component.PortBook.load(layout)
+    comps = _components(layout, book)
+    book.save()
+    for note in book.notes:
+        say(f"floe-stack: {note}")
+    was_running = {n: procs.running_pid(layout, n) is not None for c in comps for n in c.processes()}  # type: ignore[attr-defined]
+    for c in comps:
+        t = time.monotonic()
+        c.install()  # type: ignore[attr-defined]
+        say(f"floe-stack: {c.name} installed ({time.monotonic() - t:.1f} s)")  # type: ignore[attr-defined]
+    for c in comps:
+        c.start()  # type: ignore[attr-defined]
+    env: dict[str, str] = {"FLOE_CACHE": str(layout.cache), "FLOE_BIN": str(layout.bin)}
+    for c in comps:
+        c.wait_ready(timeout=240)  # type: ignore[attr-defined]
+        env.update(c.env())  # type: ignore[attr-defined]
+        say(f"floe-stack: ready  {c.describe()}")  # type: ignore[attr-defined]
+    envfile.write(layout.env_file, env)
+    restarted = [n for n, running in was_running.items() if not running]
+    if not restarted:
+        say("floe-stack: everything was already running")
+    else:
+        say(f"floe-stack: started {', '.join(restarted)}")
+    say(f"floe-stack: up in {time.monotonic() - t0:.1f} s; env file {layout.env_file}")
+    return env
+
+
+def status(layout: Layout) -> list[tuple[str, int | None, int]]:
+    """(process, pid or None, RSS bytes) for every process of the stack."""
+    rows = []
+    for name in _names(layout):
+        pid = procs.running_pid(layout, name)
+        rows.append((name, pid, procs.rss_bytes(pid) if pid else 0))
+    return rows
+
+
+def down(layout: Layout, *, say: Callable[[str], None] = print) -> None:
+    """Stop the processes this checkout started, by pid file, in reverse start order."""
+    for name in reversed(_names(layout)):
+        if procs.stop(layout, name):
+            say(f"floe-stack: stopped {name}")

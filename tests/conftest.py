@@ -1,0 +1,61 @@
+"""Session fixtures that hand tests the local stack (Kafka, Cassandra, Kubernetes, Helm, Spark jars).
+
+The stack is the real thing, started by `make up` (or by these fixtures when it is not up),
+and described by `.floe/stack.env`. A test that needs a component carries that component's
+marker (kafka, cassandra, k8s, spark, helm); deselecting the marker (`-m "not k8s"`) is the
+only way such a test does not run. A component that is selected but cannot be reached is an
+error, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from floe_stack import envfile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def stack_env() -> dict[str, str]:
+    """The running stack's settings, starting the stack first when it is not up."""
+    return envfile.ensure_stack(ROOT)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(stack_env: dict[str, str]) -> str:
+    return stack_env["FLOE_KAFKA_BOOTSTRAP"]
+
+
+@pytest.fixture(scope="session")
+def cassandra_hosts(stack_env: dict[str, str]) -> list[str]:
+    return stack_env["FLOE_CASSANDRA_HOSTS"].split(",")
+
+
+@pytest.fixture(scope="session")
+def cassandra_port(stack_env: dict[str, str]) -> int:
+    return int(stack_env["FLOE_CASSANDRA_PORT"])
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(stack_env: dict[str, str]) -> str:
+    os.environ["KUBECONFIG"] = stack_env["KUBECONFIG"]
+    return stack_env["KUBECONFIG"]
+
+
+@pytest.fixture(scope="session")
+def kubectl(stack_env: dict[str, str]) -> str:
+    return stack_env["FLOE_KUBECTL"]
+
+
+@pytest.fixture(scope="session")
+def helm(stack_env: dict[str, str]) -> str:
+    return stack_env["FLOE_HELM"]
+
+
+@pytest.fixture(scope="session")
+def spark_jars(stack_env: dict[str, str]) -> list[str]:
+    return stack_env["FLOE_SPARK_JARS"].split(",")
