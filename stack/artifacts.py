@@ -23,6 +23,14 @@ class ArtifactError(RuntimeError):
     """A download or build failed; the message names the artifact and its registry."""
 
 
+# Some poms (Spark's) declare extra repositories on hosts this machine cannot reach; a
+# mirror of everything onto Maven Central keeps resolution on the one registry we use.
+CENTRAL_ONLY_SETTINGS = """\
+<settings><mirrors><mirror><id>central-only</id><mirrorOf>*</mirrorOf>
+<url>https://repo.maven.apache.org/maven2</url></mirror></mirrors></settings>
+"""
+
+
 def _pom(coords: Sequence[str], excludes: Sequence[str]) -> str:
     deps = []
     for c in coords:
@@ -59,9 +67,10 @@ def maven_jars(
     with tempfile.TemporaryDirectory(dir=layout.jars, prefix=f".{name}-") as tmp:
         work = Path(tmp)
         (work / "pom.xml").write_text(_pom(coords, excludes))
+        (work / "settings.xml").write_text(CENTRAL_ONLY_SETTINGS)
         out = work / "lib"
         cmd = [
-            "mvn", "-B", "-q", "-f", str(work / "pom.xml"),
+            "mvn", "-B", "-q", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
             "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
             f"-DoutputDirectory={out}", "-DincludeScope=runtime",
         ]

@@ -10,9 +10,34 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from floe_stack import ports, procs
 from floe_stack.layout import Layout
+
+
+class Component(Protocol):
+    """One part of the stack (a service or a set of files)."""
+
+    name: str
+
+    def install(self) -> None:
+        """Fetch or build into the cache (a no-op when the cache is warm)."""
+
+    def start(self) -> None:
+        """Start this component's processes that are not running."""
+
+    def wait_ready(self, timeout: float) -> None:
+        """Return when the component answers; raise StackError otherwise."""
+
+    def env(self) -> dict[str, str]:
+        """Lines for the env file."""
+
+    def processes(self) -> list[str]:
+        """Names of this component's pid files."""
+
+    def describe(self) -> str:
+        """Where it listens, for people."""
 
 
 class StackError(RuntimeError):

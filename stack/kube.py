@@ -35,7 +35,10 @@ class Kube:
     def __init__(self, layout: Layout, book: component.PortBook) -> None:
         self.layout = layout
         self.dir = layout.run / "kube"
-        ours = lambda n: procs.running_pid(layout, n) is not None  # noqa: E731
+
+        def ours(name: str) -> bool:
+            return procs.running_pid(layout, name) is not None
+
         self.etcd_port = book.get("etcd", 2379, owned_by_us=ours(ETCD))
         self.etcd_peer_port = book.get("etcd_peer", 2380, owned_by_us=ours(ETCD))
         self.port = book.get("kube_apiserver", 6443, owned_by_us=ours(APISERVER))
@@ -176,7 +179,7 @@ current-context: floe-local
     def _get(self, path: str, port: int) -> bool:
         ctx = ssl.create_default_context(cafile=str(self.dir / "ca.crt"))
         if port != self.port:  # controller-manager and scheduler serve self-signed certificates
-            ctx = ssl._create_unverified_context()  # noqa: S323 - loopback health probe only
+            ctx = ssl._create_unverified_context()
         try:
             with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=2) as r:
                 return bool(r.status == 200)

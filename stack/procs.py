@@ -75,6 +75,11 @@ def start(
             start_new_session=True,
         )
     layout.pid(name).write_text(f"{proc.pid}\n{marker}\n")
+    # Until exec() completes, /proc shows the parent's command line; wait for the child's,
+    # so that an immediate liveness check does not mistake a starting process for a dead one.
+    deadline = time.monotonic() + 5
+    while proc.poll() is None and marker not in _cmdline(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return proc.pid
 
 

@@ -1,11 +1,13 @@
 """Spark's Kafka connector: `spark-sql-kafka-0-10` matching the installed pyspark, with its
 dependencies, as jar files that the job runtime hands to Spark (`spark.jars`).
 
-Jars that pyspark already ships are left out, so Spark never sees two copies of a class.
+Artifacts that pyspark already ships (in any version) are left out, so Spark never sees two
+copies of a class.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from floe_stack import artifacts, component
@@ -18,10 +20,16 @@ def pyspark_version() -> str:
     return str(pyspark.__version__)
 
 
-def pyspark_jar_names() -> set[str]:
+def artifact_name(jar: str) -> str:
+    """`scala-library-2.13.15.jar` → `scala-library`: the artifact, whatever its version."""
+    match = re.match(r"^(.*)-\d+(?:\.\d+)+(?:[.-]\w+)*\.jar$", jar)
+    return match.group(1) if match else jar
+
+
+def pyspark_artifacts() -> set[str]:
     import pyspark
 
-    return {p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return {artifact_name(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
 
 
 class SparkConnector:
@@ -38,8 +46,8 @@ class SparkConnector:
             f"spark-sql-kafka-{self.version}",
             [f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{self.version}"],
         )
-        shipped = pyspark_jar_names()
-        self.jars = sorted(p for p in d.glob("*.jar") if p.name not in shipped)
+        shipped = pyspark_artifacts()
+        self.jars = sorted(p for p in d.glob("*.jar") if artifact_name(p.name) not in shipped)
 
     def start(self) -> None:
         """A set of jars: nothing to run."""

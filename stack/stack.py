@@ -8,17 +8,17 @@ from collections.abc import Callable
 from floe_stack import cassandra, component, envfile, helm, kafka, kube, procs, spark
 from floe_stack.layout import Layout
 
-Factory = Callable[[Layout, component.PortBook], object]
+Factory = Callable[[Layout, component.PortBook], component.Component]
 COMPONENTS: tuple[Factory, ...] = (kafka.Kafka, cassandra.Cassandra, kube.Kube, helm.Helm, spark.SparkConnector)
 
 
-def _components(layout: Layout, book: component.PortBook) -> list[object]:
+def _components(layout: Layout, book: component.PortBook) -> list[component.Component]:
     return [make(layout, book) for make in COMPONENTS]
 
 
 def _names(layout: Layout) -> list[str]:
     book = component.PortBook.load(layout)
-    return [p for c in _components(layout, book) for p in c.processes()]  # type: ignore[attr-defined]
+    return [p for c in _components(layout, book) for p in c.processes()]
 
 
 def all_running(layout: Layout) -> bool:
@@ -34,18 +34,18 @@ def up(layout: Layout, *, say: Callable[[str], None] = print) -> dict[str, str]:
     book.save()
     for note in book.notes:
         say(f"floe-stack: {note}")
-    was_running = {n: procs.running_pid(layout, n) is not None for c in comps for n in c.processes()}  # type: ignore[attr-defined]
+    was_running = {n: procs.running_pid(layout, n) is not None for c in comps for n in c.processes()}
     for c in comps:
         t = time.monotonic()
-        c.install()  # type: ignore[attr-defined]
-        say(f"floe-stack: {c.name} installed ({time.monotonic() - t:.1f} s)")  # type: ignore[attr-defined]
+        c.install()
+        say(f"floe-stack: {c.name} installed ({time.monotonic() - t:.1f} s)")
     for c in comps:
-        c.start()  # type: ignore[attr-defined]
+        c.start()
     env: dict[str, str] = {"FLOE_CACHE": str(layout.cache), "FLOE_BIN": str(layout.bin)}
     for c in comps:
-        c.wait_ready(timeout=240)  # type: ignore[attr-defined]
-        env.update(c.env())  # type: ignore[attr-defined]
-        say(f"floe-stack: ready  {c.describe()}")  # type: ignore[attr-defined]
+        c.wait_ready(timeout=240)
+        env.update(c.env())
+        say(f"floe-stack: ready  {c.describe()}")
     envfile.write(layout.env_file, env)
     restarted = [n for n, running in was_running.items() if not running]
     if not restarted:

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from floe_stack import envfile
 
 ROOT = Path(__file__).resolve().parent.parent
