@@ -41,7 +41,6 @@ from cassandra.policies import (
     TokenAwarePolicy,
 )
 from cassandra.query import tuple_factory
-
 from floe_jobs.stores.errors import StoreConfigError
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,271 @@
+"""Statement execution for the stores: bounded retries with backoff, bounded concurrency,
+paging, and typed errors.
+
+Transient driver errors (timeouts, unavailable replicas, no host, overload, lost
+connections) are retried with exponential backoff up to `RetryPolicy.attempts`, then raised
+as `StoreUnavailableError` naming the store, operation, partition and key. Errors retrying
+cannot fix (invalid request, unauthorized) raise `StoreQueryError` at once. Nothing fails
+silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra import (
+    CoordinationFailure,
+    OperationTimedOut,
+    ReadTimeout,
+    Unavailable,
+    WriteTimeout,
+)
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, NoHostAvailable, ResponseFuture, ResultSet, Session
+from cassandra.connection import ConnectionException
+from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage, ServerError
+from floe_jobs.stores.errors import StoreQueryError, StoreUnavailableError
+from floe_jobs.stores.metrics import StoreMetrics
+
+log = logging.getLogger(__name__)
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    OperationTimedOut,
+    NoHostAvailable,
+    ReadTimeout,
+    WriteTimeout,
+    Unavailable,
+    CoordinationFailure,
+    ConnectionException,
+    OverloadedErrorMessage,
+    IsBootstrappingErrorMessage,
+    ServerError,
+)
+
+Row = Sequence[Any]
+Call = tuple[Any, Sequence[Any]]
+"""A statement (prepared or text) and its parameters."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently transient Cassandra errors are retried."""
+
+    attempts: int = 4
+    base_delay: float = 0.1
+    max_delay: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {self.attempts}")
+
+    def delay(self, attempt: int) -> float:
+        """Sleep before attempt `attempt + 1` (attempt counts from 1)."""
+        return float(min(self.max_delay, self.base_delay * (2 ** (attempt - 1))))
+
+
+def profile_or_default(session: Session, name: str) -> object:
+    """`name` when the session's cluster has that execution profile, else the default one."""
+    if name in session.cluster.profile_manager.profiles:
+        return name
+    return EXEC_PROFILE_DEFAULT
+
+
+class Executor:
+    """Runs one store's statements: retries, concurrency, paging, error typing, retry metrics."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        store: str,
+        profile: str,
+        retry: RetryPolicy,
+        metrics: StoreMetrics,
+    ) -> None:
+        self.session = session
+        self.store = store
+        self.profile = profile_or_default(session, profile)
+        self.retry = retry
+        self.metrics = metrics
+
+    # -- errors ---------------------------------------------------------------------------
+
+    def _fail(
+        self, op: str, exc: BaseException, *, attempts: int, partition: int | None, key: Any
+    ) -> Exception:
+        self.metrics.error(self.store, op, exc)
+        if isinstance(exc, TRANSIENT_ERRORS):
+            err: Exception = StoreUnavailableError(
+                f"Cassandra unavailable: {type(exc).__name__}: {exc}",
+                attempts=attempts, store=self.store, operation=op, partition=partition, key=key,
+            )
+        else:
+            err = StoreQueryError(
+                f"Cassandra rejected the statement: {type(exc).__name__}: {exc}",
+                store=self.store, operation=op, partition=partition, key=key,
+            )
+        err.__cause__ = exc
+        return err
+
+    # -- one statement --------------------------------------------------------------------
+
+    def execute(
+        self, op: str, statement: Any, params: Sequence[Any] | None = None, *,
+        partition: int | None = None, key: Any = None,
+    ) -> list[Row]:
+        """Runs a statement, returning the rows of its first page."""
+        rows: list[Row] = self.execute_result(op, statement, params, partition=partition, key=key).current_rows
+        return rows
+
+    def execute_result(
+        self, op: str, statement: Any, params: Sequence[Any] | None = None, *,
+        partition: int | None = None, key: Any = None,
+    ) -> ResultSet:
+        """Runs a statement, returning the driver's result (column names, first page)."""
+        attempt = 1
+        while True:
+            try:
+                return self.session.execute(statement, params, execution_profile=self.profile)
+            except TRANSIENT_ERRORS as exc:
+                if attempt >= self.retry.attempts:
+                    raise self._fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
+                self.metrics.bind(self.store, op).retries.inc()
+                log.warning(
+                    "Retried store statement store=%s operation=%s partition=%s attempt=%d error=%s",
+                    self.store, op, partition, attempt, type(exc).__name__,
+                )
+                time.sleep(self.retry.delay(attempt))
+                attempt += 1
+            except Exception as exc:
+                raise self._fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
+
+    # -- many statements, bounded in flight -----------------------------------------------
+
+    def execute_concurrent(
+        self, op: str, calls: Sequence[Call], *, concurrency: int,
+        partition: int | None = None, keys: Sequence[Any] | None = None,
+    ) -> list[list[Row]]:
+        """Runs `calls` with at most `concurrency` in flight; rows of each, in order.
+
+        Transient failures are retried in rounds (after a backoff) up to the retry policy's
+        attempts; the first failure that outlives them raises, naming its key.
+        """
+        results: list[list[Row] | None] = [None] * len(calls)
+        pending = list(range(len(calls)))
+        attempt = 1
+        while pending:
+            errors = _Round(self.session, self.profile, calls, pending, results, concurrency).run()
+            if not errors:
+                return results  # type: ignore[return-value]
+            fatal = [(i, e) for i, e in errors.items() if not isinstance(e, TRANSIENT_ERRORS)]
+            if fatal or attempt >= self.retry.attempts:
+                index, exc = (fatal or sorted(errors.items()))[0]
+                key = keys[index] if keys is not None and index < len(keys) else None
+                raise self._fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
+            self.metrics.bind(self.store, op).retries.inc(len(errors))
+            log.warning(
+                "Retried store statements store=%s operation=%s partition=%s failed=%d attempt=%d error=%s",
+                self.store, op, partition, len(errors), attempt, type(next(iter(errors.values()))).__name__,
+            )
+            time.sleep(self.retry.delay(attempt))
+            pending = sorted(errors)
+            attempt += 1
+        return results  # type: ignore[return-value]
+
+    # -- paging ---------------------------------------------------------------------------
+
+    def pages(
+        self, op: str, statement: Any, params: Sequence[Any], *, page_size: int,
+        partition: int | None = None,
+    ) -> Iterator[Row]:
+        """Yields the rows of a query page by page; each page fetch is retried on its own.
+
+        Only one page is held in memory at a time.
+        """
+        bound = statement.bind(params)
+        bound.fetch_size = page_size
+        paging_state: bytes | None = None
+        while True:
+            attempt = 1
+            while True:
+                try:
+                    result = self.session.execute(
+                        bound, execution_profile=self.profile, paging_state=paging_state
+                    )
+                    break
+                except TRANSIENT_ERRORS as exc:
+                    if attempt >= self.retry.attempts:
+                        raise self._fail(op, exc, attempts=attempt, partition=partition, key=None) from exc
+                    self.metrics.bind(self.store, op).retries.inc()
+                    time.sleep(self.retry.delay(attempt))
+                    attempt += 1
+                except Exception as exc:
+                    raise self._fail(op, exc, attempts=attempt, partition=partition, key=None) from exc
+            yield from result.current_rows
+            paging_state = result.paging_state
+            if not paging_state:
+                return
+
+
+class _Round:
+    """One pass over the pending calls with a semaphore bounding those in flight.
+
+    The calling thread submits; the driver's I/O thread completes and releases a slot, so
+    no callback ever submits (no recursion, whatever the number of calls).
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        profile: object,
+        calls: Sequence[Call],
+        pending: list[int],
+        results: list[list[Row] | None],
+        concurrency: int,
+    ) -> None:
+        self.session = session
+        self.profile = profile
+        self.calls = calls
+        self.pending = pending
+        self.results = results
+        self.slots = threading.Semaphore(max(1, concurrency))
+        self.errors: dict[int, BaseException] = {}
+        self.remaining = len(pending)
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def run(self) -> dict[int, BaseException]:
+        if not self.pending:
+            return {}
+        for index in self.pending:
+            self.slots.acquire()
+            statement, params = self.calls[index]
+            try:
+                future: ResponseFuture = self.session.execute_async(
+                    statement, params, execution_profile=self.profile
+                )
+            except Exception as exc:
+                self._failed(exc, index)
+                continue
+            future.add_callbacks(self._succeeded, self._failed, callback_args=(index,), errback_args=(index,))
+        self.done.wait()
+        return self.errors
+
+    def _finish_one(self) -> None:
+        self.slots.release()
+        with self.lock:
+            self.remaining -= 1
+            if self.remaining == 0:
+                self.done.set()
+
+    def _succeeded(self, rows: Any, index: int) -> None:
+        self.results[index] = rows if isinstance(rows, list) else list(rows or ())
+        self._finish_one()
+
+    def _failed(self, exc: BaseException, index: int) -> None:
+        self.errors[index] = exc
+        self._finish_one()

@@ -1,0 +1,620 @@
+"""Key-value stores: `PartitionedStore` (one Cassandra partition per input partition) and
+`GlobalStore` (the record key is the whole primary key).
+
+Tables (compatible with kafka-streams-cassandra-state-store):
+
+    partitioned: partition int, key blob, time timestamp, value blob, floe_batch bigint,
+                 PRIMARY KEY ((partition), key)
+    global:      key blob, time timestamp, value blob, PRIMARY KEY (key)
+
+`time` is the wall-clock write time. A row whose `value` is null is absent to every read:
+that is how a fenced delete is stored (see `PartitionedStore.put_many_fenced`).
+
+Batched forms (`get_many`, `put_all`, `delete_many`, the fenced ones) send their statements
+concurrently with at most `StoreOptions.concurrency` in flight, over prepared statements
+that the driver routes to a replica of the partition (token-aware).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from cassandra.query import BatchStatement, BatchType
+from floe_jobs.stores import keys as keyorder
+from floe_jobs.stores.base import BaseStore
+from floe_jobs.stores.cache import ABSENT, MISS
+from floe_jobs.stores.errors import StoreConfigError
+from floe_jobs.stores.execution import Call, Row
+from floe_jobs.stores.schema import FENCE_COLUMN
+from floe_jobs.stores.serdes import Serde
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+_NOW = "toTimestamp(now())"
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class _KeyValueStore(BaseStore[K, V]):
+    """The operations both key-value layouts share, with `partition` None for global stores."""
+
+    _partitioned = True
+
+    # -- CQL ------------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return "partition = ? AND key = ?" if self._partitioned else "key = ?"
+
+    def _pk(self, partition: int | None) -> tuple[Any, ...]:
+        return (partition,) if self._partitioned else ()
+
+    def _insert_cql(self, *, ttl: bool, fenced: bool = False, lwt: bool = False) -> str:
+        cols = ["partition", "key", "time", "value"] if self._partitioned else ["key", "time", "value"]
+        vals = ["?", "?", _NOW, "?"] if self._partitioned else ["?", _NOW, "?"]
+        if fenced:
+            cols.append(FENCE_COLUMN)
+            vals.append("?")
+        cql = f"INSERT INTO {self.qualified_table} ({', '.join(cols)}) VALUES ({', '.join(vals)})"
+        if lwt:
+            cql += " IF NOT EXISTS"
+        if ttl:
+            cql += " USING TTL ?"
+        return cql
+
+    def _insert(self, ttl: int | None) -> Any:
+        if ttl is None:
+            return self._statement("insert", self._insert_cql(ttl=False))
+        return self._statement("insert_ttl", self._insert_cql(ttl=True))
+
+    def _insert_params(self, partition: int | None, kb: bytes, vb: bytes | None, ttl: int | None) -> tuple[Any, ...]:
+        params = (*self._pk(partition), kb, vb)
+        return params if ttl is None else (*params, ttl)
+
+    def _check_ttl(self, ttl: int | None, op: str) -> None:
+        if ttl is not None and ttl < 0:
+            raise StoreConfigError(f"ttl must be >= 0 seconds (0: never expires), got {ttl}", store=self.name,
+                                   operation=op)
+
+    def _cache_key(self, partition: int | None, kb: bytes) -> Any:
+        return (partition, kb) if self._partitioned else kb
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _get(self, partition: int | None, key: K) -> V | None:
+        started = time.perf_counter()
+        m = self._op("get")
+        kb = self._encode_key(key, "get", partition)
+        cache = self.cache
+        if cache is not None:
+            cached = cache.get(self._cache_key(partition, kb))
+            if cached is not MISS:
+                self._cache_hits.inc()
+                m.operations.inc()
+                return None if cached is ABSENT else self._decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
+            self._cache_misses.inc()
+        stmt = self._statement("get", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+        rows = self.executor.execute("get", stmt, (*self._pk(partition), kb), partition=partition, key=key)
+        vb = rows[0][0] if rows else None
+        if cache is not None:
+            cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
+        self._done(m, started)
+        return None if vb is None else self._decode_value(vb, "get", partition, key)
+
+    def _fetch_many(self, partition: int | None, encoded: dict[bytes, K], op: str,
+                    concurrency: int | None) -> dict[bytes, tuple[bytes | None, int | None]]:
+        """Raw (value, fence) of every key found, keyed by encoded key."""
+        found: dict[bytes, tuple[bytes | None, int | None]] = {}
+        if not encoded:
+            return found
+        kbs = list(encoded)
+        fence = FENCE_COLUMN if self._partitioned else "null"
+        calls: list[Call]
+        if self._partitioned and self.options.in_chunk_size > 1:
+            stmt = self._statement(
+                "get_in",
+                f"SELECT key, value, {fence} FROM {self.qualified_table} WHERE partition = ? AND key IN ?",
+            )
+            chunks = list(_chunks(kbs, self.options.in_chunk_size))
+            calls = [(stmt, (partition, list(chunk))) for chunk in chunks]
+            keys_for_errors: list[Any] = [encoded[c[0]] for c in chunks]
+        else:
+            if self._partitioned:
+                stmt = self._statement(
+                    "get_row", f"SELECT key, value, {fence} FROM {self.qualified_table} WHERE {self._where()}"
+                )
+            else:
+                stmt = self._statement(
+                    "get_row", f"SELECT key, value FROM {self.qualified_table} WHERE {self._where()}"
+                )
+            calls = [(stmt, (*self._pk(partition), kb)) for kb in kbs]
+            keys_for_errors = [encoded[kb] for kb in kbs]
+        results = self.executor.execute_concurrent(
+            op, calls, concurrency=concurrency or self.options.concurrency, partition=partition,
+            keys=keys_for_errors,
+        )
+        for rows in results:
+            for row in rows:
+                found[row[0]] = (row[1], row[2] if len(row) > 2 else None)
+        return found
+
+    def _get_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> dict[K, V]:
+        started = time.perf_counter()
+        m = self._op("get_many")
+        encoded = {self._encode_key(k, "get_many", partition): k for k in keys}
+        out: dict[K, V] = {}
+        cache = self.cache
+        todo = encoded
+        if cache is not None:
+            todo = {}
+            for kb, key in encoded.items():
+                cached = cache.get(self._cache_key(partition, kb))
+                if cached is MISS:
+                    self._cache_misses.inc()
+                    todo[kb] = key
+                else:
+                    self._cache_hits.inc()
+                    if cached is not ABSENT:
+                        out[key] = self._decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
+        found = self._fetch_many(partition, todo, "get_many", concurrency)
+        for kb, key in todo.items():
+            vb = found.get(kb, (None, None))[0]
+            if cache is not None:
+                cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
+            if vb is not None:
+                out[key] = self._decode_value(vb, "get_many", partition, key)
+        self._done(m, started, len(encoded))
+        return out
+
+    def _scan(self, op: str, partition: int | None, rows: Iterable[Row],
+              upper: bytes | None = None) -> Iterator[tuple[K, V]]:
+        for row in rows:
+            kb, vb = row[0], row[1]
+            if vb is None:
+                continue  # a fenced delete
+            if upper is not None and kb >= upper:
+                continue
+            key = self._decode_key(kb, op, partition)
+            yield key, self._decode_value(vb, op, partition, key)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _put(self, partition: int | None, key: K, value: V | None, ttl: int | None) -> None:
+        if value is None:
+            self._delete(partition, key)
+            return
+        started = time.perf_counter()
+        m = self._op("put")
+        self._check_ttl(ttl, "put")
+        kb = self._encode_key(key, "put", partition)
+        vb = self._encode_value(value, "put", partition, key)
+        self._write_through(
+            "put", partition, key, kb, vb,
+            lambda: self.executor.execute(
+                "put", self._insert(ttl), self._insert_params(partition, kb, vb, ttl),
+                partition=partition, key=key,
+            ),
+        )
+        self._done(m, started)
+
+    def _write_through(self, op: str, partition: int | None, key: Any, kb: bytes, vb: bytes | None,
+                       write: Any) -> None:
+        """Runs `write`, then updates the cache; on failure the key's cache entry is dropped."""
+        cache = self.cache
+        try:
+            write()
+        except Exception:
+            if cache is not None:
+                cache.invalidate(self._cache_key(partition, kb))
+            raise
+        if cache is not None:
+            cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
+
+    def _delete(self, partition: int | None, key: K) -> None:
+        started = time.perf_counter()
+        m = self._op("delete")
+        kb = self._encode_key(key, "delete", partition)
+        stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
+        self._write_through(
+            "delete", partition, key, kb, None,
+            lambda: self.executor.execute(
+                "delete", stmt, (*self._pk(partition), kb), partition=partition, key=key
+            ),
+        )
+        self._done(m, started)
+
+    def _delete_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> None:
+        started = time.perf_counter()
+        m = self._op("delete_many")
+        encoded = [(self._encode_key(k, "delete_many", partition), k) for k in keys]
+        stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
+        calls: list[Call] = [(stmt, (*self._pk(partition), kb)) for kb, _ in encoded]
+        self._run_writes("delete_many", partition, calls, [k for _, k in encoded],
+                         [(kb, None) for kb, _ in encoded], concurrency)
+        self._done(m, started, len(encoded))
+
+    def _run_writes(self, op: str, partition: int | None, calls: list[Call], keys: list[Any],
+                    effects: list[tuple[bytes, bytes | None]], concurrency: int | None) -> None:
+        cache = self.cache
+        try:
+            self.executor.execute_concurrent(
+                op, calls, concurrency=concurrency or self.options.concurrency, partition=partition, keys=keys
+            )
+        except Exception:
+            if cache is not None:
+                for kb, _ in effects:
+                    cache.invalidate(self._cache_key(partition, kb))
+            raise
+        if cache is not None:
+            for kb, vb in effects:
+                cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
+
+    def _put_all(self, partition: int | None, items: Iterable[tuple[K, V | None]], ttl: int | None,
+                 concurrency: int | None, op: str = "put_all", fence: int | None = None) -> None:
+        started = time.perf_counter()
+        m = self._op(op)
+        self._check_ttl(ttl, op)
+        # The last write of a key in `items` wins, as it would applying them one by one.
+        latest: dict[bytes, tuple[K, bytes | None]] = {}
+        for key, value in items:
+            kb = self._encode_key(key, op, partition)
+            latest[kb] = (key, None if value is None else self._encode_value(value, op, partition, key))
+        if fence is None:
+            upserts = [(kb, k, vb) for kb, (k, vb) in latest.items() if vb is not None]
+            removals = [(kb, k) for kb, (k, vb) in latest.items() if vb is None]
+            stmts: list[tuple[Any, tuple[Any, ...], bytes, Any, int]] = [
+                (self._insert(ttl), self._insert_params(partition, kb, vb, ttl), kb, k, len(kb) + len(vb or b""))
+                for kb, k, vb in upserts
+            ]
+            if removals:
+                delete = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
+                stmts += [(delete, (*self._pk(partition), kb), kb, k, len(kb)) for kb, k in removals]
+        else:
+            stmts = []
+            for kb, (k, vb) in latest.items():
+                row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
+                if row_ttl is None:
+                    stmt = self._statement("insert_fenced", self._insert_cql(ttl=False, fenced=True))
+                    params: tuple[Any, ...] = (partition, kb, vb, fence)
+                else:
+                    stmt = self._statement("insert_fenced_ttl", self._insert_cql(ttl=True, fenced=True))
+                    params = (partition, kb, vb, fence, row_ttl)
+                stmts.append((stmt, params, kb, k, len(kb) + len(vb or b"")))
+        calls: list[Call] = []
+        call_keys: list[Any] = []
+        if self._partitioned and self.options.batch_max_rows > 1:
+            # Single-partition batches: one mutation, applied atomically, exempt from
+            # Cassandra's multi-partition batch size limits; still split to bound their size.
+            batch: BatchStatement | None = None
+            rows = size = 0
+            first_key: Any = None
+            for stmt, params, _kb, k, nbytes in stmts:
+                if batch is not None and (rows >= self.options.batch_max_rows
+                                          or size + nbytes > self.options.batch_max_bytes):
+                    calls.append((batch, ()))
+                    call_keys.append(first_key)
+                    batch = None
+                if batch is None:
+                    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                    rows = size = 0
+                    first_key = k
+                batch.add(stmt, params)
+                rows += 1
+                size += nbytes
+            if batch is not None:
+                calls.append((batch, ()))
+                call_keys.append(first_key)
+        else:
+            calls = [(stmt, params) for stmt, params, _kb, _k, _n in stmts]
+            call_keys = [k for _s, _p, _kb, k, _n in stmts]
+        self._run_writes(op, partition, calls, call_keys, [(kb, vb) for kb, (_k, vb) in latest.items()],
+                         concurrency)
+        self._done(m, started, len(latest))
+
+    def _put_if_absent(self, partition: int | None, key: K, value: V, ttl: int | None) -> V | None:
+        started = time.perf_counter()
+        m = self._op("put_if_absent")
+        self._check_ttl(ttl, "put_if_absent")
+        kb = self._encode_key(key, "put_if_absent", partition)
+        vb = self._encode_value(value, "put_if_absent", partition, key)
+        if not self.options.lwt_put_if_absent:
+            # Read then write, like the Java library: not atomic against concurrent writers.
+            stmt = self._statement("get", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+            rows = self.executor.execute("put_if_absent", stmt, (*self._pk(partition), kb),
+                                         partition=partition, key=key)
+            if rows and rows[0][0] is not None:
+                self._done(m, started)
+                return self._decode_value(rows[0][0], "put_if_absent", partition, key)
+            self._write_through(
+                "put_if_absent", partition, key, kb, vb,
+                lambda: self.executor.execute("put_if_absent", self._insert(ttl),
+                                              self._insert_params(partition, kb, vb, ttl),
+                                              partition=partition, key=key),
+            )
+            self._done(m, started)
+            return None
+        existing = self._lwt_insert(partition, key, kb, vb, ttl)
+        if self.cache is not None:
+            self.cache.set(self._cache_key(partition, kb), vb if existing is None else existing)
+        self._done(m, started)
+        return None if existing is None else self._decode_value(existing, "put_if_absent", partition, key)
+
+    def _lwt_insert(self, partition: int | None, key: K, kb: bytes, vb: bytes, ttl: int | None) -> bytes | None:
+        """INSERT IF NOT EXISTS; a fenced-delete row (value null) counts as absent. Returns the
+        value found when nothing was written."""
+        insert = self._statement(
+            "insert_lwt_ttl" if ttl is not None else "insert_lwt",
+            self._insert_cql(ttl=ttl is not None, lwt=True),
+        )
+        update_cql = f"UPDATE {self.qualified_table}"
+        if ttl is not None:
+            update_cql += " USING TTL ?"
+        update_cql += f" SET value = ?, time = {_NOW} WHERE {self._where()} IF value = null"
+        update = self._statement("update_lwt_ttl" if ttl is not None else "update_lwt", update_cql)
+        for _ in range(3):
+            rs = self.executor.execute_result(
+                "put_if_absent", insert, self._insert_params(partition, kb, vb, ttl), partition=partition, key=key
+            )
+            row = rs.current_rows[0]
+            if row[0]:
+                return None
+            current = row[list(rs.column_names).index("value")]
+            if current is not None:
+                return bytes(current)
+            params = ((ttl,) if ttl is not None else ()) + (vb, *self._pk(partition), kb)
+            rs = self.executor.execute_result("put_if_absent", update, params, partition=partition, key=key)
+            row = rs.current_rows[0]
+            if row[0]:
+                return None
+            current = row[list(rs.column_names).index("value")] if "value" in rs.column_names else None
+            if current is not None:
+                return bytes(current)
+            # The row vanished between the two statements: try the insert again.
+        raise StoreConfigError("put_if_absent did not settle after 3 rounds", store=self.name,
+                               operation="put_if_absent", partition=partition, key=key)
+
+    def _count(self, partition: int | None) -> int:
+        if not self.options.count_enabled:
+            raise StoreConfigError(
+                "approximate_num_entries is a full COUNT in Cassandra; turn it on with "
+                "StoreOptions(count_enabled=True)", store=self.name, operation="approximate_num_entries",
+            )
+        started = time.perf_counter()
+        m = self._op("approximate_num_entries")
+        # COUNT(value) skips fenced-delete rows, whose value is null.
+        if partition is None:
+            stmt = self._statement("count_all", f"SELECT COUNT(value) FROM {self.qualified_table}")
+            rows = self.executor.execute("approximate_num_entries", stmt, ())
+        else:
+            stmt = self._statement(
+                "count", f"SELECT COUNT(value) FROM {self.qualified_table} WHERE partition = ?"
+            )
+            rows = self.executor.execute("approximate_num_entries", stmt, (partition,), partition=partition)
+        self._done(m, started, 0)
+        return int(rows[0][0]) if rows else 0
+
+
+class PartitionedStore(_KeyValueStore[K, V]):
+    """A key-value store scoped to input partitions: every operation names its partition.
+
+    Keys within a partition are ordered as unsigned bytes, which gives ranges, reverse
+    ranges and prefix scans. One input partition is one Cassandra partition: keep it under
+    ~100 MB (see `estimated_partition_sizes`).
+    """
+
+    store_type = "partitioned"
+    _partitioned = True
+
+    def get(self, partition: int, key: K) -> V | None:
+        return self._get(partition, key)
+
+    def get_many(self, partition: int, keys: Iterable[K], *, concurrency: int | None = None) -> dict[K, V]:
+        """The values of the keys that exist (absent keys are left out)."""
+        return self._get_many(partition, keys, concurrency)
+
+    def put(self, partition: int, key: K, value: V | None, *, ttl: int | None = None) -> None:
+        """Writes a value (None deletes). `ttl` in seconds overrides the table default (0: never)."""
+        self._put(partition, key, value, ttl)
+
+    def put_if_absent(self, partition: int, key: K, value: V, *, ttl: int | None = None) -> V | None:
+        """Writes when the key has no value; returns the existing value, or None when written."""
+        return self._put_if_absent(partition, key, value, ttl)
+
+    def put_all(self, partition: int, items: Iterable[tuple[K, V | None]], *, ttl: int | None = None,
+                concurrency: int | None = None) -> None:
+        """Writes many keys of one partition in single-partition batches sent concurrently.
+
+        Each batch is atomic; the whole call is not (a failure leaves earlier batches applied).
+        """
+        self._put_all(partition, items, ttl, concurrency)
+
+    def delete(self, partition: int, key: K) -> None:
+        self._delete(partition, key)
+
+    def delete_many(self, partition: int, keys: Iterable[K], *, concurrency: int | None = None) -> None:
+        self._delete_many(partition, keys, concurrency)
+
+    # -- exactly-once fencing -------------------------------------------------------------
+
+    def get_many_fenced(self, partition: int, keys: Iterable[K], *,
+                        concurrency: int | None = None) -> dict[K, tuple[V | None, int | None]]:
+        """Every requested key -> (value or None, batch id of the last fenced write or None).
+
+        Bypasses the read cache: fences must come from Cassandra.
+        """
+        started = time.perf_counter()
+        m = self._op("get_many_fenced")
+        encoded = {self._encode_key(k, "get_many_fenced", partition): k for k in keys}
+        found = self._fetch_many(partition, encoded, "get_many_fenced", concurrency)
+        out: dict[K, tuple[V | None, int | None]] = {}
+        for kb, key in encoded.items():
+            vb, fence = found.get(kb, (None, None))
+            value = None if vb is None else self._decode_value(vb, "get_many_fenced", partition, key)
+            out[key] = (value, fence)
+        self._done(m, started, len(encoded))
+        return out
+
+    def put_many_fenced(self, partition: int, items: Iterable[tuple[K, V | None]], *, batch: int,
+                        ttl: int | None = None, concurrency: int | None = None) -> None:
+        """Writes values together with the batch id that produced them, in the same row.
+
+        A value of None is a fenced delete: the row stays with a null value (absent to every
+        read) and the batch id, and expires after `StoreOptions.fence_tombstone_ttl`. Value
+        and fence of a key are one row, so they are written atomically.
+        """
+        self._put_all(partition, items, ttl, concurrency, op="put_many_fenced", fence=batch)
+
+    # -- iteration ------------------------------------------------------------------------
+
+    def range(self, partition: int, from_key: K | None = None, to_key: K | None = None) -> Iterator[tuple[K, V]]:
+        """Keys in [from_key, to_key] (both inclusive, either open when None), ascending."""
+        return self._range("range", partition, from_key, to_key, reverse=False)
+
+    def reverse_range(self, partition: int, from_key: K | None = None,
+                      to_key: K | None = None) -> Iterator[tuple[K, V]]:
+        """Keys in [from_key, to_key], descending."""
+        return self._range("reverse_range", partition, from_key, to_key, reverse=True)
+
+    def all(self, partition: int) -> Iterator[tuple[K, V]]:
+        return self._range("all", partition, None, None, reverse=False)
+
+    def reverse_all(self, partition: int) -> Iterator[tuple[K, V]]:
+        return self._range("reverse_all", partition, None, None, reverse=True)
+
+    def prefix_scan(self, partition: int, prefix: Any, *, prefix_serde: Serde[Any] | None = None,
+                    reverse: bool = False) -> Iterator[tuple[K, V]]:
+        """Keys whose encoded bytes start with the encoded `prefix` (encoded with
+        `prefix_serde`, default the key serde), ascending (or descending)."""
+        serde = prefix_serde or self.key_serde
+        try:
+            lower = serde.encode(prefix)
+        except Exception as exc:
+            raise StoreConfigError(f"prefix does not encode with serde {serde.name}: {exc}", store=self.name,
+                                   operation="prefix_scan", partition=partition, key=prefix) from exc
+        upper = keyorder.prefix_upper_bound(lower)
+        return self._range_bytes("prefix_scan", partition, lower, upper, upper_inclusive=False, reverse=reverse)
+
+    def _range(self, op: str, partition: int, from_key: K | None, to_key: K | None,
+               *, reverse: bool) -> Iterator[tuple[K, V]]:
+        lower = None if from_key is None else self._encode_key(from_key, op, partition)
+        upper = None if to_key is None else self._encode_key(to_key, op, partition)
+        return self._range_bytes(op, partition, lower, upper, upper_inclusive=True, reverse=reverse)
+
+    def _range_bytes(self, op: str, partition: int, lower: bytes | None, upper: bytes | None,
+                     *, upper_inclusive: bool, reverse: bool) -> Iterator[tuple[K, V]]:
+        if lower is not None and upper is not None and (lower > upper or (lower == upper and not upper_inclusive)):
+            log.warning(
+                "Returned no rows for an inverted key range store=%s operation=%s partition=%d "
+                "(arguments swapped, or a serde whose bytes do not sort like its values)",
+                self.name, op, partition,
+            )
+            return iter(())
+        conditions = ["partition = ?"]
+        params: list[Any] = [partition]
+        if lower is not None:
+            conditions.append("key >= ?")
+            params.append(lower)
+        if upper is not None:
+            conditions.append("key <= ?" if upper_inclusive else "key < ?")
+            params.append(upper)
+        order = " ORDER BY key DESC" if reverse else ""
+        name = f"range:{lower is not None}:{upper is not None}:{upper_inclusive}:{reverse}"
+        stmt = self._statement(
+            name, f"SELECT key, value FROM {self.qualified_table} WHERE {' AND '.join(conditions)}{order}"
+        )
+        return self._iterate(op, partition, stmt, params)
+
+    def _iterate(self, op: str, partition: int, stmt: Any, params: list[Any]) -> Iterator[tuple[K, V]]:
+        started = time.perf_counter()
+        m = self._op(op)
+        count = 0
+        try:
+            for item in self._scan(op, partition, self.executor.pages(
+                    op, stmt, params, page_size=self.options.page_size, partition=partition)):
+                count += 1
+                yield item
+        finally:
+            self._done(m, started, count)
+
+    def approximate_num_entries(self, partition: int | None = None) -> int:
+        """The number of keys in `partition` (or in all partitions): an exact, costly COUNT,
+        only when `StoreOptions.count_enabled`."""
+        return self._count(partition)
+
+    def partitions(self) -> list[int]:
+        """The input partitions that have rows (SELECT DISTINCT partition: a scan of partition keys)."""
+        stmt = self._statement("partitions", f"SELECT DISTINCT partition FROM {self.qualified_table}")
+        return sorted(int(r[0]) for r in self.executor.pages("partitions", stmt, [], page_size=1000))
+
+
+class GlobalStore(_KeyValueStore[K, V]):
+    """A key-value store whose table is keyed by the record key alone, usable from any partition.
+
+    Supports what a single-column primary key allows: get/put/delete (single and batched),
+    put_if_absent, a full scan (`all`, in token order, not key order) and counting. Ranges,
+    reverse iteration and prefix scans raise UnsupportedOperationError.
+    """
+
+    store_type = "global"
+    _partitioned = False
+
+    def get(self, key: K) -> V | None:
+        return self._get(None, key)
+
+    def get_many(self, keys: Iterable[K], *, concurrency: int | None = None) -> dict[K, V]:
+        return self._get_many(None, keys, concurrency)
+
+    def put(self, key: K, value: V | None, *, ttl: int | None = None) -> None:
+        self._put(None, key, value, ttl)
+
+    def put_if_absent(self, key: K, value: V, *, ttl: int | None = None) -> V | None:
+        return self._put_if_absent(None, key, value, ttl)
+
+    def put_all(self, items: Iterable[tuple[K, V | None]], *, ttl: int | None = None,
+                concurrency: int | None = None) -> None:
+        """Writes many keys concurrently, one statement per key (they live in different
+        Cassandra partitions, so a batch would only add coordinator work). Not atomic."""
+        self._put_all(None, items, ttl, concurrency)
+
+    def delete(self, key: K) -> None:
+        self._delete(None, key)
+
+    def delete_many(self, keys: Iterable[K], *, concurrency: int | None = None) -> None:
+        self._delete_many(None, keys, concurrency)
+
+    def all(self) -> Iterator[tuple[K, V]]:
+        """Every entry, paged, in Cassandra's token order (not key order)."""
+        stmt = self._statement("all", f"SELECT key, value FROM {self.qualified_table}")
+        started = time.perf_counter()
+        m = self._op("all")
+        count = 0
+        try:
+            for item in self._scan("all", None, self.executor.pages(
+                    "all", stmt, [], page_size=self.options.page_size)):
+                count += 1
+                yield item
+        finally:
+            self._done(m, started, count)
+
+    def approximate_num_entries(self) -> int:
+        return self._count(None)
+
+    def range(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
+        raise self._unsupported("range")
+
+    def reverse_range(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
+        raise self._unsupported("reverse_range")
+
+    def reverse_all(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
+        raise self._unsupported("reverse_all")
+
+    def prefix_scan(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
+        raise self._unsupported("prefix_scan")

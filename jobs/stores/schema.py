@@ -1,0 +1,314 @@
+"""Store specs, table naming, CQL rendering and idempotent provisioning.
+
+The rendering functions are pure, so the operator can show and test the exact DDL it will
+run. The table layouts are those of kafka-streams-cassandra-state-store, plus one nullable
+`floe_batch bigint` column on partitioned tables that carries the exactly-once fence (extra
+columns do not disturb the Java library, which selects its columns by name).
+
+Provisioning is safe when several processes run it at once: every statement is
+`IF NOT EXISTS`, all DDL goes to one deterministic coordinator (so concurrent creations of
+the same table serialize on that node instead of racing across nodes with different table
+ids), schema agreement is awaited after every change, and "already exists" answers count as
+success.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from cassandra import AlreadyExists, InvalidRequest, OperationTimedOut
+from cassandra.cluster import NoHostAvailable, Session
+from floe_jobs.stores.config import DDL_PROFILE
+from floe_jobs.stores.errors import KeyspaceMissingError, StoreConfigError, StoreUnavailableError
+from floe_jobs.stores.execution import profile_or_default
+
+log = logging.getLogger(__name__)
+
+StoreType = Literal["partitioned", "global", "versioned-partitioned", "versioned-global"]
+STORE_TYPES: tuple[str, ...] = get_args(StoreType)
+
+FENCE_COLUMN = "floe_batch"
+DEFAULT_TABLE_OPTIONS: Mapping[str, object] = {"compaction": {"class": "LeveledCompactionStrategy"}}
+
+# Cassandra caps keyspace and table names at 48 characters.
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+_OPTION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_TABLE_NAME_CHARS = re.compile(r"[^a-z0-9_]")
+
+
+def table_name(store_name: str) -> str:
+    """The default table of a store: `<name lowercased, [^a-z0-9_] -> _>_kstreams_store`.
+
+    The same rule as kafka-streams-cassandra-state-store's default, so both share tables.
+    """
+    return _TABLE_NAME_CHARS.sub("_", store_name.lower()) + "_kstreams_store"
+
+
+TableNameFn = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """What a store is: its name, type, default TTL and extra table options.
+
+    `table` overrides the table name for this store; `history_retention_ms` is the history
+    retention of versioned stores (ignored by the others).
+    """
+
+    name: str
+    type: StoreType
+    ttl_seconds: int | None = None
+    table_options: dict[str, object] | None = None
+    table: str | None = None
+    history_retention_ms: int = 24 * 3600 * 1000
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise StoreConfigError("a store needs a non-empty name")
+        if self.type not in STORE_TYPES:
+            raise StoreConfigError(
+                f"unknown store type {self.type!r}; known: {', '.join(STORE_TYPES)}", store=self.name
+            )
+        if self.ttl_seconds is not None and self.ttl_seconds < 0:
+            raise StoreConfigError(f"ttl_seconds must be >= 0, got {self.ttl_seconds}", store=self.name)
+        if self.history_retention_ms < 0:
+            raise StoreConfigError(
+                f"history_retention_ms must be >= 0, got {self.history_retention_ms}", store=self.name
+            )
+
+    @property
+    def partitioned(self) -> bool:
+        return self.type in ("partitioned", "versioned-partitioned")
+
+    @property
+    def versioned(self) -> bool:
+        return self.type.startswith("versioned-")
+
+    def table_for(self, table_name_fn: TableNameFn = table_name) -> str:
+        return self.table or table_name_fn(self.name)
+
+
+def check_identifier(name: str, what: str) -> str:
+    """Returns `name` when it is a valid unquoted CQL identifier, else raises StoreConfigError."""
+    if not _IDENTIFIER.match(name):
+        raise StoreConfigError(
+            f"{what} {name!r} is not a valid Cassandra name: letters, digits and _, starting "
+            "with a letter, at most 48 characters"
+        )
+    return name
+
+
+def _literal(value: object, option: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{_literal(str(k), option)}: {_literal(v, option)}" for k, v in value.items())
+        return "{" + items + "}"
+    raise StoreConfigError(f"table option {option}: cannot render {type(value).__name__} {value!r} as CQL")
+
+
+def render_options(options: Mapping[str, object]) -> str:
+    """`k = v AND ...` for a table's WITH clause, keys in a stable order."""
+    parts = []
+    for name in sorted(options):
+        if not _OPTION_NAME.match(name):
+            raise StoreConfigError(f"table option name {name!r} is not a CQL option name")
+        parts.append(f"{name} = {_literal(options[name], name)}")
+    return " AND ".join(parts)
+
+
+def table_options(spec: StoreSpec) -> dict[str, object]:
+    """The effective options of a store's table: defaults, then `table_options`, then the TTL."""
+    options: dict[str, object] = dict(DEFAULT_TABLE_OPTIONS)
+    options.update(spec.table_options or {})
+    if spec.ttl_seconds is not None:
+        options["default_time_to_live"] = spec.ttl_seconds
+    return options
+
+
+def keyspace_cql(keyspace: str, replication: Mapping[str, object] | None = None) -> str:
+    """`CREATE KEYSPACE IF NOT EXISTS`; replication defaults to SimpleStrategy with one replica.
+
+    Production clusters pass NetworkTopologyStrategy with a factor per data center.
+    """
+    check_identifier(keyspace, "keyspace")
+    replication = replication or {"class": "SimpleStrategy", "replication_factor": 1}
+    if "class" not in replication:
+        raise StoreConfigError(f"keyspace {keyspace}: replication needs a 'class', got {dict(replication)}")
+    # Cassandra wants every replication value as a string literal except the map itself.
+    rendered = "{" + ", ".join(
+        f"{_literal(str(k), 'replication')}: {_literal(str(v), 'replication')}" for k, v in replication.items()
+    ) + "}"
+    return f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {rendered}"
+
+
+def table_cql(keyspace: str, spec: StoreSpec, *, table_name_fn: TableNameFn = table_name) -> str:
+    """`CREATE TABLE IF NOT EXISTS` for a store, column layout compatible with the Java library."""
+    check_identifier(keyspace, "keyspace")
+    table = check_identifier(spec.table_for(table_name_fn), f"table of store {spec.name!r}")
+    if spec.type == "partitioned":
+        columns = (
+            "partition int, key blob, time timestamp, value blob, "
+            f"{FENCE_COLUMN} bigint, PRIMARY KEY ((partition), key)"
+        )
+    elif spec.type == "global":
+        columns = "key blob, time timestamp, value blob, PRIMARY KEY (key)"
+    elif spec.type == "versioned-partitioned":
+        columns = (
+            "partition int, key blob, validFrom timestamp, validTo timestamp, time timestamp, "
+            "value blob, PRIMARY KEY ((partition), key, validTo)"
+        )
+    else:
+        columns = (
+            "key blob, validFrom timestamp, validTo timestamp, time timestamp, value blob, "
+            "PRIMARY KEY ((key), validTo)"
+        )
+    options = render_options(table_options(spec))
+    return f"CREATE TABLE IF NOT EXISTS {keyspace}.{table} ({columns}) WITH {options}"
+
+
+def fence_column_cql(keyspace: str, table: str) -> str:
+    """Adds the fence column to a partitioned table created without it (e.g. by the Java library)."""
+    check_identifier(keyspace, "keyspace")
+    check_identifier(table, "table")
+    return f"ALTER TABLE {keyspace}.{table} ADD {FENCE_COLUMN} bigint"
+
+
+# --- execution ---------------------------------------------------------------------------
+
+_TRANSIENT = (OperationTimedOut, NoHostAvailable)
+
+
+def _coordinator(session: Session) -> Any:
+    """The one host every DDL statement goes to: the first live host by address."""
+    hosts = [h for h in session.cluster.metadata.all_hosts() if h.is_up is not False]
+    if not hosts:
+        return None
+    return sorted(hosts, key=lambda h: str(h.endpoint))[0]
+
+
+def execute_ddl(session: Session, statement: str, *, attempts: int = 5, what: str = "") -> None:
+    """Runs one DDL statement on the DDL profile, retrying transient errors, then waits for
+    schema agreement. "Already exists" counts as success (another process won the race)."""
+    delay = 0.5
+    for attempt in range(1, attempts + 1):
+        try:
+            session.execute(
+                statement, execution_profile=profile_or_default(session, DDL_PROFILE), host=_coordinator(session)
+            )
+            break
+        except AlreadyExists:
+            break
+        except InvalidRequest as exc:
+            if "already exist" in str(exc).lower():
+                break
+            raise StoreConfigError(f"Cassandra rejected DDL {what or statement!r}: {exc}") from exc
+        except _TRANSIENT as exc:
+            if attempt == attempts:
+                raise StoreUnavailableError(
+                    f"DDL failed: {what or statement}: {exc}", attempts=attempt, operation="provision"
+                ) from exc
+            log.warning("Retried DDL after transient error what=%s attempt=%d error=%s", what, attempt, exc)
+            time.sleep(delay)
+            delay = min(delay * 2, 8.0)
+    wait_for_schema_agreement(session)
+
+
+def wait_for_schema_agreement(session: Session, *, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not session.cluster.control_connection.wait_for_schema_agreement():
+        if time.monotonic() > deadline:
+            raise StoreUnavailableError("schema agreement not reached", attempts=1, operation="provision")
+        time.sleep(0.5)
+
+
+def _table_meta(session: Session, keyspace: str, table: str) -> Any:
+    ks = session.cluster.metadata.keyspaces.get(keyspace)
+    return None if ks is None else ks.tables.get(table.lower())
+
+
+def table_columns(session: Session, keyspace: str, table: str, *, refresh: bool = False) -> set[str] | None:
+    """The column names of a table, or None when it does not exist."""
+    if refresh:
+        try:
+            session.cluster.refresh_table_metadata(keyspace, table.lower())
+        except Exception:  # the table may not exist yet: metadata then simply lacks it
+            log.debug("Refreshed no metadata keyspace=%s table=%s", keyspace, table)
+    meta = _table_meta(session, keyspace, table)
+    return None if meta is None else set(meta.columns)
+
+
+def ensure_fence_column(session: Session, keyspace: str, table: str) -> None:
+    """Adds `floe_batch` to a partitioned table that lacks it (tables made by the Java library)."""
+    columns = table_columns(session, keyspace, table, refresh=True)
+    if columns is None or FENCE_COLUMN in columns:
+        return
+    log.info("Added fence column keyspace=%s table=%s column=%s", keyspace, table, FENCE_COLUMN)
+    execute_ddl(session, fence_column_cql(keyspace, table), what=f"add {FENCE_COLUMN} to {keyspace}.{table}")
+
+
+def keyspace_exists(session: Session, keyspace: str) -> bool:
+    if keyspace in session.cluster.metadata.keyspaces:
+        return True
+    try:
+        session.cluster.refresh_keyspace_metadata(keyspace)
+    except Exception:
+        return False
+    return keyspace in session.cluster.metadata.keyspaces
+
+
+def provision(
+    session: Session,
+    *,
+    keyspace: str,
+    replication: dict[str, object] | None,
+    stores: Sequence[StoreSpec],
+    create_keyspace: bool = True,
+    table_name_fn: TableNameFn = table_name,
+) -> None:
+    """Creates the keyspace (when asked and absent) and every store's table; idempotent.
+
+    Existing tables are left as they are (options are not altered), except that partitioned
+    tables lacking the fence column get it added.
+    """
+    check_identifier(keyspace, "keyspace")
+    names = [spec.table_for(table_name_fn) for spec in stores]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise StoreConfigError(f"several stores map to the same table(s): {', '.join(duplicates)}")
+    statements = [table_cql(keyspace, spec, table_name_fn=table_name_fn) for spec in stores]
+    if create_keyspace:
+        execute_ddl(session, keyspace_cql(keyspace, replication), what=f"keyspace {keyspace}")
+    elif not keyspace_exists(session, keyspace):
+        raise KeyspaceMissingError(
+            f"keyspace {keyspace} does not exist and create_keyspace is off; create it or turn "
+            "keyspace creation on"
+        )
+    for spec, table, statement in zip(stores, names, statements, strict=True):
+        if table_columns(session, keyspace, table) is None:
+            execute_ddl(session, statement, what=f"table {keyspace}.{table} of store {spec.name}")
+            log.info("Provisioned store table store=%s type=%s table=%s.%s", spec.name, spec.type, keyspace, table)
+        if spec.type == "partitioned":
+            ensure_fence_column(session, keyspace, table)
+
+
+def describe(stores: Sequence[StoreSpec], keyspace: str, replication: dict[str, object] | None = None) -> str:
+    """All DDL of a provisioning, as one CQL script (for dry runs and reviews)."""
+    lines = [keyspace_cql(keyspace, replication) + ";"]
+    lines += [table_cql(keyspace, spec) + ";" for spec in stores]
+    return "\n".join(lines)
+
+
+def options_json(spec: StoreSpec) -> str:
+    """The effective table options as JSON (stable, for status fields and logs)."""
+    return json.dumps(table_options(spec), sort_keys=True)
