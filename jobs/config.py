@@ -48,9 +48,7 @@ class KafkaSettings(_Model):
         default_factory=list,
         description="FLOE_KAFKA_OUTPUT_TOPICS: output topics; the first one is the default for emitted rows",
     )
-    group_id: str | None = Field(
-        default=None, description="FLOE_KAFKA_GROUP_ID: consumer group; default: the app id"
-    )
+    group_id: str | None = Field(default=None, description="FLOE_KAFKA_GROUP_ID: consumer group; default: the app id")
     starting_offsets: StartingOffsets = Field(
         default="earliest",
         description="FLOE_KAFKA_STARTING_OFFSETS: where a partition without a stored offset starts",
@@ -61,7 +59,8 @@ class KafkaSettings(_Model):
     max_bytes_per_batch: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
-        description="FLOE_KAFKA_MAX_BYTES_PER_BATCH: cap of one micro-batch in bytes (estimated from record sizes seen)",
+        description="FLOE_KAFKA_MAX_BYTES_PER_BATCH: cap of one micro-batch in bytes "
+        "(estimated from the record sizes seen)",
     )
     session_timeout_ms: int | None = Field(
         default=None,
@@ -75,11 +74,13 @@ class KafkaSettings(_Model):
     )
     leave_group_on_close: bool = Field(
         default=True,
-        description="FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE: leave the group at once on shutdown; off = wait for the session timeout",
+        description="FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE: leave the group at once on shutdown; "
+        "off = the partitions wait for the session timeout",
     )
     group_protocol: GroupProtocol = Field(
         default="auto",
-        description="FLOE_KAFKA_GROUP_PROTOCOL: consumer (KIP-848), classic (cooperative-sticky) or auto (consumer if the brokers support it)",
+        description="FLOE_KAFKA_GROUP_PROTOCOL: consumer (KIP-848), classic (cooperative-sticky) "
+        "or auto (consumer when the brokers support it)",
     )
     poll_interval_ms: int = Field(
         default=200, ge=10, le=10_000, description="FLOE_KAFKA_POLL_INTERVAL_MS: idle wait between empty batches"
@@ -113,12 +114,15 @@ class KafkaSettings(_Model):
 
     @model_validator(mode="after")
     def _heartbeat_below_session(self) -> KafkaSettings:
-        if self.session_timeout_ms and self.heartbeat_interval_ms:
-            if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
-                raise ValueError(
-                    "heartbeat_interval_ms must be at most a third of session_timeout_ms "
-                    f"(got {self.heartbeat_interval_ms} and {self.session_timeout_ms})"
-                )
+        if (
+            self.session_timeout_ms
+            and self.heartbeat_interval_ms
+            and self.heartbeat_interval_ms * 3 > self.session_timeout_ms
+        ):
+            raise ValueError(
+                "heartbeat_interval_ms must be at most a third of session_timeout_ms "
+                f"(got {self.heartbeat_interval_ms} and {self.session_timeout_ms})"
+            )
         return self
 
 
@@ -186,7 +190,9 @@ class MetricsSettings(_Model):
 
 
 class JobSettings(_Model):
-    entrypoint: str = Field(description="FLOE_JOB_ENTRYPOINT: `package.module:attribute` or a path to a .py file[:attribute]")
+    entrypoint: str = Field(
+        description="FLOE_JOB_ENTRYPOINT: `package.module:attribute` or a path to a .py file[:attribute]"
+    )
     args: list[str] = Field(default_factory=list, description="FLOE_JOB_ARGS: JSON list handed to the job as job.args")
 
 
@@ -317,9 +323,7 @@ def _set_path(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None
     node[path[-1]] = value
 
 
-def load(
-    *, path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
-) -> FloeConfig:
+def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> FloeConfig:
     """Read the YAML file (if any), overlay the `FLOE_*` environment, validate."""
     env = os.environ if environ is None else environ
     path = path or env.get("FLOE_CONFIG") or None

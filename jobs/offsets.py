@@ -24,7 +24,7 @@ A batch is in flight for a partition while planned_seq > committed_seq; whoever 
 partition next replays exactly [planned_from, planned_to) with planned_seq. Sequences grow
 by one per batch of that partition and are the fence written into every state row.
 
-Consumer lag as the lag exporter computes it: end offset (Kafka) − next_offset, per partition;
+Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset, per partition;
 `SELECT partition, next_offset, committed_at FROM … WHERE topic = ?`.
 
 All reads and writes go at LOCAL_QUORUM; DDL at ALL (concurrent creators are safe: IF NOT EXISTS).
@@ -41,7 +41,6 @@ from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
-
 from floe_jobs.planning import OffsetRow, PartitionPlan
 
 _MAX_TABLE = 48
@@ -116,18 +115,20 @@ class OffsetsTable:
     def read(self, topics: Iterable[str]) -> dict[tuple[str, int], OffsetRow]:
         rows: dict[tuple[str, int], OffsetRow] = {}
         for topic in sorted(set(topics)):
+            # positional access: works with the driver's tuple and named-tuple row factories
             for r in self._session.execute(self._select, (topic,)):
-                if r.next_offset is None:
+                t, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to, positions = r
+                if next_offset is None:
                     continue
-                rows[(r.topic, r.partition)] = OffsetRow(
-                    topic=r.topic,
-                    partition=r.partition,
-                    next_offset=r.next_offset,
-                    committed_seq=r.committed_seq or 0,
-                    planned_seq=r.planned_seq or 0,
-                    planned_from=r.planned_from,
-                    planned_to=r.planned_to,
-                    source_positions=_decode_positions(r.source_positions),
+                rows[(t, partition)] = OffsetRow(
+                    topic=t,
+                    partition=partition,
+                    next_offset=next_offset,
+                    committed_seq=committed_seq or 0,
+                    planned_seq=planned_seq or 0,
+                    planned_from=planned_from,
+                    planned_to=planned_to,
+                    source_positions=_decode_positions(positions),
                 )
         return rows
 
@@ -158,8 +159,5 @@ class OffsetsTable:
         positions = positions or {}
         self._run_all(
             self._commit,
-            [
-                (p.end, p.seq, now, _encode_positions(positions.get(p.tp, {})), p.topic, p.partition)
-                for p in plans
-            ],
+            [(p.end, p.seq, now, _encode_positions(positions.get(p.tp, {})), p.topic, p.partition) for p in plans],
         )

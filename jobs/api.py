@@ -1,0 +1,378 @@
+"""What a job author writes against: a `Job` of stages, each a function of one micro-batch.
+
+A stage function receives a `Batch` — the records of its owned partitions as a Spark DataFrame
+with the Kafka columns (key, value, topic, partition, offset, timestamp, headers) plus the job's
+stores — and returns what to emit: a DataFrame of key/value[/headers][/topic] rows (to the first
+output topic unless rows carry a topic), an `Emit` or a list of them, or None.
+
+    job = Job()
+
+    @job.stage()                      # reads kafka.topics
+    def split(batch):
+        words = batch.df.select("topic", "partition", "offset",
+                                F.posexplode(F.split(F.lower(F.col("value").cast("string")), r"\\W+")))
+        return batch.rekey(words.where("col != ''"), name="words", key=F.col("col"), index="pos")
+
+    @job.stage(source="words")        # reads <app-id>-words-repartition
+    def count(batch):
+        counts = batch.aggregate(batch.df, store="word-count", key=F.col("key").cast("string"))
+        return counts.select(F.col("key"), F.col("value").cast("string"))
+
+A plain function is a one-stage job. The helpers (`aggregate`, `latest`, `dedup`, `lookup`)
+read and write state per distinct key from the executors, with the exactly-once fence of
+`floe_jobs.state`. State a stage keeps is partitioned by that stage's input partition, so a
+stage that keeps state reads one topic; re-key first (`rekey`) when the grouping key is not the
+record key of the input. Stage functions must be deterministic: a replay after a crash reads
+the same records and must compute the same result.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from floe_jobs import state
+from floe_jobs.config import FloeConfig, StoreSettings
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+SRC_HEADER = "floe.src"
+OFF_HEADER = "floe.off"
+IDX_HEADER = "floe.idx"
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Rows to write to `topic` (None: each row's `topic` column)."""
+
+    df: DataFrame
+    topic: str | None
+
+
+StageFn = Callable[["Batch"], Any]
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    fn: StageFn
+    source: str | None  # None: the app's input topics; else the name of a repartition topic
+
+
+@dataclass
+class Job:
+    stages: list[Stage] = field(default_factory=list)
+
+    def stage(self, *, source: str | None = None, name: str | None = None) -> Callable[[StageFn], StageFn]:
+        def register(fn: StageFn) -> StageFn:
+            self.stages.append(Stage(name=name or fn.__name__, fn=fn, source=source))
+            return fn
+
+        return register
+
+    def validate(self) -> None:
+        if not self.stages:
+            raise ValueError("the job has no stages")
+        names = [s.name for s in self.stages]
+        if len(set(names)) != len(names):
+            raise ValueError(f"stage names must be unique, got {names}")
+
+
+def as_job(obj: Any) -> Job:
+    if isinstance(obj, Job):
+        obj.validate()
+        return obj
+    if callable(obj):
+        return Job(stages=[Stage(name=getattr(obj, "__name__", "main"), fn=obj, source=None)])
+    raise TypeError(f"the entrypoint must be a floe_jobs.api.Job or a function of a Batch, got {type(obj).__name__}")
+
+
+class StateHelperError(ValueError):
+    pass
+
+
+@dataclass
+class Batch:
+    """One micro-batch of one stage."""
+
+    spark: SparkSession
+    df: DataFrame
+    stage: str
+    cfg: FloeConfig
+    args: list[str]
+    # batch sequence per input (topic, partition): the fence of the state this batch writes
+    seqs: dict[tuple[str, int], int]
+    dlq_records: int = 0
+
+    @property
+    def stores(self) -> dict[str, StoreSettings]:
+        return {s.name: s for s in self.cfg.stores}
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _fences(self) -> dict[int, int]:
+        fences: dict[int, int] = {}
+        topics = {t for t, _ in self.seqs}
+        if len(topics) > 1:
+            raise StateHelperError(
+                f"stage {self.stage!r} keeps state but reads several topics {sorted(topics)}; "
+                "re-key them into one repartition topic first (Batch.rekey)"
+            )
+        for (_, partition), seq in self.seqs.items():
+            fences[partition] = seq
+        return fences
+
+    def store_ref(self, name: str, *, key_serde: str, value_serde: str) -> state.StoreRef:
+        spec = self.stores.get(name)
+        if spec is None:
+            raise StateHelperError(
+                f"store {name!r} is not configured; configured stores: {sorted(self.stores)} (key: stores)"
+            )
+        c = self.cfg.cassandra
+        return state.StoreRef(
+            hosts=tuple(c.hosts),
+            port=c.port,
+            local_datacenter=c.local_datacenter,
+            username=c.username,
+            password=c.password,
+            keyspace=c.keyspace,
+            name=spec.name,
+            type=spec.type,
+            ttl_seconds=spec.ttl_seconds,
+            key_serde=key_serde,
+            value_serde=value_serde,
+        )
+
+    def _apply(self, rows: DataFrame, fn: Callable[..., Any], out_value: StructField) -> DataFrame:
+        """Run `fn` over (partition, key, value) rows on the executors; materialise its output once."""
+        key_field = rows.schema["key"]
+        schema = StructType(
+            [
+                StructField("partition", rows.schema["partition"].dataType),
+                StructField("key", key_field.dataType),
+                out_value,
+            ]
+        )
+        result = rows.rdd.mapPartitions(fn)
+        return self.spark.createDataFrame(result, schema).localCheckpoint(eager=True)
+
+    # -- re-keying ----------------------------------------------------------------------------
+    def rekey(
+        self,
+        df: DataFrame,
+        *,
+        name: str,
+        key: Column,
+        value: Column | None = None,
+        index: str | None = None,
+    ) -> Emit:
+        """Send rows to `<app-id>-<name>-repartition` keyed by `key`.
+
+        `df` must keep the input's topic, partition and offset columns; `index` names a column
+        numbering the rows derived from one input record (e.g. posexplode's `pos`), else one is
+        computed. Each row carries its source position in headers; the reading stage drops
+        positions it has already applied, which makes a replay of this stage exactly-once.
+        """
+        missing = {"topic", "partition", "offset"} - set(df.columns)
+        if missing:
+            raise StateHelperError(f"rekey({name!r}) needs the input columns {sorted(missing)} in the DataFrame")
+        value_col = value if value is not None else F.lit(b"").cast("binary")
+        keyed = df.withColumn("_floe_key", key.cast("binary")).withColumn("_floe_value", value_col)
+        if index is not None:
+            keyed = keyed.withColumn("_floe_idx", F.col(index).cast("int"))
+        else:
+            order = Window.partitionBy("topic", "partition", "offset").orderBy("_floe_key", "_floe_value")
+            keyed = keyed.withColumn("_floe_idx", F.row_number().over(order))
+        headers = F.array(
+            F.struct(
+                F.lit(SRC_HEADER).alias("key"), F.concat_ws(":", "topic", "partition").cast("binary").alias("value")
+            ),
+            F.struct(F.lit(OFF_HEADER).alias("key"), F.col("offset").cast("string").cast("binary").alias("value")),
+            F.struct(F.lit(IDX_HEADER).alias("key"), F.col("_floe_idx").cast("string").cast("binary").alias("value")),
+        )
+        out = (
+            keyed.repartition("topic", "partition")
+            .sortWithinPartitions("topic", "partition", "offset", "_floe_idx")
+            .select(F.col("_floe_key").alias("key"), F.col("_floe_value").alias("value"), headers.alias("headers"))
+        )
+        return Emit(out, self.cfg.repartition_topic(name))
+
+    # -- state helpers -------------------------------------------------------------------------
+    def aggregate(
+        self,
+        df: DataFrame,
+        *,
+        store: str,
+        key: Column,
+        value: Column | None = None,
+        op: str = "sum",
+        key_serde: str = "str",
+        value_serde: str = "long",
+    ) -> DataFrame:
+        """Aggregate `value` (default 1 per row) by key into `store`; returns (partition, key, value)
+        with each touched key's new total. Aggregated in Spark first, one read and write per key."""
+        aggs = {"sum": F.sum, "count": F.sum, "min": F.min, "max": F.max}
+        if op not in aggs:
+            raise StateHelperError(f"aggregate op {op!r}: accepted values are {sorted(aggs)}")
+        value = value if value is not None else F.lit(1).cast("long")
+        grouped = df.groupBy(F.col("partition"), key.alias("key")).agg(aggs[op](value).alias("value"))
+        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
+        fn = functools.partial(state.merge_partition_rows, ref=ref, fences=self._fences(), combine=op)
+        return self._apply(grouped, fn, StructField("value", grouped.schema["value"].dataType))
+
+    def latest(
+        self,
+        df: DataFrame,
+        *,
+        store: str,
+        key: Column,
+        value: Column,
+        key_serde: str = "str",
+        value_serde: str = "json",
+    ) -> DataFrame:
+        """Keep the last value per key (by offset) in `store`; returns (partition, key, value)."""
+        last = df.groupBy(F.col("partition"), key.alias("key")).agg(F.max_by(value, F.col("offset")).alias("value"))
+        if value_serde == "json":
+            last = last.withColumn("value", F.to_json("value") if _is_struct(last, "value") else F.col("value"))
+        ref = self.store_ref(store, key_serde=key_serde, value_serde="str" if value_serde == "json" else value_serde)
+        fn = functools.partial(state.latest_partition_rows, ref=ref, fences=self._fences())
+        return self._apply(last, fn, StructField("value", last.schema["value"].dataType))
+
+    def dedup(self, df: DataFrame, *, store: str, key: Column, key_serde: str = "str") -> DataFrame:
+        """Rows whose key was not seen within the store's TTL (ttl_seconds); first occurrence wins."""
+        keyed = df.withColumn("_floe_key", key)
+        first = keyed.groupBy(F.col("partition"), F.col("_floe_key").alias("key")).agg(F.min("offset").alias("value"))
+        ref = self.store_ref(store, key_serde=key_serde, value_serde="long")
+        fn = functools.partial(state.first_seen_partition_rows, ref=ref, fences=self._fences())
+        verdicts = self._apply(first, fn, StructField("keep", _bool_type()))
+        kept = verdicts.where("keep").select(F.col("partition").alias("_p"), F.col("key").alias("_k"))
+        firsts = first.join(kept, (first.partition == kept._p) & (first.key == kept._k)).select(
+            F.col("partition").alias("_p2"), F.col("value").alias("_first_offset")
+        )
+        return keyed.join(
+            firsts,
+            (keyed.partition == firsts._p2) & (keyed.offset == firsts._first_offset),
+        ).drop("_p2", "_first_offset", "_floe_key")
+
+    def lookup(
+        self,
+        df: DataFrame,
+        *,
+        store: str,
+        key: Column,
+        as_column: str,
+        key_serde: str = "str",
+        value_serde: str = "str",
+    ) -> DataFrame:
+        """Stream-table lookup: add `as_column` with the stored value of `key` (null when absent)."""
+        keyed = df.withColumn("_floe_key", key)
+        keys = keyed.select(F.col("partition"), F.col("_floe_key").alias("key"), F.lit(None).cast("string").alias("v"))
+        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
+        fn = functools.partial(state.lookup_rows, ref=ref)
+        found = self._apply(keys.distinct(), fn, StructField(as_column, _string_type()))
+        found = found.withColumnRenamed("partition", "_lp").withColumnRenamed("key", "_lk")
+        return keyed.join(found, (keyed.partition == found._lp) & (keyed._floe_key == found._lk), "left").drop(
+            "_lp", "_lk", "_floe_key"
+        )
+
+    # -- bad input ----------------------------------------------------------------------------
+    def decode_json(self, df: DataFrame, schema: StructType | str) -> DataFrame:
+        """Parse `value` as JSON; rows that do not parse go to `<app-id>-dlq` with the error in
+        headers (floe.error, floe.topic, floe.partition, floe.offset) and are left out."""
+        from floe_jobs import sparkio
+
+        struct = _as_struct(schema)
+        with_corrupt = StructType([*struct.fields, StructField("_corrupt", _string_type())])
+        parsed = df.withColumn(
+            "_json",
+            F.from_json(F.col("value").cast("string"), with_corrupt, {"columnNameOfCorruptRecord": "_corrupt"}),
+        ).persist()
+        bad_cond = F.col("_json").isNull() | F.col("_json._corrupt").isNotNull()
+        bad = parsed.where(bad_cond)
+        count = bad.count()
+        if count:
+            headers = F.array(
+                F.struct(F.lit("floe.error").alias("key"), F.lit(b"not valid JSON for the schema").alias("value")),
+                F.struct(F.lit("floe.topic").alias("key"), F.col("topic").cast("binary").alias("value")),
+                F.struct(
+                    F.lit("floe.partition").alias("key"),
+                    F.col("partition").cast("string").cast("binary").alias("value"),
+                ),
+                F.struct(
+                    F.lit("floe.offset").alias("key"), F.col("offset").cast("string").cast("binary").alias("value")
+                ),
+            )
+            sparkio.write_kafka(
+                bad.select("key", "value", headers.alias("headers")), self.cfg, topic=self.cfg.dlq_topic
+            )
+            self.dlq_records += count
+        good = parsed.where(~bad_cond)
+        return good.select(*df.columns, *[F.col(f"_json.{f.name}").alias(f.name) for f in struct.fields])
+
+
+def _as_struct(schema: StructType | str) -> StructType:
+    parsed = StructType.fromDDL(schema) if isinstance(schema, str) else schema
+    if not isinstance(parsed, StructType):
+        raise StateHelperError(f"decode_json needs a struct schema, got {parsed.simpleString()}")
+    return parsed
+
+
+def _is_struct(df: DataFrame, column: str) -> bool:
+    return df.schema[column].dataType.typeName() in ("struct", "map", "array")
+
+
+def _bool_type() -> Any:
+    from pyspark.sql.types import BooleanType
+
+    return BooleanType()
+
+
+def _string_type() -> Any:
+    from pyspark.sql.types import StringType
+
+    return StringType()
+
+
+def filter_applied(
+    df: DataFrame, spark: SparkSession, positions: dict[tuple[str, int], dict[str, tuple[int, int]]]
+) -> DataFrame:
+    """Drop repartition records at or below the stored high-water mark of their source position."""
+    src = F.expr(f"element_at(filter(headers, h -> h.key = '{SRC_HEADER}'), 1).value").cast("string")
+    off = F.expr(f"element_at(filter(headers, h -> h.key = '{OFF_HEADER}'), 1).value").cast("string").cast("long")
+    idx = F.expr(f"element_at(filter(headers, h -> h.key = '{IDX_HEADER}'), 1).value").cast("string").cast("int")
+    tagged = df.withColumn("_src", src).withColumn("_off", off).withColumn("_idx", idx)
+    marks = [
+        (topic, partition, source, pos[0], pos[1])
+        for (topic, partition), by_source in positions.items()
+        for source, pos in by_source.items()
+    ]
+    if not marks:
+        return tagged
+    hw = spark.createDataFrame(marks, "_ht string, _hp int, _hs string, _ho long, _hi int")
+    joined = tagged.join(
+        F.broadcast(hw),
+        (tagged.topic == hw._ht) & (tagged.partition == hw._hp) & (tagged._src == hw._hs),
+        "left",
+    )
+    keep = (
+        F.col("_ho").isNull()
+        | (F.col("_off") > F.col("_ho"))
+        | ((F.col("_off") == F.col("_ho")) & (F.col("_idx") > F.col("_hi")))
+    )
+    return joined.where(keep).drop("_ht", "_hp", "_hs", "_ho", "_hi")
+
+
+def seen_positions(df: DataFrame) -> dict[tuple[str, int], dict[str, tuple[int, int]]]:
+    """Highest (offset, index) per (topic, partition, source) among the rows of `df`."""
+    rows = (
+        df.where(F.col("_src").isNotNull())
+        .groupBy("topic", "partition", "_src")
+        .agg(F.max(F.struct("_off", "_idx")).alias("m"))
+        .collect()
+    )
+    out: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
+    for r in rows:
+        out.setdefault((r["topic"], r["partition"]), {})[r["_src"]] = (int(r["m"]["_off"]), int(r["m"]["_idx"]))
+    return out

@@ -1,0 +1,67 @@
+"""`floe-job`: run one replica of a Floe streaming app.
+
+    floe-job [--config FILE] [--entrypoint module:function | file.py[:attr]] [--check]
+
+Exit codes: 0 stopped gracefully; 1 batches kept failing; 2 invalid configuration;
+3 Kafka or Cassandra unreachable (or an input topic missing) at start; 4 aborted during a
+drain (deadline or second SIGTERM; the batch is replayed by the next owner).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from floe_jobs import config as config_mod
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="floe-job", description="Run one replica of a Floe streaming app.")
+    p.add_argument("--config", help="YAML config file (default: $FLOE_CONFIG); FLOE_* variables override it")
+    p.add_argument("--entrypoint", help="override job.entrypoint")
+    p.add_argument("--check", action="store_true", help="validate the configuration and the entrypoint, then exit")
+    p.add_argument("--help-config", action="store_true", help="list every key with its environment variable")
+    p.add_argument("--log-level", default=os.environ.get("FLOE_LOG_LEVEL", "INFO"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.help_config:
+        print(config_mod.describe())
+        return 0
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    env = dict(os.environ)
+    if args.entrypoint:
+        env["FLOE_JOB_ENTRYPOINT"] = args.entrypoint
+    try:
+        cfg = config_mod.load(path=args.config, environ=env)
+    except config_mod.ConfigError as exc:
+        print(f"floe-job: {exc}", file=sys.stderr)
+        return 2
+
+    from floe_jobs import api, runner
+
+    try:
+        target, _ = runner.load_entrypoint(cfg.job.entrypoint)
+        job = api.as_job(target)
+        if args.check:
+            print(f"floe-job: configuration valid; job stages: {[s.name for s in job.stages]}")
+            return 0
+        r = runner.Runner(cfg, job)
+        r.install_signals()
+        r.start()
+    except (runner.StartupError, TypeError, ValueError) as exc:
+        print(f"floe-job: {exc}", file=sys.stderr)
+        return 3 if isinstance(exc, runner.StartupError) else 2
+    return r.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Liveness, readiness and Prometheus metrics of a replica, on one HTTP port.
+
+- `/healthz`: 200 while the batch loop turns (an iteration, batch or idle wait, within
+  `metrics.stall_seconds`), else 503.
+- `/readyz`: 200 once the replica is in the group and has completed a batch since its last
+  assignment change, or owns nothing; 503 before that and while shutting down.
+- `/metrics`: prometheus-client's text format (the default registry, so store metrics that
+  register there are exported too).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+
+RECORDS_IN = Counter("floe_job_records_in", "Input records read by batches", ["app", "stage"])
+RECORDS_OUT = Counter("floe_job_records_out", "Records written to output and repartition topics", ["app", "stage"])
+RECORDS_DLQ = Counter("floe_job_records_dead_lettered", "Undecodable records sent to the dead-letter topic", ["app"])
+RECORDS_DEDUPED = Counter(
+    "floe_job_repartition_records_skipped", "Repartition records dropped as already applied (replays)", ["app"]
+)
+BATCHES = Counter("floe_job_batches", "Completed batches", ["app", "stage", "kind"])
+BATCH_SECONDS = Histogram(
+    "floe_job_batch_duration_seconds",
+    "Duration of a batch from plan to commit",
+    ["app", "stage"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300),
+)
+BATCH_RECORDS = Histogram(
+    "floe_job_batch_records",
+    "Records per batch",
+    ["app", "stage"],
+    buckets=(1, 10, 100, 1_000, 10_000, 50_000, 100_000, 500_000, 1_000_000),
+)
+OWNED = Gauge("floe_job_owned_partitions", "Input partitions this replica owns", ["app"])
+COMMITTED = Gauge("floe_job_committed_offset", "Next offset committed in Cassandra", ["app", "topic", "partition"])
+END_OFFSET = Gauge("floe_job_end_offset", "End offset seen at planning", ["app", "topic", "partition"])
+REBALANCES = Gauge("floe_job_rebalances", "Assignment changes seen by this replica", ["app"])
+LAST_BATCH = Gauge("floe_job_last_success_timestamp_seconds", "Time of the last committed batch", ["app"])
+
+
+class Health:
+    """State the probes read; written by the batch loop."""
+
+    def __init__(self, *, stall_seconds: float) -> None:
+        self.stall_seconds = stall_seconds
+        self.last_loop = time.monotonic()
+        self.in_group = False
+        self.owned = 0
+        self.batch_since_assignment = False
+        self.stopping = False
+
+    def beat(self) -> None:
+        self.last_loop = time.monotonic()
+
+    def alive(self) -> bool:
+        return time.monotonic() - self.last_loop < self.stall_seconds
+
+    def ready(self) -> bool:
+        if self.stopping or not self.in_group:
+            return False
+        return self.owned == 0 or self.batch_since_assignment
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "alive": self.alive(),
+            "ready": self.ready(),
+            "in_group": self.in_group,
+            "owned_partitions": self.owned,
+            "stopping": self.stopping,
+            "seconds_since_loop": round(time.monotonic() - self.last_loop, 3),
+        }
+
+
+def serve(health: Health, *, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, code: int, body: bytes, ctype: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(), CONTENT_TYPE_LATEST)
+            elif path in ("/healthz", "/readyz"):
+                ok = health.alive() if path == "/healthz" else health.ready()
+                body = json.dumps(health.snapshot()).encode()
+                self._send(200 if ok else 503, body, "application/json")
+            else:
+                self._send(404, b"not found\n", "text/plain")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="floe-health", daemon=True).start()
+    return server

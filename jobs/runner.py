@@ -1,0 +1,437 @@
+"""The batch loop of one replica, from start-up checks to a graceful exit.
+
+Per iteration, for each stage of the job, over the partitions this replica owns:
+
+1. plan: read the offsets rows, replay in-flight plans exactly, plan new capped ranges, and
+   store the new plans (`planned_seq` etc.) in Cassandra before anything is read;
+2. read exactly those ranges with Spark's Kafka source; for a repartition stage, drop records
+   whose source position was already applied;
+3. run the stage function; its state helpers apply per-key effects fenced by the sequence;
+4. write what it emits to Kafka (flushed: Spark's sink waits for the acknowledgements);
+5. commit: next_offset/committed_seq (and source positions) in Cassandra, one row write per
+   partition; then the same offsets to the Kafka group.
+
+A crash between 1 and 5 leaves the plan in flight and the next owner replays it. Membership
+callbacks run only between batches, so partitions change hands at batch boundaries.
+
+SIGTERM: no new plan; the running batch finishes and commits within
+`shutdown.drain_timeout_seconds`; the consumer closes (leaving the group) and Spark stops;
+exit 0. A second SIGTERM or the deadline aborts: Spark's JVM is killed (no more state writes
+from this process), the consumer leaves, exit 1 — the batch's plan stays in flight for replay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,  # type: ignore[attr-defined]
+)
+from floe_jobs import api, health, offsets, planning, sparkio
+from floe_jobs.config import FloeConfig
+
+log = logging.getLogger("floe_jobs")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_UNREACHABLE = 3
+EXIT_ABORTED = 4
+
+
+class StartupError(RuntimeError):
+    """A dependency is unreachable or missing at start; the message says which."""
+
+
+def load_entrypoint(spec: str) -> tuple[Any, ModuleType]:
+    """`package.module:attr`, or `path/to/file.py[:attr]` (attr defaults to `job`, then `main`)."""
+    target, _, attr = spec.partition(":") if not spec.endswith(".py") else (spec, "", "")
+    if target.endswith(".py") or os.sep in target:
+        path = Path(target)
+        if not path.is_file():
+            raise StartupError(f"job.entrypoint (FLOE_JOB_ENTRYPOINT): file {path} does not exist")
+        name = "floe_user_" + "".join(c if c.isalnum() else "_" for c in path.stem)
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise StartupError(f"job.entrypoint: cannot load {path}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        module_spec.loader.exec_module(module)
+        # The module is not importable on Spark's Python workers: ship its functions by value.
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise StartupError(f"job.entrypoint (FLOE_JOB_ENTRYPOINT): cannot import {target!r}: {exc}") from exc
+    for name in [attr] if attr else ["job", "main"]:
+        if hasattr(module, name):
+            return getattr(module, name), module
+    raise StartupError(f"job.entrypoint: {module.__name__} has no attribute {attr or 'job or main'!r}")
+
+
+def _retry(what: str, fn: Any, *, attempts: int = 6, first_delay: float = 1.0) -> Any:
+    delay = first_delay
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:
+            if attempt == attempts:
+                raise StartupError(f"{what} unreachable after {attempts} attempts: {exc}") from exc
+            log.warning("Retrying what=%s attempt=%d error=%s", what, attempt, exc)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+    raise AssertionError("unreachable")
+
+
+def ensure_topics(cfg: FloeConfig, admin: AdminClient, job: api.Job) -> dict[str, int]:
+    """Check the input topics exist; create the repartition and dead-letter topics if absent."""
+    md = _retry(
+        f"Kafka at {cfg.kafka.bootstrap_servers} (kafka.bootstrap_servers)",
+        lambda: admin.list_topics(timeout=10),
+    )
+    counts = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+    missing = [t for t in cfg.kafka.topics if t not in counts]
+    if missing:
+        raise StartupError(f"kafka.topics: input topics {missing} do not exist on {cfg.kafka.bootstrap_servers}")
+    width = max(counts[t] for t in cfg.kafka.topics)
+    wanted = {cfg.repartition_topic(s.source): width for s in job.stages if s.source is not None}
+    wanted.setdefault(cfg.dlq_topic, 1)
+    create = [
+        NewTopic(name, num_partitions=n, replication_factor=-1) for name, n in wanted.items() if name not in counts
+    ]
+    if create:
+        for name, fut in admin.create_topics(create, operation_timeout=30).items():
+            try:
+                fut.result()
+                log.info("Created topic=%s", name)
+            except Exception as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise StartupError(f"cannot create topic {name}: {exc}") from exc
+        md = admin.list_topics(timeout=10)
+        counts = {name: len(t.partitions) for name, t in md.topics.items() if t.error is None}
+    return counts
+
+
+class Runner:
+    def __init__(self, cfg: FloeConfig, job: api.Job, *, member_name: str | None = None) -> None:
+        self.cfg = cfg
+        self.job = job
+        self.member = member_name or os.environ.get("POD_NAME") or socket.gethostname()
+        self.app = cfg.app_id
+        self.health = health.Health(stall_seconds=cfg.metrics.stall_seconds)
+        self.stop_requested = threading.Event()
+        self.deadline: float | None = None
+        self._aborting = False
+        self._in_batch = False
+        self._avg_bytes: dict[str, float] = {}
+        self._batches: dict[str, int] = {}
+        self.spark: Any = None
+        self.session: Any = None
+        self.membership: Any = None
+        self.offsets: offsets.OffsetsTable | None = None
+        self._last_owned: list[tuple[str, int]] = []
+
+    # -- signals ---------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.stop_requested.is_set():
+            log.warning("Received second signal=%d; aborting the running batch", signum)
+            self.abort("second signal")
+            return
+        drain = self.cfg.shutdown.drain_timeout_seconds
+        log.info("Received signal=%d; draining deadline_seconds=%.1f", signum, drain)
+        self.deadline = time.monotonic() + drain
+        self.stop_requested.set()
+        self.health.stopping = True
+        threading.Thread(target=self._watchdog, name="floe-drain-watchdog", daemon=True).start()
+
+    def _watchdog(self) -> None:
+        assert self.deadline is not None
+        while time.monotonic() < self.deadline:
+            time.sleep(0.1)
+        self.abort("drain deadline passed")
+
+    def abort(self, reason: str) -> None:
+        """Stop without committing: kill Spark's JVM first so no executor writes after we leave."""
+        if self._aborting:
+            return
+        self._aborting = True
+        log.error("Aborting reason=%s in_batch=%s; the in-flight plan will be replayed", reason, self._in_batch)
+        with contextlib.suppress(Exception):
+            from pyspark import SparkContext
+
+            gateway = SparkContext._gateway
+            proc = getattr(gateway, "proc", None)
+            if proc is not None:
+                proc.kill()
+                proc.wait(timeout=5)
+        if self.membership is not None:
+            with contextlib.suppress(Exception):
+                self.membership.close(leave=self.cfg.kafka.leave_group_on_close)
+        logging.shutdown()
+        os._exit(EXIT_ABORTED)
+
+    # -- start-up -----------------------------------------------------------------------------
+    def start(self) -> None:
+        from floe_jobs import membership
+        from floe_jobs.stores import config as store_config
+
+        cfg = self.cfg
+        if cfg.metrics.port:
+            health.serve(self.health, port=cfg.metrics.port)
+        admin = AdminClient({"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.extra})
+        ensure_topics(cfg, admin, self.job)
+        c = cfg.cassandra
+        ccfg = store_config.CassandraConfig(
+            hosts=tuple(c.hosts),
+            port=c.port,
+            local_datacenter=c.local_datacenter,
+            username=c.username,
+            password=c.password,
+        )
+        self.session = _retry(
+            f"Cassandra at {','.join(c.hosts)}:{c.port} (cassandra.hosts)",
+            lambda: store_config.connect(ccfg),
+        )
+        self._provision()
+        self.offsets = offsets.OffsetsTable(self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.member)
+        protocol = cfg.kafka.group_protocol
+        if protocol == "auto":
+            protocol = "consumer" if membership.broker_supports_kip848(admin) else "classic"
+        log.info(
+            "Starting app=%s member=%s protocol=%s stages=%s",
+            self.app,
+            self.member,
+            protocol,
+            [s.name for s in self.job.stages],
+        )
+        self.spark = sparkio.build_session(cfg, app_name=f"floe-{self.app}")
+        self.membership = membership.Membership(
+            cfg, topics=self._all_topics(), client_id=f"{self.app}-{self.member}", protocol=protocol
+        )
+        self.health.in_group = True
+
+    def _provision(self) -> None:
+        from floe_jobs.stores import schema
+
+        cfg = self.cfg
+        ks = cfg.cassandra.keyspace
+        specs = [
+            schema.StoreSpec(name=s.name, type=s.type, ttl_seconds=s.ttl_seconds, table_options=s.table_options)
+            for s in cfg.stores
+        ]
+        schema.provision(self.session, keyspace=ks, replication=None, stores=specs, create_keyspace=True)
+        offsets.ensure_offsets_table(self.session, keyspace=ks, app_id=cfg.app_id)
+
+    def _stage_topics(self, stage: api.Stage) -> list[str]:
+        if stage.source is None:
+            return list(self.cfg.kafka.topics)
+        return [self.cfg.repartition_topic(stage.source)]
+
+    def _all_topics(self) -> list[str]:
+        return sorted({t for s in self.job.stages for t in self._stage_topics(s)})
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> int:
+        failures = 0
+        idle = self.cfg.kafka.poll_interval_ms / 1000
+        assert self.membership is not None
+        while not self.stop_requested.is_set():
+            self.health.beat()
+            self.membership.poll(0)
+            owned = self.membership.owned
+            self._note_assignment(owned)
+            if not owned:
+                self.health.batch_since_assignment = True
+                self.membership.poll(idle)
+                continue
+            worked = 0
+            try:
+                for stage in self.job.stages:
+                    if self.stop_requested.is_set():
+                        break
+                    topics = set(self._stage_topics(stage))
+                    tps = [tp for tp in owned if tp[0] in topics]
+                    if tps:
+                        worked += self.run_stage(stage, tps)
+                failures = 0
+                self.health.batch_since_assignment = True
+            except Exception:
+                failures += 1
+                log.exception("Batch failed failures=%d; its plan stays in flight and is replayed", failures)
+                if failures >= 5:
+                    return EXIT_FAILED
+                time.sleep(min(2**failures, 30))
+                continue
+            if not worked:
+                self.membership.poll(idle)
+        return self.shutdown()
+
+    def _note_assignment(self, owned: list[tuple[str, int]]) -> None:
+        if owned != self._last_owned:
+            self._last_owned = owned
+            self.health.batch_since_assignment = False
+            health.OWNED.labels(self.app).set(len(owned))
+            health.REBALANCES.labels(self.app).set(self.membership.rebalances)
+        self.health.owned = len(owned)
+
+    def _budget(self, stage: str) -> int:
+        k = self.cfg.kafka
+        return planning.record_budget(
+            max_records=k.max_records_per_batch,
+            max_bytes=k.max_bytes_per_batch,
+            avg_record_bytes=self._avg_bytes.get(stage),
+        )
+
+    def run_stage(self, stage: api.Stage, tps: list[tuple[str, int]]) -> int:
+        from pyspark.sql import functions as F
+
+        assert self.offsets is not None and self.membership is not None
+        t0 = time.monotonic()
+        topics = self._stage_topics(stage)
+        rows = self.offsets.read(topics)
+        marks = self.membership.watermarks(tps)
+        for (topic, partition), m in marks.items():
+            health.END_OFFSET.labels(self.app, topic, str(partition)).set(m.high)
+        plan = planning.plan_batch(
+            owned=tps,
+            rows=rows,
+            watermarks=marks,
+            starting_offsets=self.cfg.kafka.starting_offsets,
+            budget=self._budget(stage.name),
+        )
+        for warning in plan.warnings:
+            log.warning(warning)
+        if plan.new_rows:
+            self.offsets.create(plan.new_rows)
+        if not plan.partitions:
+            return 0
+        self._in_batch = True
+        self.offsets.record_plans(plan.partitions)
+        replays = [p for p in plan.partitions if p.replay]
+        if replays:
+            log.info(
+                "Replaying stage=%s plans=%s",
+                stage.name,
+                [(p.topic, p.partition, p.seq, p.start, p.end) for p in replays],
+            )
+        df = sparkio.read_ranges(self.spark, self.cfg, plan.partitions)
+        n = self._batches.get(stage.name, 0)
+        self._batches[stage.name] = n + 1
+        if n % 20 == 0:
+            size = df.select(
+                F.sum(F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0)) + 64),
+                F.count(F.lit(1)),
+            ).first()
+            if size is not None and size[1]:
+                self._avg_bytes[stage.name] = float(size[0]) / float(size[1])
+        persisted: list[Any] = []
+        positions: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
+        if stage.source is not None:
+            before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
+            tagged = api.filter_applied(df, self.spark, before).persist()
+            persisted.append(tagged)
+            seen = api.seen_positions(tagged)
+            positions = {
+                p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
+            }
+            df = tagged.drop("_src", "_off", "_idx")
+        batch = api.Batch(
+            spark=self.spark,
+            df=df,
+            stage=stage.name,
+            cfg=self.cfg,
+            args=list(self.cfg.job.args),
+            seqs={p.tp: p.seq for p in plan.partitions},
+        )
+        result = stage.fn(batch)
+        out = self._emit(result)
+        self.offsets.commit(plan.partitions, positions)
+        self.membership.commit({p.tp: p.end for p in plan.partitions})
+        self._in_batch = False
+        for df_ in persisted:
+            df_.unpersist()
+        elapsed = time.monotonic() - t0
+        for p in plan.partitions:
+            health.COMMITTED.labels(self.app, p.topic, str(p.partition)).set(p.end)
+        health.RECORDS_IN.labels(self.app, stage.name).inc(plan.records)
+        health.RECORDS_OUT.labels(self.app, stage.name).inc(out)
+        health.RECORDS_DLQ.labels(self.app).inc(batch.dlq_records)
+        health.BATCHES.labels(self.app, stage.name, "replay" if replays else "new").inc()
+        health.BATCH_SECONDS.labels(self.app, stage.name).observe(elapsed)
+        health.BATCH_RECORDS.labels(self.app, stage.name).observe(plan.records)
+        health.LAST_BATCH.labels(self.app).set(time.time())
+        log.info(
+            "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f",
+            stage.name,
+            len(plan.partitions),
+            plan.records,
+            out,
+            elapsed,
+        )
+        return plan.records
+
+    def _emit(self, result: Any) -> int:
+        from pyspark.sql import DataFrame
+
+        if result is None:
+            return 0
+        items = result if isinstance(result, list | tuple) else [result]
+        total = 0
+        for item in items:
+            if isinstance(item, DataFrame):
+                if "topic" in item.columns:
+                    item = api.Emit(item, None)
+                elif self.cfg.kafka.output_topics:
+                    item = api.Emit(item, self.cfg.kafka.output_topics[0])
+                else:
+                    raise ValueError("the stage returned rows but kafka.output_topics is empty")
+            if not isinstance(item, api.Emit):
+                raise TypeError(f"a stage returns DataFrame, Emit, a list of them or None; got {type(item).__name__}")
+            cols = [c for c in ("key", "value", "headers", "topic") if c in item.df.columns]
+            if item.topic is not None and "topic" in cols:
+                cols.remove("topic")
+            df = item.df.select(*cols).persist()
+            sparkio.write_kafka(df, self.cfg, topic=item.topic)
+            total += df.count()
+            df.unpersist()
+        return total
+
+    # -- shutdown -----------------------------------------------------------------------------
+    def shutdown(self) -> int:
+        log.info("Shutting down app=%s member=%s", self.app, self.member)
+        self.health.stopping = True
+        leave = self.cfg.kafka.leave_group_on_close
+        if self.membership is not None:
+            self.membership.close(leave=leave)
+        if self.spark is not None:
+            with contextlib.suppress(Exception):
+                self.spark.stop()
+        if self.session is not None:
+            with contextlib.suppress(Exception):
+                self.session.cluster.shutdown()
+        log.info("Stopped app=%s member=%s left_group=%s", self.app, self.member, leave)
+        if not leave:
+            # A closed consumer always leaves; exit before its finaliser can.
+            logging.shutdown()
+            os._exit(EXIT_OK)
+        return EXIT_OK

@@ -1,0 +1,218 @@
+"""Exactly-once state effects, applied from the Spark executors.
+
+Every row a batch writes into a partitioned store carries the batch's sequence number for
+that input partition (the `floe_batch` fence column). A batch that is replayed after a crash
+has the same sequence and the same input, so it computes the same per-key deltas; a key whose
+fence is already ≥ the sequence was applied by the earlier attempt and is left alone. The
+decisions are the pure `decide_*` functions below; the rest moves rows between Spark and
+Cassandra, per distinct key, in bounded chunks of concurrent reads and writes.
+
+One partition has one writer at a time: assignment changes happen only at batch boundaries
+(see `floe_jobs.membership`), and a killed replica writes nothing more.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Fenced = tuple[Any, int | None]
+Combine = Callable[[Any, Any], Any]
+
+CHUNK = 2_000
+
+COMBINERS: dict[str, Combine] = {
+    "sum": lambda a, b: a + b,
+    "count": lambda a, b: a + b,
+    "min": min,
+    "max": max,
+}
+
+
+def already_applied(old: Fenced | None, batch: int) -> bool:
+    return old is not None and old[1] is not None and old[1] >= batch
+
+
+def decide_merge(old: Fenced | None, delta: Any, *, batch: int, combine: Combine) -> tuple[Any, bool]:
+    """New value of an aggregate and whether to write it."""
+    if old is None:
+        return delta, True
+    if already_applied(old, batch):
+        return old[0], False
+    if old[0] is None:
+        return delta, True
+    return combine(old[0], delta), True
+
+
+def decide_latest(old: Fenced | None, new: Any, *, batch: int) -> tuple[Any, bool]:
+    """Latest value per key: the batch's last value, unless this batch was already applied."""
+    if already_applied(old, batch):
+        assert old is not None
+        return old[0], False
+    return new, True
+
+
+def decide_first_seen(old: Fenced | None, *, batch: int) -> tuple[bool, bool]:
+    """De-duplication: (keep the record, write the marker). A marker written by an earlier
+    attempt of this same batch means the record was first seen in this batch: keep it."""
+    if old is None:
+        return True, True
+    if already_applied(old, batch):
+        return True, False
+    return False, False
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """What an executor needs to open a store: picklable, no live connections."""
+
+    hosts: tuple[str, ...]
+    port: int
+    local_datacenter: str | None
+    username: str | None
+    password: str | None
+    keyspace: str
+    name: str
+    type: str
+    ttl_seconds: int | None
+    key_serde: str
+    value_serde: str
+
+
+_lock = threading.Lock()
+_sessions: dict[tuple[Any, ...], Any] = {}
+_stores: dict[StoreRef, Any] = {}
+
+
+def _session(ref: StoreRef) -> Any:
+    from floe_jobs.stores.config import CassandraConfig, connect
+
+    key = (ref.hosts, ref.port, ref.local_datacenter, ref.username)
+    with _lock:
+        if key not in _sessions:
+            _sessions[key] = connect(
+                CassandraConfig(
+                    hosts=ref.hosts,
+                    port=ref.port,
+                    local_datacenter=ref.local_datacenter,
+                    username=ref.username,
+                    password=ref.password,
+                )
+            )
+        return _sessions[key]
+
+
+def open_store(ref: StoreRef) -> Any:
+    """The store object of `ref`, cached per worker process (sessions are expensive).
+
+    The driver provisions the tables at start; executors only open them.
+    """
+    from floe_jobs.stores import kv, serdes
+    from floe_jobs.stores.base import StoreOptions
+    from floe_jobs.stores.schema import StoreSpec
+
+    with _lock:
+        cached = _stores.get(ref)
+    if cached is not None:
+        return cached
+    session = _session(ref)
+    spec = StoreSpec(name=ref.name, type=ref.type, ttl_seconds=ref.ttl_seconds)  # type: ignore[arg-type]
+    cls = kv.GlobalStore if ref.type == "global" else kv.PartitionedStore
+    store = cls(
+        session,
+        spec,
+        keyspace=ref.keyspace,
+        key_serde=serdes.by_name(ref.key_serde),
+        value_serde=serdes.by_name(ref.value_serde),
+        options=StoreOptions(create_table=False),
+    )
+    with _lock:
+        _stores[ref] = store
+    return store
+
+
+def _chunks(items: list[Any], size: int = CHUNK) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
+    grouped: dict[int, list[tuple[Any, Any]]] = {}
+    for partition, key, value in rows:
+        if isinstance(key, bytearray):
+            key = bytes(key)
+        if isinstance(value, bytearray):
+            value = bytes(value)
+        grouped.setdefault(int(partition), []).append((key, value))
+    return grouped
+
+
+def merge_partition_rows(
+    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], combine: str
+) -> Iterator[tuple[int, Any, Any]]:
+    """(partition, key, delta) → merged into the store → (partition, key, new value)."""
+    fn = COMBINERS[combine]
+    store = open_store(ref)
+    ttl = ref.ttl_seconds
+    for partition, items in _group(rows).items():
+        batch = fences[partition]
+        for chunk in _chunks(items):
+            old = store.get_many_fenced(partition, [k for k, _ in chunk])
+            writes = []
+            for key, delta in chunk:
+                value, write = decide_merge(old.get(key), delta, batch=batch, combine=fn)
+                if write:
+                    writes.append((key, value))
+                yield partition, key, value
+            if writes:
+                store.put_many_fenced(partition, writes, batch=batch, ttl=ttl)
+
+
+def latest_partition_rows(
+    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int]
+) -> Iterator[tuple[int, Any, Any]]:
+    store = open_store(ref)
+    for partition, items in _group(rows).items():
+        batch = fences[partition]
+        for chunk in _chunks(items):
+            old = store.get_many_fenced(partition, [k for k, _ in chunk])
+            writes = []
+            for key, new in chunk:
+                value, write = decide_latest(old.get(key), new, batch=batch)
+                if write:
+                    writes.append((key, value))
+                yield partition, key, value
+            if writes:
+                store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+
+
+def first_seen_partition_rows(
+    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int]
+) -> Iterator[tuple[int, Any, bool]]:
+    """(partition, key, marker) → (partition, key, keep?) with markers written under the TTL."""
+    store = open_store(ref)
+    for partition, items in _group(rows).items():
+        batch = fences[partition]
+        for chunk in _chunks(items):
+            old = store.get_many_fenced(partition, [k for k, _ in chunk])
+            writes = []
+            for key, marker in chunk:
+                keep, write = decide_first_seen(old.get(key), batch=batch)
+                if write:
+                    writes.append((key, marker))
+                yield partition, key, keep
+            if writes:
+                store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+
+
+def lookup_rows(rows: Iterable[Any], *, ref: StoreRef) -> Iterator[tuple[int, Any, Any]]:
+    """(partition, key, _) → (partition, key, stored value or None); global or partitioned store."""
+    store = open_store(ref)
+    for partition, items in _group(rows).items():
+        keys = sorted({k for k, _ in items}, key=repr)
+        for chunk in _chunks(keys):
+            found = store.get_many(chunk) if ref.type == "global" else store.get_many(partition, chunk)
+            for key in chunk:
+                yield partition, key, found.get(key)

@@ -1,0 +1,130 @@
+"""Configuration: file + environment, validation messages that name the key and the accepted values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from floe_jobs import config
+
+BASE_ENV = {
+    "FLOE_APP_ID": "word-count",
+    "FLOE_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
+    "FLOE_KAFKA_TOPICS": "lines",
+    "FLOE_CASSANDRA_KEYSPACE": "floe",
+    "FLOE_JOB_ENTRYPOINT": "examples/word-count/word_count.py",
+}
+
+
+def test_env_only() -> None:
+    cfg = config.load(environ=BASE_ENV)
+    assert cfg.app_id == "word-count"
+    assert cfg.kafka.topics == ["lines"]
+    assert cfg.group_id == "word-count"
+    assert cfg.kafka.group_protocol == "auto"
+    assert cfg.kafka.leave_group_on_close is True
+    assert cfg.repartition_topic("words") == "word-count-words-repartition"
+    assert cfg.dlq_topic == "word-count-dlq"
+
+
+def test_file_then_env_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "floe.yaml"
+    f.write_text(
+        """
+app_id: orders
+kafka:
+  bootstrap_servers: k:9092
+  topics: [a, b]
+  output_topics: [out]
+  group_protocol: classic
+  session_timeout_ms: 6000
+  heartbeat_interval_ms: 1500
+  leave_group_on_close: false
+cassandra: {hosts: [c1, c2], port: 9142, keyspace: ks, local_datacenter: dc1}
+stores:
+  - {name: word-count, type: partitioned, ttl_seconds: 60, table_options: {gc_grace_seconds: 3600}}
+spark: {master: "local[2]", conf: {spark.sql.shuffle.partitions: "2"}}
+shutdown: {drain_timeout_seconds: 10}
+metrics: {port: 9500}
+job: {entrypoint: "pkg.mod:fn", args: ["--x", "1"]}
+"""
+    )
+    cfg = config.load(path=f, environ={"FLOE_KAFKA_TOPICS": "c", "FLOE_SPARK_CONF": '{"a": "b"}'})
+    assert cfg.kafka.topics == ["c"]
+    assert cfg.kafka.session_timeout_ms == 6000
+    assert cfg.kafka.leave_group_on_close is False
+    assert cfg.cassandra.hosts == ["c1", "c2"]
+    assert cfg.stores[0].ttl_seconds == 60
+    assert cfg.spark.conf == {"a": "b"}
+    assert cfg.job.args == ["--x", "1"]
+
+
+def test_config_env_var_names_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("app_id: from-file\n")
+    cfg = config.load(environ={**BASE_ENV, "FLOE_CONFIG": str(f), "FLOE_APP_ID": ""})
+    assert cfg.app_id == "from-file"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {"FLOE_KAFKA_STARTING_OFFSETS": "middle"},
+            ["kafka.starting_offsets (FLOE_KAFKA_STARTING_OFFSETS)", "'earliest' or 'latest'"],
+        ),
+        ({"FLOE_KAFKA_GROUP_PROTOCOL": "eager"}, ["kafka.group_protocol", "'consumer', 'classic' or 'auto'"]),
+        ({"FLOE_APP_ID": "Word_Count"}, ["app_id (FLOE_APP_ID)", "DNS label"]),
+        ({"FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "0"}, ["kafka.max_records_per_batch", "greater than or equal to 1"]),
+        ({"FLOE_CASSANDRA_PORT": "http"}, ["cassandra.port (FLOE_CASSANDRA_PORT)"]),
+        ({"FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE": "perhaps"}, ["kafka.leave_group_on_close"]),
+        (
+            {"FLOE_STORES": '[{"name": "s", "type": "window"}]'},
+            ["stores.0.type", "'partitioned'", "'versioned-global'"],
+        ),
+        ({"FLOE_STORES": "[not json"}, ["FLOE_STORES", "not valid JSON"]),
+        ({"FLOE_KAFKA_TOPICS": "bad topic!"}, ["kafka.topics"]),
+    ],
+)
+def test_invalid_values_name_key_and_accepted(env: dict[str, str], expected: list[str]) -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.load(environ={**BASE_ENV, **env})
+    for fragment in expected:
+        assert fragment in str(err.value)
+
+
+def test_missing_keys_are_named() -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.load(environ={"FLOE_APP_ID": "x"})
+    text = str(err.value)
+    assert "kafka (FLOE_KAFKA_" not in text or "is required" in text
+    assert "cassandra" in text and "job" in text and "is required" in text
+
+
+def test_heartbeat_must_fit_session() -> None:
+    with pytest.raises(config.ConfigError, match="a third of session_timeout_ms"):
+        config.load(
+            environ={**BASE_ENV, "FLOE_KAFKA_SESSION_TIMEOUT_MS": "6000", "FLOE_KAFKA_HEARTBEAT_INTERVAL_MS": "3000"}
+        )
+
+
+def test_unknown_file_key_rejected(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("kafka: {bootstrap: x}\n")
+    with pytest.raises(config.ConfigError, match=r"kafka\.bootstrap: is not a known key"):
+        config.load(path=f, environ=BASE_ENV)
+
+
+def test_describe_lists_every_env_var() -> None:
+    text = config.describe()
+    for _, (env, _kind) in config.ENV_KEYS.items():
+        assert env in text
+
+
+def test_cli_exits_2_on_invalid_config(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from floe_jobs import cli
+
+    for k, v in {**BASE_ENV, "FLOE_KAFKA_STARTING_OFFSETS": "sometime"}.items():
+        monkeypatch.setenv(k, v)
+    assert cli.main([]) == 2
+    assert "kafka.starting_offsets" in capsys.readouterr().err

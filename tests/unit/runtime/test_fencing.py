@@ -1,0 +1,63 @@
+"""Fence decisions: a replay of the same batch sequence never applies a delta twice."""
+
+from __future__ import annotations
+
+from floe_jobs import state
+from floe_jobs.state import COMBINERS, decide_first_seen, decide_latest, decide_merge
+
+ADD = COMBINERS["sum"]
+
+
+def test_merge_new_key() -> None:
+    assert decide_merge(None, 3, batch=5, combine=ADD) == (3, True)
+
+
+def test_merge_older_fence_applies() -> None:
+    assert decide_merge((10, 4), 3, batch=5, combine=ADD) == (13, True)
+    assert decide_merge((10, None), 3, batch=5, combine=ADD) == (13, True)
+
+
+def test_merge_same_or_newer_fence_skips() -> None:
+    assert decide_merge((13, 5), 3, batch=5, combine=ADD) == (13, False)
+    assert decide_merge((13, 6), 3, batch=5, combine=ADD) == (13, False)
+
+
+def test_merge_deleted_value_restarts() -> None:
+    assert decide_merge((None, 2), 4, batch=5, combine=ADD) == (4, True)
+
+
+def test_replay_sequence_is_exactly_once() -> None:
+    """Apply batches 1..3, crash after writing half of batch 3's keys, replay batch 3."""
+    stored: dict[str, tuple[int, int | None]] = {}
+    batches = {1: {"a": 1, "b": 2}, 2: {"a": 5}, 3: {"a": 1, "b": 1, "c": 7}}
+
+    def run(seq: int, keys: list[str]) -> None:
+        for k in keys:
+            value, write = decide_merge(stored.get(k), batches[seq][k], batch=seq, combine=ADD)
+            if write:
+                stored[k] = (value, seq)
+
+    run(1, ["a", "b"])
+    run(2, ["a"])
+    run(3, ["a", "c"])  # crash: b not written, offsets not committed
+    run(3, ["a", "b", "c"])  # replay
+    assert {k: v for k, (v, _) in stored.items()} == {"a": 7, "b": 3, "c": 7}
+
+
+def test_min_max_combiners() -> None:
+    assert decide_merge((4, 1), 2, batch=2, combine=COMBINERS["min"]) == (2, True)
+    assert decide_merge((4, 1), 2, batch=2, combine=COMBINERS["max"]) == (4, True)
+
+
+def test_latest() -> None:
+    assert decide_latest(None, "x", batch=1) == ("x", True)
+    assert decide_latest(("old", 1), "x", batch=2) == ("x", True)
+    assert decide_latest(("x", 2), "y", batch=2) == ("x", False)
+
+
+def test_first_seen() -> None:
+    assert decide_first_seen(None, batch=3) == (True, True)
+    assert decide_first_seen((1, 2), batch=3) == (False, False)
+    # written by an earlier attempt of this very batch: first seen here, keep (output at-least-once)
+    assert decide_first_seen((1, 3), batch=3) == (True, False)
+    assert state.already_applied((1, 3), 3) and not state.already_applied((1, None), 3)

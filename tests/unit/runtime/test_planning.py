@@ -1,0 +1,106 @@
+"""Batch planning: replays, caps, fair sharing, starting policy."""
+
+from __future__ import annotations
+
+from floe_jobs import planning
+from floe_jobs.planning import OffsetRow, Watermarks
+
+T = "lines"
+
+
+def marks(**parts: tuple[int, int]) -> dict[tuple[str, int], Watermarks]:
+    return {(T, int(p[1:])): Watermarks(*v) for p, v in parts.items()}
+
+
+def test_new_partition_starts_by_policy_and_is_stored() -> None:
+    for policy, start in (("earliest", 5), ("latest", 50)):
+        plan = planning.plan_batch(
+            owned=[(T, 0)], rows={}, watermarks=marks(p0=(5, 50)), starting_offsets=policy, budget=1000
+        )
+        assert plan.new_rows == [OffsetRow(T, 0, next_offset=start)]
+        if policy == "earliest":
+            assert [(p.seq, p.start, p.end, p.replay) for p in plan.partitions] == [(1, 5, 50, False)]
+        else:
+            assert plan.partitions == []
+
+
+def test_in_flight_plan_is_replayed_exactly_whatever_the_cap() -> None:
+    row = OffsetRow(T, 0, next_offset=100, committed_seq=7, planned_seq=8, planned_from=100, planned_to=900)
+    plan = planning.plan_batch(
+        owned=[(T, 0)], rows={(T, 0): row}, watermarks=marks(p0=(0, 5000)), starting_offsets="earliest", budget=10
+    )
+    assert [(p.seq, p.start, p.end, p.replay) for p in plan.partitions] == [(8, 100, 900, True)]
+    assert plan.fresh == []
+
+
+def test_committed_plan_is_not_replayed() -> None:
+    row = OffsetRow(T, 0, next_offset=900, committed_seq=8, planned_seq=8, planned_from=100, planned_to=900)
+    plan = planning.plan_batch(
+        owned=[(T, 0)], rows={(T, 0): row}, watermarks=marks(p0=(0, 1000)), starting_offsets="earliest", budget=50
+    )
+    assert [(p.seq, p.start, p.end, p.replay) for p in plan.partitions] == [(9, 900, 950, False)]
+
+
+def test_replays_use_up_budget_first() -> None:
+    rows = {
+        (T, 0): OffsetRow(T, 0, 0, committed_seq=1, planned_seq=2, planned_from=0, planned_to=80),
+        (T, 1): OffsetRow(T, 1, 0, committed_seq=3),
+    }
+    plan = planning.plan_batch(
+        owned=[(T, 0), (T, 1)],
+        rows=rows,
+        watermarks=marks(p0=(0, 100), p1=(0, 100)),
+        starting_offsets="earliest",
+        budget=100,
+    )
+    assert [(p.partition, p.seq, p.start, p.end) for p in plan.partitions] == [(0, 2, 0, 80), (1, 4, 0, 20)]
+
+
+def test_budget_is_shared_fairly_and_small_backlogs_give_back() -> None:
+    grants = planning.share_budget({(T, 0): 10, (T, 1): 1000, (T, 2): 1000}, 300)
+    assert grants == {(T, 0): 10, (T, 1): 145, (T, 2): 145}
+    assert sum(planning.share_budget({(T, i): 7 for i in range(5)}, 3).values()) == 3
+    assert planning.share_budget({(T, 0): 0}, 100) == {(T, 0): 0}
+    assert planning.share_budget({(T, 0): 5}, 0) == {(T, 0): 0}
+
+
+def test_ranges_are_capped_by_total_budget() -> None:
+    rows = {(T, p): OffsetRow(T, p, next_offset=10) for p in range(6)}
+    plan = planning.plan_batch(
+        owned=[(T, p) for p in range(6)],
+        rows=rows,
+        watermarks={(T, p): Watermarks(0, 10_000) for p in range(6)},
+        starting_offsets="earliest",
+        budget=600,
+    )
+    assert plan.records == 600
+    assert all(p.start == 10 and p.end == 110 for p in plan.partitions)
+
+
+def test_unowned_and_caught_up_partitions_are_not_planned() -> None:
+    rows = {(T, 0): OffsetRow(T, 0, next_offset=50), (T, 1): OffsetRow(T, 1, next_offset=0)}
+    plan = planning.plan_batch(
+        owned=[(T, 0)], rows=rows, watermarks=marks(p0=(0, 50), p1=(0, 99)), starting_offsets="earliest", budget=10
+    )
+    assert plan.partitions == [] and plan.new_rows == []
+
+
+def test_offset_below_log_start_moves_up_with_warning() -> None:
+    rows = {(T, 0): OffsetRow(T, 0, next_offset=3, committed_seq=2)}
+    plan = planning.plan_batch(
+        owned=[(T, 0)], rows=rows, watermarks=marks(p0=(10, 20)), starting_offsets="earliest", budget=100
+    )
+    assert [(p.start, p.end, p.seq) for p in plan.partitions] == [(10, 20, 3)]
+    assert "retention" in plan.warnings[0]
+
+
+def test_record_budget_from_bytes() -> None:
+    assert planning.record_budget(max_records=1000, max_bytes=10_000, avg_record_bytes=None) == 1000
+    assert planning.record_budget(max_records=1000, max_bytes=10_000, avg_record_bytes=100) == 100
+    assert planning.record_budget(max_records=1000, max_bytes=10, avg_record_bytes=100) == 1
+
+
+def test_advance_positions_keeps_maximum() -> None:
+    before = {"lines:0": (10, 2), "lines:1": (5, 0)}
+    seen = {"lines:0": (10, 1), "lines:1": (6, 0), "lines:2": (0, 0)}
+    assert planning.advance_positions(before, seen) == {"lines:0": (10, 2), "lines:1": (6, 0), "lines:2": (0, 0)}
