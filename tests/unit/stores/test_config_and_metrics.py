@@ -1,0 +1,100 @@
+"""Connection settings from the environment, secrets kept out of repr, metrics registration."""
+
+from __future__ import annotations
+
+import pytest
+from floe_jobs.stores import CassandraConfig, StoreConfigError, StoreMetrics, StoreOptions
+from floe_jobs.stores.config import DDL_PROFILE, DML_PROFILE, execution_profiles
+from floe_jobs.stores.errors import StoreDecodeError, StoreUnavailableError
+from floe_jobs.stores.execution import RetryPolicy
+from prometheus_client import CollectorRegistry
+
+
+def test_from_env_reads_every_setting() -> None:
+    config = CassandraConfig.from_env({
+        "FLOE_CASSANDRA_HOSTS": "10.0.0.1, 10.0.0.2",
+        "FLOE_CASSANDRA_PORT": "19042",
+        "FLOE_CASSANDRA_LOCAL_DC": "dc1",
+        "FLOE_CASSANDRA_USERNAME": "floe",
+        "FLOE_CASSANDRA_PASSWORD": "s3cr3t-pw",
+        "FLOE_CASSANDRA_CONSISTENCY": "quorum",
+        "FLOE_CASSANDRA_REQUEST_TIMEOUT": "2.5",
+        "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME": "false",
+    })
+    assert config.hosts == ("10.0.0.1", "10.0.0.2")
+    assert config.port == 19042
+    assert config.local_datacenter == "dc1"
+    assert config.request_timeout == 2.5
+    assert config.tls is False
+    assert config.tls_verify_hostname is False
+    assert "s3cr3t-pw" not in repr(config)
+    assert "floe'" not in repr(config) and "username" not in repr(config)
+
+
+def test_defaults_and_tls_from_ca() -> None:
+    assert CassandraConfig.from_env({}).hosts == ("127.0.0.1",)
+    assert CassandraConfig(tls_ca="/etc/ca.pem").tls is True
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"FLOE_CASSANDRA_PORT": "x"}, "FLOE_CASSANDRA_PORT"),
+        ({"FLOE_CASSANDRA_USERNAME": "u"}, "together"),
+        ({"FLOE_CASSANDRA_CONSISTENCY": "MOST"}, "FLOE_CASSANDRA_CONSISTENCY"),
+        ({"FLOE_CASSANDRA_TLS": "maybe"}, "FLOE_CASSANDRA_TLS"),
+        ({"FLOE_CASSANDRA_DDL_TIMEOUT": "-1"}, "FLOE_CASSANDRA_DDL_TIMEOUT"),
+        ({"FLOE_CASSANDRA_HOSTS": " , "}, "FLOE_CASSANDRA_HOSTS"),
+    ],
+)
+def test_bad_settings_name_their_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(StoreConfigError, match=message):
+        CassandraConfig.from_env(env)
+
+
+def test_password_is_not_in_error_messages() -> None:
+    with pytest.raises(StoreConfigError) as info:
+        CassandraConfig.from_env({"FLOE_CASSANDRA_PASSWORD": "topsecret"})
+    assert "topsecret" not in str(info.value)
+
+
+def test_execution_profiles_ddl_at_all() -> None:
+    profiles = execution_profiles(CassandraConfig())
+    assert profiles[DDL_PROFILE].consistency_level == 5  # ALL
+    assert profiles[DML_PROFILE].consistency_level == 6  # LOCAL_QUORUM
+    assert type(profiles[DML_PROFILE].load_balancing_policy).__name__ == "TokenAwarePolicy"
+    assert profiles[DML_PROFILE].load_balancing_policy is not profiles[DDL_PROFILE].load_balancing_policy
+
+
+def test_metrics_register_once_per_registry() -> None:
+    registry = CollectorRegistry()
+    metrics = StoreMetrics.for_registry(registry)
+    assert StoreMetrics.for_registry(registry) is metrics
+    bound = metrics.bind("s", "get")
+    assert metrics.bind("s", "get") is bound
+    bound.operations.inc()
+    metrics.error("s", "get", TimeoutError())
+    assert registry.get_sample_value("floe_store_operations_total", {"store": "s", "operation": "get"}) == 1
+    assert registry.get_sample_value(
+        "floe_store_errors_total", {"store": "s", "operation": "get", "error": "TimeoutError"}
+    ) == 1
+    assert StoreMetrics.for_registry(CollectorRegistry()) is not metrics
+
+
+def test_errors_name_store_operation_partition_key() -> None:
+    err = StoreUnavailableError("Cassandra unavailable", attempts=4, store="counts", operation="get",
+                                partition=3, key="k")
+    assert str(err) == (
+        "Cassandra unavailable after 4 attempt(s) (store=counts operation=get partition=3 key='k')"
+    )
+    decode = StoreDecodeError("bad value", schema_version=7, store="s", key=b"\x00")
+    assert "schema_version=7" in str(decode) and "store=s" in str(decode)
+
+
+def test_options_and_retry_validation() -> None:
+    with pytest.raises(StoreConfigError, match="concurrency"):
+        StoreOptions(concurrency=0)
+    with pytest.raises(ValueError, match="attempts"):
+        RetryPolicy(attempts=0)
+    policy = RetryPolicy(attempts=5, base_delay=0.1, max_delay=0.3)
+    assert [policy.delay(a) for a in (1, 2, 3, 4)] == [0.1, 0.2, 0.3, 0.3]

@@ -1,0 +1,91 @@
+"""Table naming and the DDL the stores render (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from floe_jobs.stores import StoreConfigError, StoreSpec, keyspace_cql, table_cql, table_name
+from floe_jobs.stores.schema import fence_column_cql, render_options, table_options
+
+
+@pytest.mark.parametrize(
+    ("store", "table"),
+    [
+        ("word-count", "word_count_kstreams_store"),
+        ("TEXT3.word-count2", "text3_word_count2_kstreams_store"),
+        ("clicks-global", "clicks_global_kstreams_store"),
+        ("a b/c", "a_b_c_kstreams_store"),
+        ("Ünïcode", "_n_code_kstreams_store"),
+    ],
+)
+def test_default_table_name_matches_the_java_library(store: str, table: str) -> None:
+    assert table_name(store) == table
+
+
+def test_partitioned_table_has_the_java_columns_plus_the_fence() -> None:
+    cql = table_cql("app", StoreSpec("word-count", "partitioned"))
+    assert cql == (
+        "CREATE TABLE IF NOT EXISTS app.word_count_kstreams_store (partition int, key blob, "
+        "time timestamp, value blob, floe_batch bigint, PRIMARY KEY ((partition), key)) "
+        "WITH compaction = {'class': 'LeveledCompactionStrategy'}"
+    )
+
+
+def test_global_table() -> None:
+    cql = table_cql("app", StoreSpec("clicks-global", "global"))
+    assert "app.clicks_global_kstreams_store (key blob, time timestamp, value blob, PRIMARY KEY (key))" in cql
+    assert "floe_batch" not in cql
+
+
+def test_versioned_tables_cluster_on_valid_to() -> None:
+    part = table_cql("app", StoreSpec("v", "versioned-partitioned"))
+    glob = table_cql("app", StoreSpec("v", "versioned-global"))
+    assert "PRIMARY KEY ((partition), key, validTo)" in part
+    assert "validFrom timestamp, validTo timestamp" in part
+    assert "PRIMARY KEY ((key), validTo)" in glob
+
+
+def test_ttl_and_table_options() -> None:
+    spec = StoreSpec(
+        "s", "global", ttl_seconds=86400,
+        table_options={"compaction": {"class": "SizeTieredCompactionStrategy"}, "comment": "it's",
+                       "gc_grace_seconds": 3600, "cdc": False},
+    )
+    assert table_options(spec)["default_time_to_live"] == 86400
+    cql = table_cql("app", spec)
+    assert cql.endswith(
+        "WITH cdc = false AND comment = 'it''s' AND compaction = {'class': 'SizeTieredCompactionStrategy'} "
+        "AND default_time_to_live = 86400 AND gc_grace_seconds = 3600"
+    )
+
+
+def test_table_name_override_and_function() -> None:
+    assert "app.custom (" in table_cql("app", StoreSpec("s", "global", table="custom"))
+    assert "app.x_s (" in table_cql("app", StoreSpec("s", "global"), table_name_fn=lambda n: "x_" + n)
+
+
+def test_invalid_names_and_options_are_rejected_before_io() -> None:
+    with pytest.raises(StoreConfigError, match="keyspace"):
+        table_cql("bad-ks", StoreSpec("s", "global"))
+    with pytest.raises(StoreConfigError, match="48"):
+        table_cql("app", StoreSpec("x" * 40, "global"))
+    with pytest.raises(StoreConfigError, match="option name"):
+        render_options({"drop table x; --": 1})
+    with pytest.raises(StoreConfigError, match="unknown store type"):
+        StoreSpec("s", "window")  # type: ignore[arg-type]
+    with pytest.raises(StoreConfigError, match="ttl"):
+        StoreSpec("s", "global", ttl_seconds=-1)
+
+
+def test_keyspace_cql() -> None:
+    assert keyspace_cql("app") == (
+        "CREATE KEYSPACE IF NOT EXISTS app WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': '1'}"
+    )
+    nts = keyspace_cql("app", {"class": "NetworkTopologyStrategy", "dc1": 3})
+    assert "{'class': 'NetworkTopologyStrategy', 'dc1': '3'}" in nts
+    with pytest.raises(StoreConfigError, match="class"):
+        keyspace_cql("app", {"dc1": 3})
+
+
+def test_fence_column_cql() -> None:
+    assert fence_column_cql("app", "t_kstreams_store") == "ALTER TABLE app.t_kstreams_store ADD floe_batch bigint"
