@@ -36,10 +36,8 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
-from confluent_kafka.admin import (
-    AdminClient,
-    NewTopic,  # type: ignore[attr-defined]
-)
+from confluent_kafka import admin as kafka_admin
+from confluent_kafka.admin import AdminClient
 from floe_jobs import api, health, offsets, planning, sparkio
 from floe_jobs.config import FloeConfig
 
@@ -113,7 +111,9 @@ def ensure_topics(cfg: FloeConfig, admin: AdminClient, job: api.Job) -> dict[str
     wanted = {cfg.repartition_topic(s.source): width for s in job.stages if s.source is not None}
     wanted.setdefault(cfg.dlq_topic, 1)
     create = [
-        NewTopic(name, num_partitions=n, replication_factor=-1) for name, n in wanted.items() if name not in counts
+        kafka_admin.NewTopic(name, num_partitions=n, replication_factor=-1)  # type: ignore[attr-defined]
+        for name, n in wanted.items()
+        if name not in counts
     ]
     if create:
         for name, fut in admin.create_topics(create, operation_timeout=30).items():

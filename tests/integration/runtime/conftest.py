@@ -1,0 +1,46 @@
+"""Fixtures for runtime tests: a fresh app (topics, keyspace) per test on the real stack."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from floe_jobs import localrun
+
+
+@pytest.fixture
+def session(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[object]:
+    from floe_jobs.stores import CassandraConfig, connect
+
+    s = connect(CassandraConfig(hosts=tuple(cassandra_hosts), port=cassandra_port))
+    yield s
+    s.cluster.shutdown()
+
+
+@pytest.fixture
+def word_count_app(
+    tmp_path: Path,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    spark_jars: list[str],
+) -> localrun.App:
+    app_id = localrun.unique("wc")
+    lines_topic = f"{app_id}-lines"
+    localrun.create_topic(kafka_bootstrap, lines_topic, 6)
+    localrun.create_topic(kafka_bootstrap, f"{app_id}-output", 6)
+    return localrun.App(
+        app_id=app_id,
+        bootstrap=kafka_bootstrap,
+        cassandra_hosts=cassandra_hosts,
+        cassandra_port=cassandra_port,
+        keyspace="floe_rt_" + app_id.split("-")[1],
+        topics=[lines_topic],
+        output_topics=[f"{app_id}-output"],
+        entrypoint=str(localrun.ROOT / "examples/word-count/word_count.py"),
+        stores=[{"name": "word-count", "type": "partitioned"}],
+        spark_jars=spark_jars,
+        workdir=tmp_path,
+        extra_env={"FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "5000"},
+    )

@@ -1,0 +1,127 @@
+"""Word count end to end: 1-3 replica processes, SIGTERM handover, SIGKILL chaos.
+
+Real Kafka, Cassandra and Spark from the local stack; counts must equal the ground truth
+exactly, in the store and as the last value per word in the output topic.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+from floe_jobs import localrun
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+
+def topics_of(app: localrun.App) -> list[str]:
+    return [*app.topics, f"{app.app_id}-words-repartition"]
+
+
+def check_counts(session: Any, app: localrun.App, want: dict[str, int], *, output: bool = True) -> None:
+    got = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
+    diff = localrun.counters_equal(got, want)
+    assert diff is None, diff
+    if output:
+        emitted = localrun.last_values(localrun.read_topic(app.bootstrap, app.output_topics[0]))
+        diff = localrun.counters_equal({k: int(v) for k, v in emitted.items()}, want)
+        assert diff is None, f"output topic: {diff}"
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_word_count_exact_with_replicas(replicas: int, word_count_app: localrun.App, session: Any) -> None:
+    app = word_count_app
+    lines = localrun.word_lines(3000, seed=replicas)
+    localrun.produce(app.bootstrap, app.topics[0], lines[:1500])
+    procs = [localrun.Replica(app, f"r{i}").start() for i in range(replicas)]
+    try:
+        time.sleep(5)
+        localrun.produce(app.bootstrap, app.topics[0], lines[1500:])
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=procs)
+        check_counts(session, app, dict(localrun.word_truth(lines)))
+        assert all(p.ready() for p in procs)
+    finally:
+        codes = [p.stop() for p in procs]
+    assert codes == [0] * replicas
+
+
+def test_sigterm_handover_moves_partitions(word_count_app: localrun.App, session: Any) -> None:
+    app = word_count_app
+    lines = localrun.word_lines(6000, seed=11)
+    procs = [localrun.Replica(app, f"r{i}").start() for i in range(3)]
+    stop = threading.Event()
+
+    def feed() -> None:
+        for i in range(0, len(lines), 200):
+            if stop.is_set():
+                return
+            localrun.produce(app.bootstrap, app.topics[0], lines[i : i + 200])
+            time.sleep(0.2)
+
+    feeder = threading.Thread(target=feed)
+    try:
+        deadline = time.monotonic() + 180
+        while not all(p.ready() for p in procs) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert all(p.ready() for p in procs), "replicas did not become ready"
+        feeder.start()
+        time.sleep(8)
+        t0 = time.monotonic()
+        procs[0].signal(signal.SIGTERM)
+        assert procs[0].wait(60) == 0
+        drained = time.monotonic() - t0
+        feeder.join()
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=procs[1:])
+        check_counts(session, app, dict(localrun.word_truth(lines)))
+        log = procs[0].log_path.read_text()
+        assert "Left group" in log
+        assert drained < 30
+    finally:
+        stop.set()
+        for p in procs:
+            p.stop()
+
+
+@pytest.mark.slow
+def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None:
+    """FLOE_CHAOS_KILLS SIGKILLs (default 20) over FLOE_CHAOS_LINES lines (default 100,000)."""
+    app = word_count_app
+    kills_wanted = int(os.environ.get("FLOE_CHAOS_KILLS", "20"))
+    n_lines = int(os.environ.get("FLOE_CHAOS_LINES", "100000"))
+    n_replicas = int(os.environ.get("FLOE_CHAOS_REPLICAS", "2"))
+    lines = localrun.word_lines(n_lines, seed=42)
+    rng = random.Random(1)
+    procs = [localrun.Replica(app, f"r{i}").start() for i in range(n_replicas)]
+    stop = threading.Event()
+    chunk = max(1, n_lines // (kills_wanted * 4))
+
+    def feed() -> None:
+        for i in range(0, len(lines), chunk):
+            localrun.produce(app.bootstrap, app.topics[0], lines[i : i + chunk])
+            if stop.wait(1.0):
+                return
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    kills = 0
+    try:
+        while kills < kills_wanted:
+            time.sleep(rng.uniform(4, 14))
+            victim = rng.choice(procs)
+            victim.kill()
+            kills += 1
+            time.sleep(rng.uniform(0, 2))
+            victim.start()
+        feeder.join()
+        seconds = localrun.wait_caught_up(session, app, topics_of(app), timeout=900, replicas=procs)
+        check_counts(session, app, dict(localrun.word_truth(lines)))
+        print(f"chaos: kills={kills} lines={n_lines} replicas={n_replicas} tail_seconds={seconds:.1f}")
+    finally:
+        stop.set()
+        for p in procs:
+            p.stop()
