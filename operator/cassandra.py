@@ -1,0 +1,205 @@
+"""The one place the operator talks to Cassandra: provisioning before a rollout, dropping on Delete.
+
+The DDL itself belongs to the job runtime's libraries (`floe_jobs.stores` for the store
+tables, `floe_jobs.offsets` for the offsets table), so the operator and a job always agree
+on table names and layouts. This module adds what an operator needs around them: one
+session per cluster shared by all apps, DDL serialized per cluster, and errors sorted into
+"unreachable, retry later" and "rejected, fix the spec".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from floe_operator import model
+
+
+class CassandraUnavailable(Exception):
+    """Cassandra could not be reached or did not answer in time; retrying may help."""
+
+
+class ProvisioningRejected(Exception):
+    """Cassandra (or the store library) refused the layout; the spec must change."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """How to reach one Cassandra cluster, with credentials resolved from Secrets."""
+
+    hosts: tuple[str, ...]
+    port: int
+    local_datacenter: str
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    ca_pem: str | None = field(default=None, repr=False)
+
+
+def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
+    """The app's cluster; `secrets` maps Secret name → decoded data (already checked to exist)."""
+    cass = app.spec.state.cassandra
+    username = password = ca_pem = None
+    if cass.credentials_secret_ref is not None:
+        data = secrets.get(cass.credentials_secret_ref.name, {})
+        username = data.get(cass.credentials_secret_ref.username_key)
+        password = data.get(cass.credentials_secret_ref.password_key)
+    if cass.tls.ca_secret_ref is not None:
+        ca_pem = secrets.get(cass.tls.ca_secret_ref.name, {}).get(cass.tls.ca_secret_ref.key)
+    return Target(
+        hosts=tuple(cass.hosts),
+        port=cass.port,
+        local_datacenter=cass.local_datacenter,
+        username=username,
+        password=password,
+        tls=cass.tls.enabled,
+        ca_pem=ca_pem,
+    )
+
+
+def replication_of(app: model.StreamingApp) -> dict[str, object]:
+    rep = app.spec.state.cassandra.replication
+    if rep.strategy == "NetworkTopologyStrategy":
+        return {"class": "NetworkTopologyStrategy", **{dc: n for dc, n in sorted(rep.datacenters.items())}}
+    return {"class": "SimpleStrategy", "replication_factor": rep.replication_factor}
+
+
+def layout_hash(app: model.StreamingApp) -> str:
+    """Digest of everything provisioning depends on; provisioning reruns when it changes."""
+    cass = app.spec.state.cassandra
+    layout = {
+        "hosts": sorted(cass.hosts),
+        "port": cass.port,
+        "keyspace": cass.keyspace,
+        "replication": replication_of(app),
+        "stores": [s.model_dump(mode="json") for s in app.spec.state.stores],
+        "app_id": app.app_id,
+    }
+    return hashlib.sha256(json.dumps(layout, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def store_tables(app: model.StreamingApp) -> dict[str, str]:
+    """Store name → table name, as the store library names them."""
+    from floe_jobs.stores import schema
+
+    return {s.name: schema.table_name(s.name) for s in app.spec.state.stores}
+
+
+def offsets_table(app: model.StreamingApp) -> str:
+    from floe_jobs import offsets
+
+    return offsets.offsets_table(app.app_id)
+
+
+class Provisioner:
+    """Shared sessions (one per cluster) and serialized DDL."""
+
+    def __init__(self, *, connect_timeout: float = 5.0) -> None:
+        self._sessions: dict[Target, Any] = {}
+        self._locks: dict[Target, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._connect_timeout = connect_timeout
+        self._ca_files: list[Any] = []
+
+    def _lock(self, target: Target) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(target, threading.Lock())
+
+    def _session(self, target: Target) -> Any:
+        from cassandra.cluster import NoHostAvailable, OperationTimedOut
+        from floe_jobs.stores import config
+
+        session = self._sessions.get(target)
+        if session is not None and not session.is_shutdown:
+            return session
+        ca_path = None
+        if target.ca_pem:
+            handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=True)  # noqa: SIM115
+            handle.write(target.ca_pem)
+            handle.flush()
+            self._ca_files.append(handle)
+            ca_path = handle.name
+        cfg = config.CassandraConfig(
+            hosts=target.hosts,
+            port=target.port,
+            local_datacenter=target.local_datacenter,
+            username=target.username,
+            password=target.password,
+            tls=target.tls,
+            tls_ca=ca_path,
+            connect_timeout=self._connect_timeout,
+            ddl_timeout=30.0,
+        )
+        try:
+            session = config.connect(cfg)
+        except (NoHostAvailable, OperationTimedOut, OSError) as exc:
+            raise CassandraUnavailable(
+                f"cannot connect to Cassandra at {','.join(target.hosts)}:{target.port}: {exc}"
+            ) from exc
+        self._sessions[target] = session
+        return session
+
+    def provision_sync(self, target: Target, app: model.StreamingApp) -> None:
+        from cassandra import DriverException, InvalidRequest, Unauthorized
+        from cassandra.cluster import NoHostAvailable, OperationTimedOut
+        from floe_jobs import offsets
+        from floe_jobs.stores import errors, schema
+
+        keyspace = app.spec.state.cassandra.keyspace
+        stores = [
+            schema.StoreSpec(
+                name=s.name,
+                type=s.type,
+                ttl_seconds=s.ttl_seconds,
+                table_options=dict(s.table_options) if s.table_options else None,
+            )
+            for s in app.spec.state.stores
+        ]
+        with self._lock(target):
+            session = self._session(target)
+            try:
+                schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
+                offsets.ensure_offsets_table(session, keyspace=keyspace, app_id=app.app_id)
+            except (errors.StoreConfigError, InvalidRequest, Unauthorized) as exc:
+                raise ProvisioningRejected(f"keyspace {keyspace}: {exc}") from exc
+            except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
+                raise CassandraUnavailable(f"keyspace {keyspace}: {exc}") from exc
+
+    async def provision(self, target: Target, app: model.StreamingApp) -> None:
+        """Keyspace, store tables and offsets table, created if absent (idempotent)."""
+        await asyncio.to_thread(self.provision_sync, target, app)
+
+    def drop_sync(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
+        from cassandra import DriverException
+        from cassandra.cluster import NoHostAvailable, OperationTimedOut
+        from floe_jobs.stores import errors, schema
+
+        schema.check_identifier(keyspace, "keyspace")
+        with self._lock(target):
+            session = self._session(target)
+            for table in tables:
+                schema.check_identifier(table, "table")
+                try:
+                    schema.execute_ddl(
+                        session, f"DROP TABLE IF EXISTS {keyspace}.{table}", what=f"drop {keyspace}.{table}"
+                    )
+                except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
+                    raise CassandraUnavailable(f"dropping {keyspace}.{table}: {exc}") from exc
+
+    async def drop(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
+        """Drop tables (absent ones are fine); the keyspace itself is never dropped."""
+        await asyncio.to_thread(self.drop_sync, target, keyspace=keyspace, tables=tables)
+
+    def close(self) -> None:
+        for session in self._sessions.values():
+            session.cluster.shutdown()
+        self._sessions.clear()
+        for handle in self._ca_files:
+            handle.close()
+        self._ca_files.clear()

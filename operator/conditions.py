@@ -1,0 +1,322 @@
+"""Status conditions per the Kubernetes API conventions, computed from observed facts.
+
+Pure: the reconciler hands in what it saw (the Deployment, a fault, provisioning, the
+partition count) and gets the whole status back. `lastTransitionTime` moves only when a
+condition's status flips, so recomputing an unchanged app yields an identical status and
+no write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from floe_operator import model, render
+
+Condition = dict[str, Any]
+
+READY = "Ready"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+STATE_PROVISIONED = "StateProvisioned"
+REPLICAS_WITHIN_PARTITIONS = "ReplicasWithinPartitions"
+OWNED_TYPES = (READY, PROGRESSING, DEGRADED, STATE_PROVISIONED, REPLICAS_WITHIN_PARTITIONS)
+
+# Reasons (CamelCase, stable: tools and alerts match on them).
+ALL_REPLICAS_READY = "AllReplicasReady"
+SCALED_TO_ZERO = "ScaledToZero"
+REPLICAS_NOT_READY = "ReplicasNotReady"
+ROLLING_OUT = "RollingOut"
+ROLLOUT_COMPLETE = "RolloutComplete"
+CREATING = "Creating"
+AS_EXPECTED = "AsExpected"
+PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+PROVISIONED = "Provisioned"
+PENDING = "Pending"
+PARTITIONS_UNKNOWN = "PartitionsUnknown"
+REPLICAS_EXCEED_PARTITIONS = "ReplicasExceedPartitions"
+# Faults: what only the operator can know.
+SECRET_NOT_FOUND = "SecretNotFound"
+SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"
+CASSANDRA_UNAVAILABLE = "CassandraUnavailable"
+PROVISIONING_FAILED = "ProvisioningFailed"
+KAFKA_UNAVAILABLE = "KafkaUnavailable"
+TOPIC_NOT_FOUND = "TopicNotFound"
+APPLY_FAILED = "ApplyFailed"
+INVALID_SPEC = "InvalidSpec"
+
+PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Something that stops the app from converging; `reason` is a condition reason."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the reconciler saw in this pass."""
+
+    deployment: Mapping[str, Any] | None = None
+    fault: Fault | None = None
+    provisioned_keyspace: str | None = None
+    provisioned_hash: str | None = None
+    partitions: int | None = None
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    *,
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    generation: int,
+    now: str,
+) -> list[Condition]:
+    """The list with one condition replaced; keeps lastTransitionTime unless status flipped."""
+    result: list[Condition] = []
+    found = False
+    for cond in conditions:
+        if cond.get("type") != type_:
+            result.append(dict(cond))
+            continue
+        found = True
+        since = cond.get("lastTransitionTime") if cond.get("status") == status else now
+        result.append(_condition(type_, status, reason, message, generation, since or now))
+    if not found:
+        result.append(_condition(type_, status, reason, message, generation, now))
+    return result
+
+
+def _condition(type_: str, status: str, reason: str, message: str, generation: int, since: str) -> Condition:
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": since,
+    }
+
+
+def find(conditions: Sequence[Mapping[str, Any]], type_: str) -> Mapping[str, Any] | None:
+    for cond in conditions:
+        if cond.get("type") == type_:
+            return cond
+    return None
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """The Deployment's rollout as the deployment controller reports it."""
+
+    desired: int
+    replicas: int
+    ready: int
+    updated: int
+    available: int
+    observed: bool
+    deadline_exceeded: bool
+
+    @property
+    def complete(self) -> bool:
+        return (
+            self.observed
+            and self.updated >= self.desired
+            and self.available >= self.desired
+            and self.replicas == self.desired
+        )
+
+
+def rollout_of(deployment: Mapping[str, Any]) -> Rollout:
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    meta = deployment.get("metadata") or {}
+    progressing = find(status.get("conditions") or [], "Progressing") or {}
+    return Rollout(
+        desired=int(spec.get("replicas", 1)),
+        replicas=int(status.get("replicas", 0)),
+        ready=int(status.get("readyReplicas", 0)),
+        updated=int(status.get("updatedReplicas", 0)),
+        available=int(status.get("availableReplicas", 0)),
+        observed=int(status.get("observedGeneration", 0)) >= int(meta.get("generation", 1)),
+        deadline_exceeded=progressing.get("status") == "False"
+        and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED,
+    )
+
+
+def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict[str, Any]:
+    """The status Floe owns for `app`, given what was observed (lag and autoscaling are left alone)."""
+    gen = app.generation
+    previous: list[Condition] = list(app.status.get("conditions") or [])
+    fault = observed.fault
+    dep = observed.deployment
+    rollout = rollout_of(dep) if dep is not None else None
+    desired = app.spec.replicas
+
+    conds = previous
+
+    def put(type_: str, status: str, reason: str, message: str) -> None:
+        nonlocal conds
+        conds = set_condition(
+            conds, type_=type_, status=status, reason=reason, message=message, generation=gen, now=now
+        )
+
+    # StateProvisioned
+    if observed.provisioned_keyspace is not None:
+        stores = len(app.spec.state.stores)
+        put(
+            STATE_PROVISIONED,
+            "True",
+            PROVISIONED,
+            f"Keyspace {observed.provisioned_keyspace} has the offsets table and {stores} store table(s)",
+        )
+    elif fault is not None and fault.reason in PROVISIONING_FAULTS:
+        put(STATE_PROVISIONED, "False", fault.reason, fault.message)
+    elif find(conds, STATE_PROVISIONED) is None:
+        put(STATE_PROVISIONED, "Unknown", PENDING, "Cassandra provisioning has not run yet")
+
+    # Degraded
+    if fault is not None:
+        put(DEGRADED, "True", fault.reason, fault.message)
+    elif rollout is not None and rollout.deadline_exceeded:
+        put(
+            DEGRADED,
+            "True",
+            PROGRESS_DEADLINE_EXCEEDED,
+            f"Deployment {render.deployment_name(app)} made no progress within its deadline; "
+            "check the pods' events and logs",
+        )
+    else:
+        put(DEGRADED, "False", AS_EXPECTED, "No fault observed")
+
+    # Progressing
+    if rollout is None:
+        if fault is not None:
+            put(PROGRESSING, "False", fault.reason, f"Rollout is blocked: {fault.message}")
+        else:
+            put(PROGRESSING, "True", CREATING, "Creating the Deployment")
+    elif rollout.complete:
+        put(PROGRESSING, "False", ROLLOUT_COMPLETE, f"Deployment has {desired} updated and available replica(s)")
+    elif rollout.deadline_exceeded:
+        put(PROGRESSING, "False", PROGRESS_DEADLINE_EXCEEDED, "Rollout stopped at its progress deadline")
+    else:
+        put(
+            PROGRESSING,
+            "True",
+            ROLLING_OUT,
+            f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available",
+        )
+
+    # Ready
+    if fault is not None and rollout is None:
+        put(READY, "False", fault.reason, fault.message)
+    elif rollout is None:
+        put(READY, "False", CREATING, "The Deployment does not exist yet")
+    elif rollout.complete and desired == 0:
+        put(READY, "True", SCALED_TO_ZERO, "Scaled to zero replicas")
+    elif rollout.complete:
+        put(READY, "True", ALL_REPLICAS_READY, f"{rollout.available} of {desired} replica(s) available")
+    elif not rollout.observed or rollout.updated < desired:
+        put(
+            READY,
+            "False",
+            ROLLING_OUT,
+            f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available",
+        )
+    else:
+        put(READY, "False", REPLICAS_NOT_READY, f"{rollout.available} of {desired} replica(s) available")
+
+    # ReplicasWithinPartitions
+    if observed.partitions is None:
+        if find(conds, REPLICAS_WITHIN_PARTITIONS) is None:
+            put(REPLICAS_WITHIN_PARTITIONS, "Unknown", PARTITIONS_UNKNOWN, "Input partitions not counted yet")
+    elif desired > observed.partitions:
+        put(
+            REPLICAS_WITHIN_PARTITIONS,
+            "False",
+            REPLICAS_EXCEED_PARTITIONS,
+            f"{desired} replicas but the input topics have {observed.partitions} partition(s): "
+            f"{desired - observed.partitions} replica(s) idle; lower spec.replicas or add partitions",
+        )
+    else:
+        put(
+            REPLICAS_WITHIN_PARTITIONS,
+            "True",
+            AS_EXPECTED,
+            f"{desired} replica(s) for {observed.partitions} input partition(s)",
+        )
+
+    order = {t: i for i, t in enumerate(OWNED_TYPES)}
+    conds.sort(key=lambda c: (order.get(str(c.get("type")), len(order)), str(c.get("type"))))
+    status: dict[str, Any] = {
+        "observedGeneration": gen,
+        "conditions": conds,
+        "replicas": rollout.replicas if rollout else 0,
+        "readyReplicas": rollout.ready if rollout else 0,
+        "updatedReplicas": rollout.updated if rollout else 0,
+        "availableReplicas": rollout.available if rollout else 0,
+        "labelSelector": render.label_selector(app),
+    }
+    if observed.partitions is not None:
+        status["partitions"] = observed.partitions
+    elif "partitions" in app.status:
+        status["partitions"] = app.status["partitions"]
+    keyspace = observed.provisioned_keyspace or app.status.get("keyspace")
+    if keyspace:
+        status["keyspace"] = keyspace
+    provisioned = observed.provisioned_hash or app.status.get("provisionedHash")
+    if provisioned:
+        status["provisionedHash"] = provisioned
+    return status
+
+
+def status_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the top-level status fields that differ; empty when nothing changed."""
+    return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event to post on the app: type Normal or Warning."""
+
+    type: str
+    reason: str
+    message: str
+
+
+def transitions(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> list[Event]:
+    """Events for notable condition changes (none when nothing changed)."""
+    events: list[Event] = []
+
+    def changed(type_: str) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]:
+        old, new = find(before, type_), find(after, type_)
+        if new is None:
+            return old, None
+        if old is not None and (old.get("status"), old.get("reason")) == (new.get("status"), new.get("reason")):
+            return old, None
+        return old, new
+
+    _, degraded = changed(DEGRADED)
+    if degraded is not None and degraded.get("status") == "True":
+        events.append(Event("Warning", str(degraded["reason"]), str(degraded.get("message", ""))))
+    old_ready, ready = changed(READY)
+    if ready is not None and ready.get("status") == "True":
+        events.append(Event("Normal", "Ready", str(ready.get("message", ""))))
+    elif ready is not None and old_ready is not None and old_ready.get("status") == "True":
+        events.append(Event("Warning", "NotReady", str(ready.get("message", ""))))
+    _, provisioned = changed(STATE_PROVISIONED)
+    if provisioned is not None and provisioned.get("status") == "True":
+        events.append(Event("Normal", PROVISIONED, str(provisioned.get("message", ""))))
+    _, partitions = changed(REPLICAS_WITHIN_PARTITIONS)
+    if partitions is not None and partitions.get("status") == "False":
+        events.append(Event("Warning", REPLICAS_EXCEED_PARTITIONS, str(partitions.get("message", ""))))
+    _, progressing = changed(PROGRESSING)
+    if progressing is not None and progressing.get("reason") == ROLLING_OUT:
+        events.append(Event("Normal", "RolloutStarted", str(progressing.get("message", ""))))
+    return events

@@ -1,0 +1,184 @@
+"""The one place the operator calls the Kubernetes API (besides Kopf's own watching).
+
+Children are written with server-side apply under the field manager `floe-operator`,
+forcing ownership, so the operator's view of every field it sets wins and fields it stops
+setting are removed. Every write is counted by kind and verb (Prometheus), which is how the
+"an unchanged resync writes nothing" contract is watched in production.
+
+The official client is synchronous; each call runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import kubernetes
+from floe_operator import model
+from prometheus_client import Counter
+
+WRITES = Counter(
+    "floe_operator_kube_writes",
+    "Write calls the operator made to the Kubernetes API, by kind and verb",
+    ["kind", "verb"],
+)
+READS = Counter("floe_operator_kube_reads", "Read calls the operator made to the Kubernetes API", ["kind"])
+
+# kind → (API path prefix, plural). Only the kinds Floe writes or reads.
+_RESOURCES: dict[tuple[str, str], str] = {
+    ("v1", "ConfigMap"): "/api/v1/namespaces/{ns}/configmaps",
+    ("v1", "Secret"): "/api/v1/namespaces/{ns}/secrets",
+    ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
+    ("v1", "ServiceAccount"): "/api/v1/namespaces/{ns}/serviceaccounts",
+    ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
+    ("policy/v1", "PodDisruptionBudget"): "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+    ("rbac.authorization.k8s.io/v1", "Role"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/servicemonitors",
+    (model.API_VERSION, model.KIND): f"/apis/{model.API_VERSION}/namespaces/{{ns}}/{model.PLURAL}",
+}
+
+
+class ApiError(Exception):
+    """A failed API call, with the HTTP status and the API server's message."""
+
+    def __init__(self, status: int, message: str, *, kind: str = "", name: str = "") -> None:
+        super().__init__(f"{kind} {name}: HTTP {status}: {message}" if kind else f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def load_client(*, pool_size: int = 32) -> kubernetes.client.ApiClient:
+    """An API client from the in-cluster service account, else from KUBECONFIG."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except kubernetes.config.ConfigException:
+        kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(configuration)
+
+
+def path_of(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    try:
+        base = _RESOURCES[(api_version, kind)].format(ns=namespace)
+    except KeyError:
+        raise ValueError(f"Floe does not manage {kind} ({api_version})") from None
+    return f"{base}/{name}" if name else base
+
+
+class Cluster:
+    """Thin async facade over the API calls the reconciler needs."""
+
+    def __init__(self, client: kubernetes.client.ApiClient) -> None:
+        self._client = client
+        self._crd_cache: dict[str, tuple[float, bool]] = {}
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        method, url, headers, body, _ = self._client.param_serialize(
+            method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        response = self._client.call_api(method, url, headers, body, _request_timeout=30)
+        data = response.read()  # type: ignore[no-untyped-call]
+        text = data.decode() if isinstance(data, bytes) else str(data or "")
+        parsed: Any = json.loads(text) if text.startswith("{") else text
+        return int(response.status), parsed
+
+    def _checked(self, status: int, parsed: Any, *, kind: str, name: str) -> dict[str, Any]:
+        if 200 <= status < 300 and isinstance(parsed, dict):
+            return parsed
+        message = parsed.get("message", "") if isinstance(parsed, dict) else str(parsed)[:500]
+        raise ApiError(status, message, kind=kind, name=name)
+
+    # --- writes -----------------------------------------------------------------------
+
+    def apply_sync(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        meta = obj["metadata"]
+        path = path_of(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        WRITES.labels(kind=obj["kind"], verb="apply").inc()
+        status, parsed = self._call(
+            "PATCH",
+            path,
+            body=dict(obj),
+            query=[("fieldManager", model.FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+        return self._checked(status, parsed, kind=obj["kind"], name=meta["name"])
+
+    async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Server-side apply of a whole child; returns the object as stored."""
+        return await asyncio.to_thread(self.apply_sync, obj)
+
+    def patch_status_sync(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        WRITES.labels(kind=model.KIND, verb="patch-status").inc()
+        path = path_of(model.API_VERSION, model.KIND, namespace, name) + "/status"
+        code, parsed = self._call(
+            "PATCH", path, body={"status": dict(status)}, content_type="application/merge-patch+json"
+        )
+        return self._checked(code, parsed, kind=model.KIND, name=name)
+
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge-patch the status subresource of a StreamingApp."""
+        return await asyncio.to_thread(self.patch_status_sync, namespace, name, status)
+
+    def delete_sync(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        WRITES.labels(kind=kind, verb="delete").inc()
+        status, parsed = self._call(
+            "DELETE", path_of(api_version, kind, namespace, name), body={"propagationPolicy": "Background"}
+        )
+        if status != 404:
+            self._checked(status, parsed, kind=kind, name=name)
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        """Delete a child; absent is fine."""
+        await asyncio.to_thread(self.delete_sync, api_version, kind, namespace, name)
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get_sync(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        READS.labels(kind=kind).inc()
+        status, parsed = self._call("GET", path_of(api_version, kind, namespace, name))
+        if status == 404:
+            return None
+        return self._checked(status, parsed, kind=kind, name=name)
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One object, or None when it does not exist."""
+        return await asyncio.to_thread(self.get_sync, api_version, kind, namespace, name)
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data (values never logged), or None when it does not exist."""
+        secret = await self.get("v1", "Secret", namespace, name)
+        if secret is None:
+            return None
+        data = secret.get("data") or {}
+        decoded = {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in data.items()}
+        decoded.update(secret.get("stringData") or {})
+        return decoded
+
+    def crd_exists_sync(self, name: str) -> bool:
+        READS.labels(kind="CustomResourceDefinition").inc()
+        status, _ = self._call("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        return status == 200
+
+    async def crd_exists(self, name: str, *, ttl: float = 300.0) -> bool:
+        """Whether a CRD is installed; cached for `ttl` seconds (a 403 counts as absent)."""
+        cached = self._crd_cache.get(name)
+        if cached is not None and time.monotonic() - cached[0] < ttl:
+            return cached[1]
+        exists = await asyncio.to_thread(self.crd_exists_sync, name)
+        self._crd_cache[name] = (time.monotonic(), exists)
+        return exists

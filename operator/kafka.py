@@ -1,0 +1,122 @@
+"""What the operator needs to know from Kafka before a rollout: do the topics exist, how many partitions.
+
+One admin client per cluster, and one metadata answer per cluster shared by every app for
+a few seconds, so a resync of hundreds of apps costs a handful of metadata requests.
+Metadata is listed for the whole cluster rather than per topic, so asking never
+auto-creates a topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from floe_operator import model
+
+
+class KafkaUnavailable(Exception):
+    """The brokers could not be reached or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """How to reach one Kafka cluster, with secret material resolved."""
+
+    bootstrap_servers: str
+    protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+    ca_pem: str | None = field(default=None, repr=False)
+    cert_pem: str | None = field(default=None, repr=False)
+    key_pem: str | None = field(default=None, repr=False)
+
+    def client_config(self) -> dict[str, Any]:
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.protocol}
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.username"] = self.username or ""
+            conf["sasl.password"] = self.password or ""
+        if self.ca_pem:
+            conf["ssl.ca.pem"] = self.ca_pem
+        if self.cert_pem and self.key_pem:
+            conf["ssl.certificate.pem"] = self.cert_pem
+            conf["ssl.key.pem"] = self.key_pem
+        return conf
+
+
+def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
+    kafka = app.spec.kafka
+    sec = kafka.security
+    username = password = ca = cert = key = None
+    if sec.sasl is not None:
+        ref = sec.sasl.credentials_secret_ref
+        username = secrets.get(ref.name, {}).get(ref.username_key)
+        password = secrets.get(ref.name, {}).get(ref.password_key)
+    if sec.tls is not None:
+        if sec.tls.ca_secret_ref is not None:
+            ca = secrets.get(sec.tls.ca_secret_ref.name, {}).get(sec.tls.ca_secret_ref.key)
+        if sec.tls.client_cert_secret_ref is not None:
+            cc = sec.tls.client_cert_secret_ref
+            cert = secrets.get(cc.name, {}).get(cc.cert_key)
+            key = secrets.get(cc.name, {}).get(cc.key_key)
+    return Target(
+        bootstrap_servers=kafka.bootstrap_servers,
+        protocol=sec.protocol,
+        sasl_mechanism=sec.sasl.mechanism if sec.sasl else None,
+        username=username,
+        password=password,
+        ca_pem=ca,
+        cert_pem=cert,
+        key_pem=key,
+    )
+
+
+class Inspector:
+    """Partition counts of topics, cached per cluster for `ttl` seconds."""
+
+    def __init__(self, *, ttl: float = 15.0, timeout: float = 5.0) -> None:
+        self._ttl = ttl
+        self._timeout = timeout
+        self._admins: dict[Target, Any] = {}
+        self._cache: dict[Target, tuple[float, dict[str, int]]] = {}
+        self._locks: dict[Target, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _topics(self, target: Target) -> dict[str, int]:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        with self._guard:
+            lock = self._locks.setdefault(target, threading.Lock())
+        with lock:
+            cached = self._cache.get(target)
+            if cached is not None and time.monotonic() - cached[0] < self._ttl:
+                return cached[1]
+            admin = self._admins.get(target)
+            if admin is None:
+                admin = AdminClient(target.client_config())
+                self._admins[target] = admin
+            try:
+                metadata = admin.list_topics(timeout=self._timeout)
+            except KafkaException as exc:
+                raise KafkaUnavailable(f"cannot list topics at {target.bootstrap_servers}: {exc}") from exc
+            topics = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+            self._cache[target] = (time.monotonic(), topics)
+            return topics
+
+    def partitions_sync(self, target: Target, topics: list[str]) -> dict[str, int | None]:
+        known = self._topics(target)
+        return {topic: known.get(topic) for topic in topics}
+
+    async def partitions(self, target: Target, topics: list[str]) -> dict[str, int | None]:
+        """Topic → partition count, None for a topic that does not exist."""
+        return await asyncio.to_thread(self.partitions_sync, target, topics)
+
+    def forget(self, target: Target) -> None:
+        """Drop the cached answer, e.g. after a topic was reported missing."""
+        self._cache.pop(target, None)

@@ -1,0 +1,281 @@
+"""Typed view of a StreamingApp, so the rest of the operator never digs through raw dicts.
+
+The CRD (crds/streamingapp.yaml) is the source of truth for field names, defaults and
+bounds; the API server applies its defaults before the operator sees an object. The
+defaults repeated here let the pure renderers work on hand-written specs in tests, and a
+unit test keeps them equal to the CRD's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+GROUP = "streaming.floe.dev"
+VERSION = "v1alpha1"
+PLURAL = "streamingapps"
+KIND = "StreamingApp"
+API_VERSION = f"{GROUP}/{VERSION}"
+FIELD_MANAGER = "floe-operator"
+
+StoreType = Literal["partitioned", "global", "versioned-partitioned", "versioned-global"]
+IntOrString = int | str
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
+
+
+class JobSpec(_Model):
+    entrypoint: str
+    args: list[str] = Field(default_factory=list)
+
+
+class SecretKeyRef(_Model):
+    name: str
+    key: str = "ca.crt"
+
+
+class ClientCertSecretRef(_Model):
+    name: str
+    cert_key: str = "tls.crt"
+    key_key: str = "tls.key"
+
+
+class CredentialsSecretRef(_Model):
+    name: str
+    username_key: str = "username"
+    password_key: str = "password"
+
+
+class KafkaTls(_Model):
+    ca_secret_ref: SecretKeyRef | None = None
+    client_cert_secret_ref: ClientCertSecretRef | None = None
+
+
+class KafkaSasl(_Model):
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    credentials_secret_ref: CredentialsSecretRef
+
+
+class KafkaSecurity(_Model):
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    tls: KafkaTls | None = None
+    sasl: KafkaSasl | None = None
+
+
+class KafkaSpec(_Model):
+    bootstrap_servers: str
+    topics: list[str]
+    output_topics: list[str] = Field(default_factory=list)
+    consumer_group: str | None = None
+    starting_offsets: Literal["earliest", "latest"] = "latest"
+    max_records_per_batch: int = 100000
+    max_bytes_per_batch: int = 67108864
+    security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+
+
+class Replication(_Model):
+    strategy: Literal["SimpleStrategy", "NetworkTopologyStrategy"] = "SimpleStrategy"
+    replication_factor: int = 1
+    datacenters: dict[str, int] = Field(default_factory=dict)
+
+
+class CassandraTls(_Model):
+    enabled: bool = False
+    ca_secret_ref: SecretKeyRef | None = None
+
+
+class CassandraSpec(_Model):
+    hosts: list[str]
+    port: int = 9042
+    local_datacenter: str = "datacenter1"
+    keyspace: str
+    replication: Replication = Field(default_factory=Replication)
+    credentials_secret_ref: CredentialsSecretRef | None = None
+    tls: CassandraTls = Field(default_factory=CassandraTls)
+
+
+class StoreSpec(_Model):
+    name: str
+    type: StoreType = "partitioned"
+    ttl_seconds: int | None = None
+    table_options: dict[str, Any] | None = None
+
+
+class StateSpec(_Model):
+    cassandra: CassandraSpec
+    stores: list[StoreSpec] = Field(default_factory=list)
+    deletion_policy: Literal["Retain", "Delete"] = "Retain"
+
+
+class SparkDriver(_Model):
+    cores: int = 1
+    memory: str = "1g"
+
+
+class SparkExecutor(_Model):
+    instances: int = 2
+    cores: int = 1
+    memory: str = "1g"
+
+
+class SparkSpec(_Model):
+    master: str = "local[*]"
+    conf: dict[str, str] = Field(default_factory=dict)
+    driver: SparkDriver = Field(default_factory=SparkDriver)
+    executor: SparkExecutor | None = None
+
+    @property
+    def on_kubernetes(self) -> bool:
+        """Whether each driver starts executor pods of its own."""
+        return self.master.startswith("k8s://")
+
+
+class ShutdownSpec(_Model):
+    termination_grace_period_seconds: int = 60
+    pre_stop_delay_seconds: int = 2
+    drain_timeout_seconds: int = 30
+    leave_group_on_close: bool = True
+    session_timeout_ms: int = 10000
+    heartbeat_interval_ms: int = 3000
+
+
+class RolloutSpec(_Model):
+    min_ready_seconds: int = 10
+    max_surge: IntOrString = 1
+    max_unavailable: IntOrString = 0
+
+
+class AutoscalingSpec(_Model):
+    mode: Literal["Native", "HPA", "KEDA"] = "Native"
+    min_replicas: int = 1
+    max_replicas: int
+    catch_up_seconds: int = 300
+    target_utilization: int = 70
+    allow_idle: bool = False
+    stabilization_window_seconds: int = 300
+
+
+def _default_resources() -> dict[str, dict[str, IntOrString]]:
+    return {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
+
+
+class PodSpec(_Model):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] | None = None
+    service_account_name: str | None = None
+    image_pull_secrets: list[dict[str, str]] = Field(default_factory=list)
+    priority_class_name: str | None = None
+    run_as_user: int = 185
+
+
+class ServiceMonitorSpec(_Model):
+    enabled: bool = False
+    interval: str = "30s"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class MetricsSpec(_Model):
+    port: int = 8080
+    service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
+
+
+class QuerySpec(_Model):
+    enabled: bool = False
+    port: int = 8081
+
+
+class AppSpec(_Model):
+    image: str
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    job: JobSpec
+    replicas: int = 1
+    kafka: KafkaSpec
+    state: StateSpec
+    spark: SparkSpec = Field(default_factory=SparkSpec)
+    shutdown: ShutdownSpec = Field(default_factory=ShutdownSpec)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    autoscaling: AutoscalingSpec | None = None
+    resources: dict[str, dict[str, IntOrString]] = Field(default_factory=_default_resources)
+    env: list[dict[str, Any]] = Field(default_factory=list)
+    pod: PodSpec = Field(default_factory=PodSpec)
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    query: QuerySpec = Field(default_factory=QuerySpec)
+
+
+class StreamingApp(_Model):
+    """One StreamingApp: identity, generation, spec and the status last written."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int = 1
+    spec: AppSpec
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> StreamingApp:
+        """Build from a raw object as the API server returns it (raises pydantic.ValidationError)."""
+        meta = body.get("metadata", {})
+        return cls(
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta.get("uid", ""),
+            generation=meta.get("generation", 1),
+            spec=AppSpec.model_validate(dict(body.get("spec") or {})),
+            status=dict(body.get("status") or {}),
+        )
+
+    @property
+    def app_id(self) -> str:
+        """Identity of the app in Cassandra (offsets) and Kafka: unique in the cluster."""
+        return f"{self.namespace}.{self.name}"
+
+    @property
+    def consumer_group(self) -> str:
+        return self.spec.kafka.consumer_group or f"floe.{self.app_id}"
+
+
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def referenced_secrets(spec: AppSpec) -> dict[str, list[str]]:
+    """Secret name → keys the app's pods need; the operator checks they exist before a rollout."""
+    refs: dict[str, list[str]] = {}
+
+    def add(name: str, key: str) -> None:
+        refs.setdefault(name, [])
+        if key not in refs[name]:
+            refs[name].append(key)
+
+    sec = spec.kafka.security
+    if sec.sasl is not None:
+        cred = sec.sasl.credentials_secret_ref
+        add(cred.name, cred.username_key)
+        add(cred.name, cred.password_key)
+    if sec.tls is not None:
+        if sec.tls.ca_secret_ref is not None:
+            add(sec.tls.ca_secret_ref.name, sec.tls.ca_secret_ref.key)
+        if sec.tls.client_cert_secret_ref is not None:
+            cc = sec.tls.client_cert_secret_ref
+            add(cc.name, cc.cert_key)
+            add(cc.name, cc.key_key)
+    cass = spec.state.cassandra
+    if cass.credentials_secret_ref is not None:
+        add(cass.credentials_secret_ref.name, cass.credentials_secret_ref.username_key)
+        add(cass.credentials_secret_ref.name, cass.credentials_secret_ref.password_key)
+    if cass.tls.ca_secret_ref is not None:
+        add(cass.tls.ca_secret_ref.name, cass.tls.ca_secret_ref.key)
+    for entry in spec.env:
+        ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str) and not ref.get("optional", False):
+            add(ref["name"], str(ref.get("key", "")))
+    return {name: keys for name, keys in refs.items() if _SECRET_NAME.match(name)}

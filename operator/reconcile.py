@@ -1,0 +1,322 @@
+"""One level-based reconcile per StreamingApp: observe, converge, report.
+
+Create, update, resume, the periodic resync and changes of the app's Deployment all call
+`reconcile`. It never asks which event happened: it checks what only the operator can
+check (Secrets, topics, Cassandra), provisions state before the first rollout, applies the
+children whose desired digest differs from what is live, and computes the status. When
+nothing changed it makes no write at all.
+
+Faults stop the pass before any child is applied, so a half-valid app never rolls out
+halfway; the caller retries with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic
+from floe_operator import cassandra, conditions, k8s, kafka, model, render
+from kubernetes.utils import parse_quantity
+
+log = logging.getLogger(__name__)
+
+SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
+# Kinds the handlers keep in watch-fed indexes; other kinds are read on demand.
+INDEXED_KINDS = ("ConfigMap", "Deployment", "Service", "PodDisruptionBudget")
+# Children that exist only for some specs; removed when the spec stops asking for them.
+OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("v1", "Service"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+)
+
+Children = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+@dataclass
+class Deps:
+    """Long-lived collaborators, created once at operator start."""
+
+    cluster: k8s.Cluster
+    provisioner: cassandra.Provisioner
+    kafka: kafka.Inspector
+    check_kafka: bool = True
+    provisioned: dict[str, str] = field(default_factory=dict)
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    def lock(self, key: str) -> asyncio.Lock:
+        return self.locks.setdefault(key, asyncio.Lock())
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a pass did: the status fields to write, events to post, the fault if any."""
+
+    status_patch: dict[str, Any]
+    events: list[conditions.Event]
+    fault: conditions.Fault | None
+    applied: list[str]
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantity_equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(parse_quantity(a) == parse_quantity(b))  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError):
+        return False
+
+
+def is_subset(desired: Any, live: Any, *, quantities: bool = False) -> bool:
+    """Whether every field of `desired` has the same value in `live` (API defaults may add more)."""
+    if isinstance(desired, Mapping):
+        if not isinstance(live, Mapping):
+            return False
+        return all(
+            k in live and is_subset(v, live[k], quantities=quantities or k in ("requests", "limits"))
+            for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(desired) == len(live)
+            and all(is_subset(d, v, quantities=quantities) for d, v in zip(desired, live, strict=True))
+        )
+    if desired == live:
+        return True
+    return quantities and _quantity_equal(desired, live)
+
+
+def in_sync(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
+    """An unchanged child: same applied digest, and nobody changed the fields Floe sets."""
+    if live is None or render.applied_hash(live) != render.applied_hash(desired):
+        return False
+    labels = (live.get("metadata") or {}).get("labels") or {}
+    if not is_subset(desired["metadata"].get("labels", {}), labels):
+        return False
+    fields = ("spec", "data", "rules", "roleRef", "subjects")
+    return all(is_subset(desired[k], live.get(k)) for k in fields if k in desired)
+
+
+def _find(children: Children, kind: str, name: str) -> Mapping[str, Any] | None:
+    for obj in children.get(kind, ()):
+        if (obj.get("metadata") or {}).get("name") == name:
+            return obj
+    return None
+
+
+async def _check_secrets(
+    app: model.StreamingApp, deps: Deps
+) -> tuple[dict[str, dict[str, str]], conditions.Fault | None]:
+    secrets: dict[str, dict[str, str]] = {}
+    for name, keys in model.referenced_secrets(app.spec).items():
+        data = await deps.cluster.secret_data(app.namespace, name)
+        if data is None:
+            return secrets, conditions.Fault(
+                conditions.SECRET_NOT_FOUND,
+                f"Secret {name} not found in namespace {app.namespace}; create it or fix the spec reference to it",
+            )
+        missing = [k for k in keys if k not in data]
+        if missing:
+            return secrets, conditions.Fault(
+                conditions.SECRET_KEY_NOT_FOUND,
+                f"Secret {name} has no key {', '.join(missing)}; add it or fix the key in the spec reference",
+            )
+        secrets[name] = data
+    return secrets, None
+
+
+async def _check_kafka(
+    app: model.StreamingApp, deps: Deps, secrets: Mapping[str, Mapping[str, str]]
+) -> tuple[int | None, conditions.Fault | None]:
+    target = kafka.target_of(app, secrets)
+    try:
+        counts = await deps.kafka.partitions(target, list(app.spec.kafka.topics))
+    except kafka.KafkaUnavailable as exc:
+        return None, conditions.Fault(conditions.KAFKA_UNAVAILABLE, str(exc))
+    missing = [t for t, n in counts.items() if n is None]
+    if missing:
+        deps.kafka.forget(target)
+        return None, conditions.Fault(
+            conditions.TOPIC_NOT_FOUND,
+            f"Input topic {', '.join(missing)} not found at {app.spec.kafka.bootstrap_servers}; "
+            "create it or fix spec.kafka.topics",
+        )
+    return sum(n for n in counts.values() if n is not None), None
+
+
+async def _provision(
+    app: model.StreamingApp, deps: Deps, secrets: Mapping[str, Mapping[str, str]]
+) -> tuple[str | None, conditions.Fault | None]:
+    want = cassandra.layout_hash(app)
+    if app.status.get("provisionedHash") == want or deps.provisioned.get(app.uid) == want:
+        return want, None
+    try:
+        await deps.provisioner.provision(cassandra.target_of(app, secrets), app)
+    except cassandra.CassandraUnavailable as exc:
+        return None, conditions.Fault(conditions.CASSANDRA_UNAVAILABLE, str(exc))
+    except cassandra.ProvisioningRejected as exc:
+        return None, conditions.Fault(conditions.PROVISIONING_FAILED, f"{exc}; fix spec.state")
+    deps.provisioned[app.uid] = want
+    log.info(
+        "Provisioned state app=%s/%s keyspace=%s stores=%d",
+        app.namespace,
+        app.name,
+        app.spec.state.cassandra.keyspace,
+        len(app.spec.state.stores),
+    )
+    return want, None
+
+
+async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[str, Any]]) -> None:
+    """Delete optional children this spec no longer asks for (only after a spec change)."""
+    wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
+    candidates = {
+        ("ServiceAccount", render.spark_service_account_name(app)),
+        ("Role", render.spark_service_account_name(app)),
+        ("RoleBinding", render.spark_service_account_name(app)),
+        ("Service", render.driver_service_name(app)),
+        ("ServiceMonitor", app.name),
+    }
+    for api_version, kind in OPTIONAL_CHILDREN:
+        for cand_kind, name in candidates:
+            if cand_kind != kind or (kind, name) in wanted:
+                continue
+            if kind == "ServiceMonitor" and not await deps.cluster.crd_exists(SERVICE_MONITOR_CRD):
+                continue
+            live = await deps.cluster.get(api_version, kind, app.namespace, name)
+            owners = ((live or {}).get("metadata") or {}).get("ownerReferences") or []
+            if live is not None and any(o.get("uid") == app.uid for o in owners):
+                await deps.cluster.delete(api_version, kind, app.namespace, name)
+                log.info(
+                    "Deleted child no longer needed app=%s/%s kind=%s name=%s", app.namespace, app.name, kind, name
+                )
+
+
+async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
+    """Converge one app and return its status patch (empty when nothing changed)."""
+    try:
+        app = model.StreamingApp.from_body(body)
+    except pydantic.ValidationError as exc:
+        return _invalid(body, exc)
+    async with deps.lock(app.uid or f"{app.namespace}/{app.name}"):
+        return await _reconcile(app, deps=deps, children=children)
+
+
+async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children) -> Outcome:
+    applied: list[str] = []
+    partitions: int | None = None
+    provisioned: str | None = None
+    deployment = _find(children, "Deployment", render.deployment_name(app))
+
+    secrets, fault = await _check_secrets(app, deps)
+    if fault is None and deps.check_kafka:
+        partitions, fault = await _check_kafka(app, deps, secrets)
+    if fault is None:
+        provisioned, fault = await _provision(app, deps, secrets)
+
+    if fault is None:
+        sm_available = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)
+        desired = render.children(app, service_monitor_available=sm_available)
+        for obj in desired:
+            kind, name = obj["kind"], obj["metadata"]["name"]
+            if kind in INDEXED_KINDS:
+                live = _find(children, kind, name)
+            else:
+                live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name)
+            if in_sync(obj, live):
+                continue
+            try:
+                stored = await deps.cluster.apply(obj)
+            except k8s.ApiError as exc:
+                fault = conditions.Fault(conditions.APPLY_FAILED, f"Applying {kind} {name} failed: {exc.message}")
+                break
+            applied.append(f"{kind}/{name}")
+            if kind == "Deployment":
+                deployment = stored
+        if fault is None and app.generation != app.status.get("observedGeneration"):
+            try:
+                await _prune(app, deps, desired)
+            except k8s.ApiError as exc:
+                fault = conditions.Fault(conditions.APPLY_FAILED, f"Removing an unneeded child failed: {exc.message}")
+        if applied:
+            log.info("Applied children app=%s/%s objects=%s", app.namespace, app.name, ",".join(applied))
+
+    observed = conditions.Observed(
+        deployment=deployment,
+        fault=fault,
+        provisioned_keyspace=app.spec.state.cassandra.keyspace if provisioned else None,
+        provisioned_hash=provisioned,
+        partitions=partitions,
+    )
+    status = conditions.status_for(app, observed, now=now())
+    events = conditions.transitions(app.status.get("conditions") or [], status["conditions"])
+    return Outcome(conditions.status_patch(app.status, status), events, fault, applied)
+
+
+def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
+    """A spec the schema let through but the operator cannot read (e.g. an older CRD)."""
+    first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": str(exc)}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    fault = conditions.Fault(conditions.INVALID_SPEC, f"spec.{where}: {first.get('msg')}")
+    meta = body.get("metadata") or {}
+    current = dict(body.get("status") or {})
+    conds = conditions.set_condition(
+        current.get("conditions") or [],
+        type_=conditions.DEGRADED,
+        status="True",
+        reason=fault.reason,
+        message=fault.message,
+        generation=int(meta.get("generation", 1)),
+        now=now(),
+    )
+    desired = {"observedGeneration": int(meta.get("generation", 1)), "conditions": conds}
+    events = conditions.transitions(current.get("conditions") or [], conds)
+    return Outcome(conditions.status_patch(current, desired), events, fault, [])
+
+
+# --- deletion ---------------------------------------------------------------------------
+
+
+def tables_to_drop(app: model.StreamingApp, others: Sequence[model.StreamingApp]) -> list[str]:
+    """The app's offsets table and the store tables no other app on the same keyspace uses."""
+    mine = cassandra.store_tables(app)
+    cass = app.spec.state.cassandra
+    shared: set[str] = set()
+    for other in others:
+        oc = other.spec.state.cassandra
+        if other.uid == app.uid or oc.keyspace != cass.keyspace or not set(oc.hosts) & set(cass.hosts):
+            continue
+        shared.update(cassandra.store_tables(other).values())
+    tables = [t for t in mine.values() if t not in shared]
+    return [*sorted(set(tables)), cassandra.offsets_table(app)]
+
+
+async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapping[str, Any]]) -> str:
+    """Apply spec.state.deletionPolicy; returns what was done. Raises on a retryable failure."""
+    app = model.StreamingApp.from_body(body)
+    keyspace = app.spec.state.cassandra.keyspace
+    if app.spec.state.deletion_policy == "Retain":
+        return f"Retained state in keyspace {keyspace} (deletionPolicy Retain)"
+    other_apps = []
+    for other in others:
+        try:
+            other_apps.append(model.StreamingApp.from_body(other))
+        except (pydantic.ValidationError, KeyError):
+            continue
+    tables = tables_to_drop(app, other_apps)
+    secrets, fault = await _check_secrets(app, deps)
+    if fault is not None:
+        raise cassandra.CassandraUnavailable(fault.message)
+    await deps.provisioner.drop(cassandra.target_of(app, secrets), keyspace=keyspace, tables=tables)
+    deps.provisioned.pop(app.uid, None)
+    return f"Dropped {', '.join(f'{keyspace}.{t}' for t in tables)} (deletionPolicy Delete)"

@@ -1,0 +1,513 @@
+"""Pure builders of every object a StreamingApp owns, and of the job's configuration.
+
+Nothing here does I/O or imports the Kubernetes client: each function maps the typed app
+(plus facts handed in) to plain dicts, so the golden-file tests pin the exact output and a
+change to a child is a reviewable diff. Names are deterministic and every child carries an
+owner reference to its app, so the garbage collector removes it with the app.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+import yaml
+from floe_operator import model
+
+FIELD_MANAGER = model.FIELD_MANAGER
+APP_LABEL = f"{model.GROUP}/app"
+APPLIED_HASH = f"{model.GROUP}/applied-hash"
+CONFIG_HASH = f"{model.GROUP}/config-hash"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+CONFIG_DIR = "/etc/floe"
+CONFIG_FILE = "floe.yaml"
+CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
+CONTAINER = "app"
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+
+Manifest = dict[str, Any]
+
+
+class Process(TypedDict):
+    """How the runtime is started: the pod's container and a local run use exactly this."""
+
+    command: list[str]
+    args: list[str]
+    env: list[dict[str, Any]]
+
+
+# Names of children. Kept short enough for the 52-character app names the CRD allows.
+
+
+def config_map_name(app: model.StreamingApp) -> str:
+    return f"{app.name}-config"
+
+
+def deployment_name(app: model.StreamingApp) -> str:
+    return app.name
+
+
+def service_name(app: model.StreamingApp) -> str:
+    return app.name
+
+
+def driver_service_name(app: model.StreamingApp) -> str:
+    return f"{app.name}-driver"
+
+
+def spark_service_account_name(app: model.StreamingApp) -> str:
+    return f"{app.name}-spark"
+
+
+def selector_labels(app: model.StreamingApp) -> dict[str, str]:
+    """Labels that pick the app's pods; part of the Deployment's immutable selector."""
+    return {APP_LABEL: app.name}
+
+
+def label_selector(app: model.StreamingApp) -> str:
+    """The selector in string form, for status.labelSelector and the scale subresource."""
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(app).items()))
+
+
+def common_labels(app: model.StreamingApp) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": app.name,
+        "app.kubernetes.io/instance": app.name,
+        "app.kubernetes.io/component": "streaming-app",
+        "app.kubernetes.io/part-of": "floe",
+        MANAGED_BY: FIELD_MANAGER,
+        **selector_labels(app),
+    }
+
+
+def owner_reference(app: model.StreamingApp) -> dict[str, Any]:
+    return {
+        "apiVersion": model.API_VERSION,
+        "kind": model.KIND,
+        "name": app.name,
+        "uid": app.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(app: model.StreamingApp, name: str, *, labels: Mapping[str, str] | None = None) -> Manifest:
+    return {
+        "name": name,
+        "namespace": app.namespace,
+        "labels": dict(labels) if labels is not None else common_labels(app),
+        "ownerReferences": [owner_reference(app)],
+    }
+
+
+# The job's configuration: the one mapping from the spec to what the runtime reads.
+
+
+def job_config(app: model.StreamingApp) -> dict[str, Any]:
+    """The runtime's configuration, mounted as floe.yaml; no secret ever goes in here.
+
+    Keys (the runtime's contract; see docs/operator.md):
+    app_id, kafka.{bootstrap_servers, topics, output_topics, group_id, starting_offsets,
+    max_records_per_batch, max_bytes_per_batch, session_timeout_ms, heartbeat_interval_ms,
+    leave_group_on_close, security.{protocol, sasl_mechanism}}, cassandra.{hosts, port,
+    local_datacenter, keyspace, tls}, stores[{name, type, ttl_seconds, table_options}],
+    spark.{master, conf}, shutdown.drain_timeout_seconds, metrics.port,
+    query.{enabled, port}, job.{entrypoint, args}.
+    """
+    spec = app.spec
+    kafka = spec.kafka
+    cass = spec.state.cassandra
+    return {
+        "app_id": app.app_id,
+        "kafka": {
+            "bootstrap_servers": kafka.bootstrap_servers,
+            "topics": list(kafka.topics),
+            "output_topics": list(kafka.output_topics),
+            "group_id": app.consumer_group,
+            "starting_offsets": kafka.starting_offsets,
+            "max_records_per_batch": kafka.max_records_per_batch,
+            "max_bytes_per_batch": kafka.max_bytes_per_batch,
+            "session_timeout_ms": spec.shutdown.session_timeout_ms,
+            "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
+            "leave_group_on_close": spec.shutdown.leave_group_on_close,
+            "security": {
+                "protocol": kafka.security.protocol,
+                "sasl_mechanism": kafka.security.sasl.mechanism if kafka.security.sasl else None,
+            },
+        },
+        "cassandra": {
+            "hosts": list(cass.hosts),
+            "port": cass.port,
+            "local_datacenter": cass.local_datacenter,
+            "keyspace": cass.keyspace,
+            "tls": cass.tls.enabled,
+        },
+        "stores": [
+            {
+                "name": s.name,
+                "type": s.type,
+                "ttl_seconds": s.ttl_seconds,
+                "table_options": dict(s.table_options) if s.table_options else None,
+            }
+            for s in spec.state.stores
+        ],
+        "spark": {"master": spec.spark.master, "conf": spark_conf(app)},
+        "shutdown": {"drain_timeout_seconds": spec.shutdown.drain_timeout_seconds},
+        "metrics": {"port": spec.metrics.port},
+        "query": {"enabled": spec.query.enabled, "port": spec.query.port},
+        "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args)},
+    }
+
+
+def spark_conf(app: model.StreamingApp) -> dict[str, str]:
+    """Spark settings: Floe's defaults for a read-only container, then the user's conf."""
+    spark = app.spec.spark
+    conf: dict[str, str] = {
+        "spark.app.name": app.app_id,
+        "spark.driver.cores": str(spark.driver.cores),
+        "spark.driver.memory": spark.driver.memory,
+        "spark.local.dir": "/tmp/spark",
+        "spark.jars.ivy": "/tmp/.ivy2",
+        "spark.ui.enabled": "false",
+    }
+    if spark.on_kubernetes:
+        executor = spark.executor or model.SparkExecutor()
+        conf.update(
+            {
+                "spark.submit.deployMode": "client",
+                "spark.kubernetes.namespace": app.namespace,
+                "spark.kubernetes.container.image": app.spec.image,
+                "spark.kubernetes.authenticate.driver.serviceAccountName": pod_service_account(app) or "",
+                "spark.executor.instances": str(executor.instances),
+                "spark.executor.cores": str(executor.cores),
+                "spark.executor.memory": executor.memory,
+                "spark.driver.bindAddress": "0.0.0.0",
+                "spark.driver.port": str(DRIVER_PORT),
+                "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+            }
+        )
+    conf.update(spark.conf)
+    return dict(sorted(conf.items()))
+
+
+def config_map(app: model.StreamingApp) -> Manifest:
+    text = yaml.safe_dump(job_config(app), sort_keys=True, default_flow_style=False)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(app, config_map_name(app)),
+        "data": {CONFIG_FILE: text},
+    }
+
+
+def config_hash(cm: Manifest) -> str:
+    """Digest of the ConfigMap's data; stamped on the pod template so a config change rolls the pods."""
+    return _digest(cm["data"])
+
+
+def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+
+def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Process:
+    """Command, arguments and environment of the runtime.
+
+    Secrets are only ever referenced (secretKeyRef), never copied. A local run passes its
+    own config_path and resolves the secret and field references itself.
+    """
+    spec = app.spec
+    env: list[dict[str, Any]] = [
+        {"name": "FLOE_CONFIG", "value": config_path},
+        _field_env("FLOE_POD_NAME", "metadata.name"),
+        _field_env("FLOE_POD_NAMESPACE", "metadata.namespace"),
+        _field_env("FLOE_POD_IP", "status.podIP"),
+    ]
+    sec = spec.kafka.security
+    if sec.sasl is not None:
+        cred = sec.sasl.credentials_secret_ref
+        env.append(_secret_env("FLOE_KAFKA_SASL_USERNAME", cred.name, cred.username_key))
+        env.append(_secret_env("FLOE_KAFKA_SASL_PASSWORD", cred.name, cred.password_key))
+    if sec.tls is not None:
+        if sec.tls.ca_secret_ref is not None:
+            env.append(_secret_env("FLOE_KAFKA_SSL_CA_PEM", sec.tls.ca_secret_ref.name, sec.tls.ca_secret_ref.key))
+        if sec.tls.client_cert_secret_ref is not None:
+            cc = sec.tls.client_cert_secret_ref
+            env.append(_secret_env("FLOE_KAFKA_SSL_CERT_PEM", cc.name, cc.cert_key))
+            env.append(_secret_env("FLOE_KAFKA_SSL_KEY_PEM", cc.name, cc.key_key))
+    cass = spec.state.cassandra
+    if cass.credentials_secret_ref is not None:
+        ref = cass.credentials_secret_ref
+        env.append(_secret_env("FLOE_CASSANDRA_USERNAME", ref.name, ref.username_key))
+        env.append(_secret_env("FLOE_CASSANDRA_PASSWORD", ref.name, ref.password_key))
+    if cass.tls.ca_secret_ref is not None:
+        env.append(_secret_env("FLOE_CASSANDRA_SSL_CA_PEM", cass.tls.ca_secret_ref.name, cass.tls.ca_secret_ref.key))
+    env.extend(dict(e) for e in spec.env)
+    return {"command": ["floe-job"], "args": [], "env": env}
+
+
+def pod_service_account(app: model.StreamingApp) -> str | None:
+    if app.spec.pod.service_account_name:
+        return app.spec.pod.service_account_name
+    if app.spec.spark.on_kubernetes:
+        return spark_service_account_name(app)
+    return None
+
+
+def _probe(path: str, *, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "metrics"},
+        "periodSeconds": period,
+        "timeoutSeconds": 3,
+        "failureThreshold": failures,
+    }
+
+
+def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
+    """The app's pods: stateless, rolling one at a time, draining on shutdown."""
+    spec = app.spec
+    proc = process(app)
+    ports: list[dict[str, Any]] = [{"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"}]
+    if spec.query.enabled:
+        ports.append({"name": "query", "containerPort": spec.query.port, "protocol": "TCP"})
+    if spec.spark.on_kubernetes:
+        ports.append({"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"})
+        ports.append({"name": "spark-blockmgr", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"})
+
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": proc["command"],
+        "args": proc["args"],
+        "env": proc["env"],
+        "ports": ports,
+        "resources": {k: dict(v) for k, v in sorted(spec.resources.items())},
+        "startupProbe": _probe("/healthz", period=5, failures=60),
+        "readinessProbe": _probe("/readyz", period=5, failures=3),
+        "livenessProbe": _probe("/healthz", period=10, failures=6),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    if spec.shutdown.pre_stop_delay_seconds > 0:
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": spec.shutdown.pre_stop_delay_seconds}}}
+
+    pod_spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": spec.shutdown.termination_grace_period_seconds,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": spec.pod.run_as_user,
+            "runAsGroup": spec.pod.run_as_user,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [
+            {"name": "config", "configMap": {"name": config_map_name(app)}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    service_account = pod_service_account(app)
+    if service_account is not None:
+        pod_spec["serviceAccountName"] = service_account
+    else:
+        pod_spec["automountServiceAccountToken"] = False
+    if spec.pod.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.pod.node_selector)
+    if spec.pod.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in spec.pod.tolerations]
+    if spec.pod.affinity:
+        pod_spec["affinity"] = dict(spec.pod.affinity)
+    if spec.pod.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [dict(s) for s in spec.pod.image_pull_secrets]
+    if spec.pod.priority_class_name:
+        pod_spec["priorityClassName"] = spec.pod.priority_class_name
+
+    pod_annotations = {
+        **spec.pod.annotations,
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(spec.metrics.port),
+        "prometheus.io/path": "/metrics",
+        CONFIG_HASH: config_digest,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(app, deployment_name(app)),
+        "spec": {
+            "replicas": spec.replicas,
+            "revisionHistoryLimit": 5,
+            "minReadySeconds": spec.rollout.min_ready_seconds,
+            "progressDeadlineSeconds": 600,
+            "selector": {"matchLabels": selector_labels(app)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {
+                    "maxSurge": spec.rollout.max_surge,
+                    "maxUnavailable": spec.rollout.max_unavailable,
+                },
+            },
+            "template": {
+                "metadata": {
+                    "labels": {**spec.pod.labels, **common_labels(app)},
+                    "annotations": dict(sorted(pod_annotations.items())),
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def service(app: model.StreamingApp) -> Manifest:
+    """ClusterIP Service for scraping metrics and, when enabled, the state query endpoint."""
+    ports: list[dict[str, Any]] = [
+        {"name": "metrics", "port": app.spec.metrics.port, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    if app.spec.query.enabled:
+        ports.append({"name": "query", "port": app.spec.query.port, "targetPort": "query", "protocol": "TCP"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(app, service_name(app)),
+        "spec": {"type": "ClusterIP", "selector": selector_labels(app), "ports": ports},
+    }
+
+
+def pod_disruption_budget(app: model.StreamingApp) -> Manifest:
+    """One pod at a time may be evicted, so a node drain never takes the whole group at once."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(app, app.name),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": selector_labels(app)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def service_monitor(app: model.StreamingApp) -> Manifest:
+    sm = app.spec.metrics.service_monitor
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _metadata(app, app.name, labels={**sm.labels, **common_labels(app)}),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(app)},
+            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": sm.interval}],
+        },
+    }
+
+
+SPARK_DRIVER_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "watch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["services", "configmaps", "persistentvolumeclaims"],
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"],
+    },
+]
+
+
+def spark_rbac(app: model.StreamingApp) -> list[Manifest]:
+    """What each driver needs to start and stop its executor pods (k8s:// master only)."""
+    name = spark_service_account_name(app)
+    objects: list[Manifest] = []
+    if not app.spec.pod.service_account_name:
+        objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(app, name)})
+    objects.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _metadata(app, name),
+            "rules": SPARK_DRIVER_RULES,
+        }
+    )
+    objects.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(app, name),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": pod_service_account(app) or name, "namespace": app.namespace}
+            ],
+        }
+    )
+    return objects
+
+
+def driver_service(app: model.StreamingApp) -> Manifest:
+    """Headless Service over the drivers, so executors resolve and reach them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(app, driver_service_name(app)),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(app),
+            "ports": [
+                {"name": "spark-driver", "port": DRIVER_PORT, "targetPort": DRIVER_PORT, "protocol": "TCP"},
+                {
+                    "name": "spark-blockmgr",
+                    "port": BLOCK_MANAGER_PORT,
+                    "targetPort": BLOCK_MANAGER_PORT,
+                    "protocol": "TCP",
+                },
+            ],
+        },
+    }
+
+
+def children(app: model.StreamingApp, *, service_monitor_available: bool = False) -> list[Manifest]:
+    """Every child in apply order (the Deployment last, once what it mounts exists), hash-stamped."""
+    cm = config_map(app)
+    objects: list[Manifest] = [cm]
+    if app.spec.spark.on_kubernetes:
+        objects.extend(spark_rbac(app))
+        objects.append(driver_service(app))
+    objects.append(service(app))
+    objects.append(pod_disruption_budget(app))
+    if app.spec.metrics.service_monitor.enabled and service_monitor_available:
+        objects.append(service_monitor(app))
+    objects.append(deployment(app, config_digest=config_hash(cm)))
+    return [stamp(obj) for obj in objects]
+
+
+def stamp(obj: Manifest) -> Manifest:
+    """Record the digest of the desired object on it, so an unchanged child is never re-applied."""
+    meta = obj["metadata"]
+    digest = _digest(obj)
+    return {**obj, "metadata": {**meta, "annotations": {**meta.get("annotations", {}), APPLIED_HASH: digest}}}
+
+
+def applied_hash(obj: Mapping[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(APPLIED_HASH)
+    return value if isinstance(value, str) else None
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
