@@ -500,7 +500,8 @@ class PartitionedStore(_KeyValueStore[K, V]):
             raise StoreConfigError(f"prefix does not encode with serde {serde.name}: {exc}", store=self.name,
                                    operation="prefix_scan", partition=partition, key=prefix) from exc
         upper = keyorder.prefix_upper_bound(lower)
-        return self._range_bytes("prefix_scan", partition, lower, upper, upper_inclusive=False, reverse=reverse)
+        return self._range_bytes("prefix_scan", partition, lower or None, upper, upper_inclusive=False,
+                                 reverse=reverse)
 
     def _range(self, op: str, partition: int, from_key: K | None, to_key: K | None,
                *, reverse: bool) -> Iterator[tuple[K, V]]:

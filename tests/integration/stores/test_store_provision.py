@@ -1,0 +1,116 @@
+"""Provisioning: idempotent, safe under concurrent processes, strict when asked not to create."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+from cassandra.cluster import Session
+from floe_jobs.stores import (
+    CassandraConfig,
+    GlobalStore,
+    KeyspaceMissingError,
+    PartitionedStore,
+    StoreOptions,
+    StoreSpec,
+    TableMissingError,
+    provision,
+)
+from floe_jobs.stores.schema import execute_ddl, table_columns
+from prometheus_client import CollectorRegistry
+
+pytestmark = pytest.mark.cassandra
+
+SPECS = [
+    StoreSpec("orders", "partitioned", ttl_seconds=3600),
+    StoreSpec("customers", "global"),
+    StoreSpec("prices", "versioned-partitioned"),
+    StoreSpec("rates", "versioned-global", table_options={"comment": "fx"}),
+]
+
+WORKER = textwrap.dedent("""
+    import sys, time
+    from floe_jobs.stores import CassandraConfig, StoreSpec, connect, provision
+    hosts, port, keyspace, start = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    specs = [StoreSpec("orders", "partitioned", ttl_seconds=3600), StoreSpec("customers", "global"),
+             StoreSpec("prices", "versioned-partitioned"),
+             StoreSpec("rates", "versioned-global", table_options={"comment": "fx"})]
+    session = connect(CassandraConfig(hosts=hosts, port=port))
+    time.sleep(max(0.0, start - time.time()))
+    provision(session, keyspace=keyspace, replication=None, stores=specs)
+    session.cluster.shutdown()
+    print("provisioned")
+""")
+
+
+def test_concurrent_provisioning_from_several_processes(
+    session: Session, cassandra_config: CassandraConfig
+) -> None:
+    keyspace = f"it_prov_{uuid.uuid4().hex[:8]}"
+    start = time.time() + 8.0  # every process connected by then; all issue DDL at once
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, ",".join(cassandra_config.hosts), str(cassandra_config.port),
+             keyspace, str(start)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for _ in range(4)
+    ]
+    try:
+        outputs = [p.communicate(timeout=180) for p in procs]
+        for proc, (out, err) in zip(procs, outputs, strict=True):
+            assert proc.returncode == 0, err[-3000:]
+            assert "provisioned" in out
+        session.cluster.refresh_schema_metadata()
+        tables = session.cluster.metadata.keyspaces[keyspace].tables
+        assert set(tables) == {"orders_kstreams_store", "customers_kstreams_store", "prices_kstreams_store",
+                               "rates_kstreams_store"}
+        assert tables["orders_kstreams_store"].options["default_time_to_live"] == 3600
+        assert "floe_batch" in tables["orders_kstreams_store"].columns
+        # The tables work: one id per table, schema in agreement.
+        assert session.cluster.control_connection.wait_for_schema_agreement()
+        store: PartitionedStore[bytes, bytes] = PartitionedStore(
+            session, "orders", keyspace=keyspace, options=StoreOptions(create_table=False),
+            registry=CollectorRegistry(),
+        )
+        store.put(0, b"k", b"v")
+        assert store.get(0, b"k") == b"v"
+        # And running it again changes nothing.
+        provision(session, keyspace=keyspace, replication=None, stores=SPECS)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+def test_missing_keyspace_and_table_are_clear_errors(session: Session, keyspace: str, store_name: str) -> None:
+    with pytest.raises(KeyspaceMissingError, match="does not exist"):
+        provision(session, keyspace="it_absent_keyspace", replication=None, stores=SPECS, create_keyspace=False)
+    with pytest.raises(TableMissingError, match="does not exist and create_table is off") as info:
+        GlobalStore(session, store_name, keyspace=keyspace, options=StoreOptions(create_table=False),
+                    registry=CollectorRegistry())
+    assert info.value.store == store_name
+    # With create_keyspace off, an existing keyspace is enough.
+    provision(session, keyspace=keyspace, replication=None, stores=[StoreSpec(store_name, "global")],
+              create_keyspace=False)
+    assert table_columns(session, keyspace, f"{store_name.replace('-', '_')}_kstreams_store") is not None
+
+
+def test_store_creates_its_keyspace_when_asked(session: Session, store_name: str) -> None:
+    keyspace = f"it_own_{uuid.uuid4().hex[:8]}"
+    try:
+        store: GlobalStore[bytes, bytes] = GlobalStore(
+            session, store_name, keyspace=keyspace,
+            options=StoreOptions(create_keyspace=True, replication={"class": "SimpleStrategy",
+                                                                    "replication_factor": 1}),
+            registry=CollectorRegistry(),
+        )
+        store.put(b"a", b"b")
+        assert store.get(b"a") == b"b"
+    finally:
+        execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
