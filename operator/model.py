@@ -8,6 +8,7 @@ unit test keeps them equal to the CRD's.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -184,13 +185,8 @@ class ServiceMonitorSpec(_Model):
 
 
 class MetricsSpec(_Model):
-    port: int = 8080
+    port: int = 9400
     service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
-
-
-class QuerySpec(_Model):
-    enabled: bool = False
-    port: int = 8081
 
 
 class AppSpec(_Model):
@@ -208,7 +204,6 @@ class AppSpec(_Model):
     env: list[dict[str, Any]] = Field(default_factory=list)
     pod: PodSpec = Field(default_factory=PodSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
-    query: QuerySpec = Field(default_factory=QuerySpec)
 
 
 class StreamingApp(_Model):
@@ -236,12 +231,21 @@ class StreamingApp(_Model):
 
     @property
     def app_id(self) -> str:
-        """Identity of the app in Cassandra (offsets) and Kafka: unique in the cluster."""
-        return f"{self.namespace}.{self.name}"
+        """Identity of the app for the runtime: `<namespace>-<name>`, a DNS label unique in the cluster.
+
+        The runtime derives the offsets table, dead-letter and repartition topics from it, so
+        two apps of the same name in different namespaces never share them. Past 63
+        characters it is cut and suffixed with a digest of the full value.
+        """
+        full = f"{self.namespace}-{self.name}"
+        if len(full) <= 63:
+            return full
+        digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+        return f"{full[:54].rstrip('-')}-{digest}"
 
     @property
     def consumer_group(self) -> str:
-        return self.spec.kafka.consumer_group or f"floe.{self.app_id}"
+        return self.spec.kafka.consumer_group or f"floe.{self.namespace}.{self.name}"
 
 
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")

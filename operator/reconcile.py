@@ -202,14 +202,43 @@ async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[
                 )
 
 
+def _lock_key(body: Mapping[str, Any]) -> str:
+    meta = body.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
 async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
     """Converge one app and return its status patch (empty when nothing changed)."""
+    async with deps.lock(_lock_key(body)):
+        return await _parse_and_reconcile(body, deps=deps, children=children)
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """The outcome of a pass over an app read from the API server just before."""
+
+    body: Mapping[str, Any]
+    outcome: Outcome
+
+
+async def reconcile_fresh(namespace: str, name: str, *, deps: Deps, children: Children) -> Fresh | None:
+    """Read the app, then converge it; None when it is gone or being deleted.
+
+    For passes triggered by a child's change, where no current body of the app is at hand.
+    """
+    async with deps.lock(f"{namespace}/{name}"):
+        body = await deps.cluster.get(model.API_VERSION, model.KIND, namespace, name)
+        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        return Fresh(body, await _parse_and_reconcile(body, deps=deps, children=children))
+
+
+async def _parse_and_reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
     try:
         app = model.StreamingApp.from_body(body)
     except pydantic.ValidationError as exc:
         return _invalid(body, exc)
-    async with deps.lock(app.uid or f"{app.namespace}/{app.name}"):
-        return await _reconcile(app, deps=deps, children=children)
+    return await _reconcile(app, deps=deps, children=children)
 
 
 async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children) -> Outcome:

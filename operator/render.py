@@ -108,19 +108,22 @@ def _metadata(app: model.StreamingApp, name: str, *, labels: Mapping[str, str] |
 
 
 def job_config(app: model.StreamingApp) -> dict[str, Any]:
-    """The runtime's configuration, mounted as floe.yaml; no secret ever goes in here.
+    """The runtime's configuration (`floe_jobs.config`), mounted as floe.yaml; never a secret.
 
-    Keys (the runtime's contract; see docs/operator.md):
-    app_id, kafka.{bootstrap_servers, topics, output_topics, group_id, starting_offsets,
-    max_records_per_batch, max_bytes_per_batch, session_timeout_ms, heartbeat_interval_ms,
-    leave_group_on_close, security.{protocol, sasl_mechanism}}, cassandra.{hosts, port,
-    local_datacenter, keyspace, tls}, stores[{name, type, ttl_seconds, table_options}],
-    spark.{master, conf}, shutdown.drain_timeout_seconds, metrics.port,
-    query.{enabled, port}, job.{entrypoint, args}.
+    Keys: app_id, kafka.{bootstrap_servers, topics, output_topics, group_id,
+    starting_offsets, max_records_per_batch, max_bytes_per_batch, session_timeout_ms,
+    heartbeat_interval_ms, leave_group_on_close, extra}, cassandra.{hosts, port,
+    local_datacenter, keyspace}, stores[{name, type, ttl_seconds, table_options}],
+    spark.{master, conf}, shutdown.drain_timeout_seconds, metrics.port, job.{entrypoint, args}.
+    Credentials and TLS material reach the runtime as FLOE_* environment variables
+    (see `process`).
     """
     spec = app.spec
     kafka = spec.kafka
     cass = spec.state.cassandra
+    extra = {"security.protocol": kafka.security.protocol}
+    if kafka.security.sasl is not None:
+        extra["sasl.mechanism"] = kafka.security.sasl.mechanism
     return {
         "app_id": app.app_id,
         "kafka": {
@@ -134,17 +137,13 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             "session_timeout_ms": spec.shutdown.session_timeout_ms,
             "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
             "leave_group_on_close": spec.shutdown.leave_group_on_close,
-            "security": {
-                "protocol": kafka.security.protocol,
-                "sasl_mechanism": kafka.security.sasl.mechanism if kafka.security.sasl else None,
-            },
+            "extra": extra,
         },
         "cassandra": {
             "hosts": list(cass.hosts),
             "port": cass.port,
             "local_datacenter": cass.local_datacenter,
             "keyspace": cass.keyspace,
-            "tls": cass.tls.enabled,
         },
         "stores": [
             {
@@ -158,7 +157,6 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
         "spark": {"master": spec.spark.master, "conf": spark_conf(app)},
         "shutdown": {"drain_timeout_seconds": spec.shutdown.drain_timeout_seconds},
         "metrics": {"port": spec.metrics.port},
-        "query": {"enabled": spec.query.enabled, "port": spec.query.port},
         "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args)},
     }
 
@@ -247,8 +245,10 @@ def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Proce
         ref = cass.credentials_secret_ref
         env.append(_secret_env("FLOE_CASSANDRA_USERNAME", ref.name, ref.username_key))
         env.append(_secret_env("FLOE_CASSANDRA_PASSWORD", ref.name, ref.password_key))
+    if cass.tls.enabled:
+        env.append({"name": "FLOE_CASSANDRA_TLS", "value": "true"})
     if cass.tls.ca_secret_ref is not None:
-        env.append(_secret_env("FLOE_CASSANDRA_SSL_CA_PEM", cass.tls.ca_secret_ref.name, cass.tls.ca_secret_ref.key))
+        env.append(_secret_env("FLOE_CASSANDRA_TLS_CA_PEM", cass.tls.ca_secret_ref.name, cass.tls.ca_secret_ref.key))
     env.extend(dict(e) for e in spec.env)
     return {"command": ["floe-job"], "args": [], "env": env}
 
@@ -263,7 +263,7 @@ def pod_service_account(app: model.StreamingApp) -> str | None:
 
 def _probe(path: str, *, period: int, failures: int) -> dict[str, Any]:
     return {
-        "httpGet": {"path": path, "port": "metrics"},
+        "httpGet": {"path": path, "port": "http"},
         "periodSeconds": period,
         "timeoutSeconds": 3,
         "failureThreshold": failures,
@@ -274,9 +274,7 @@ def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
     """The app's pods: stateless, rolling one at a time, draining on shutdown."""
     spec = app.spec
     proc = process(app)
-    ports: list[dict[str, Any]] = [{"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"}]
-    if spec.query.enabled:
-        ports.append({"name": "query", "containerPort": spec.query.port, "protocol": "TCP"})
+    ports: list[dict[str, Any]] = [{"name": "http", "containerPort": spec.metrics.port, "protocol": "TCP"}]
     if spec.spark.on_kubernetes:
         ports.append({"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"})
         ports.append({"name": "spark-blockmgr", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"})
@@ -374,12 +372,8 @@ def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
 
 
 def service(app: model.StreamingApp) -> Manifest:
-    """ClusterIP Service for scraping metrics and, when enabled, the state query endpoint."""
-    ports: list[dict[str, Any]] = [
-        {"name": "metrics", "port": app.spec.metrics.port, "targetPort": "metrics", "protocol": "TCP"}
-    ]
-    if app.spec.query.enabled:
-        ports.append({"name": "query", "port": app.spec.query.port, "targetPort": "query", "protocol": "TCP"})
+    """ClusterIP Service of the runtime's HTTP port: metrics, health and the state query endpoint."""
+    ports = [{"name": "http", "port": app.spec.metrics.port, "targetPort": "http", "protocol": "TCP"}]
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -410,7 +404,7 @@ def service_monitor(app: model.StreamingApp) -> Manifest:
         "metadata": _metadata(app, app.name, labels={**sm.labels, **common_labels(app)}),
         "spec": {
             "selector": {"matchLabels": selector_labels(app)},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": sm.interval}],
+            "endpoints": [{"port": "http", "path": "/metrics", "interval": sm.interval}],
         },
     }
 

@@ -1,0 +1,211 @@
+"""Kopf entry points: each one gathers what Kopf hands it and calls one reconcile function.
+
+Create, update, resume, the resync timer and every change of an app's Deployment go
+through `reconcile.reconcile`; deletion goes through `reconcile.finalize`. Children are
+seen through watch-fed indexes, so a resync of an unchanged app reads nothing it does not
+have to and writes nothing.
+
+Handlers are registered on a registry built from `Options`, so the CLI, the tests and the
+benchmark run exactly the same operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import kopf
+from floe_operator import cassandra, k8s, kafka, model, reconcile, render
+
+log = logging.getLogger(__name__)
+
+FINALIZER = f"{model.GROUP}/finalizer"
+MANAGED = {render.MANAGED_BY: render.FIELD_MANAGER}
+CHILD_INDEXES: tuple[tuple[str, str, str, str], ...] = (
+    # (group, version, plural, kind)
+    ("", "v1", "configmaps", "ConfigMap"),
+    ("", "v1", "services", "Service"),
+    ("apps", "v1", "deployments", "Deployment"),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+)
+MAX_DELETE_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the operator runs; main() fills it from flags and environment variables."""
+
+    resync_seconds: float = 60.0
+    check_kafka: bool = True
+    api_workers: int = 16
+
+
+def backoff(retry: int) -> float:
+    """Seconds before retry number `retry` (0-based): 5, 10, 20 … capped at 5 minutes."""
+    return float(min(300, 5 * 2 ** min(retry, 6)))
+
+
+def _index_name(kind: str) -> str:
+    return f"{kind.lower()}_idx"
+
+
+def _slim(body: Mapping[str, Any], *, keep_status: bool) -> dict[str, Any]:
+    meta = body.get("metadata") or {}
+    slim: dict[str, Any] = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations", "generation") if k in meta},
+    }
+    for key in ("spec", "data", "rules", "roleRef", "subjects"):
+        if key in body:
+            slim[key] = body[key]
+    if keep_status and "status" in body:
+        slim["status"] = body["status"]
+    return slim
+
+
+def _children(namespace: str, name: str, indexes: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    result: dict[str, list[Mapping[str, Any]]] = {}
+    for _, _, _, kind in CHILD_INDEXES:
+        index = indexes.get(_index_name(kind))
+        store = index.get((namespace, name)) if index is not None else None
+        result[kind] = list(store) if store is not None else []
+    return result
+
+
+async def _report(deps: reconcile.Deps, body: Mapping[str, Any], outcome: reconcile.Outcome) -> None:
+    meta = body.get("metadata") or {}
+    if outcome.status_patch:
+        try:
+            await deps.cluster.patch_status(meta["namespace"], meta["name"], outcome.status_patch)
+        except k8s.ApiError as exc:
+            if exc.status != 404:
+                raise
+    for event in outcome.events:
+        kopf.event(dict(body), type=event.type, reason=event.reason, message=event.message)  # type: ignore[arg-type]
+
+
+def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.OperatorRegistry:
+    """Put every Floe handler on `registry` and return it."""
+    group, version, plural = model.GROUP, model.VERSION, model.PLURAL
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        settings.persistence.finalizer = FINALIZER
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=model.GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix=model.GROUP, key="last-handled-configuration"
+        )
+        # Kopf's own "handler succeeded" notes would be a write per object per change;
+        # Floe posts its own events for the transitions that matter.
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=options.api_workers, thread_name_prefix="floe-api")
+        )
+        memo.deps = reconcile.Deps(
+            cluster=k8s.Cluster(k8s.load_client(pool_size=options.api_workers * 2)),
+            provisioner=cassandra.Provisioner(),
+            kafka=kafka.Inspector(),
+            check_kafka=options.check_kafka,
+        )
+        log.info("Started floe-operator resync_seconds=%s check_kafka=%s", options.resync_seconds, options.check_kafka)
+
+    @kopf.on.cleanup(registry=registry)
+    async def close(memo: kopf.Memo, **_: Any) -> None:
+        deps = getattr(memo, "deps", None)
+        if deps is not None:
+            await asyncio.to_thread(deps.provisioner.close)
+
+    @kopf.index(group, version, plural, registry=registry, id="apps_idx")
+    def apps_idx(
+        namespace: str | None, name: str, body: kopf.Body, **_: Any
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(namespace or "", name): _slim(body, keep_status=False) | {"metadata": dict(body.metadata)}}
+
+    for idx_group, idx_version, idx_plural, kind in CHILD_INDEXES:
+        keep_status = kind == "Deployment"
+
+        def child_idx(
+            namespace: str | None, labels: Mapping[str, str], body: kopf.Body, _keep: bool = keep_status, **_: Any
+        ) -> dict[tuple[str, str], dict[str, Any]]:
+            app = labels.get(render.APP_LABEL)
+            return {(namespace or "", app): _slim(body, keep_status=_keep)} if app else {}
+
+        kopf.index(
+            idx_group, idx_version, idx_plural, labels=MANAGED, registry=registry, id=_index_name(kind)
+        )(child_idx)
+
+    async def converge(body: kopf.Body, memo: kopf.Memo, kwargs: Mapping[str, Any]) -> reconcile.Outcome:
+        deps: reconcile.Deps = memo.deps
+        children = _children(body.metadata.namespace or "", body.metadata.name or "", kwargs)
+        outcome = await reconcile.reconcile(body, deps=deps, children=children)
+        await _report(deps, body, outcome)
+        return outcome
+
+    @kopf.on.resume(group, version, plural, registry=registry, id="reconcile_resume")
+    @kopf.on.create(group, version, plural, registry=registry, id="reconcile_create")
+    @kopf.on.update(group, version, plural, registry=registry, id="reconcile_update")
+    async def on_change(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+        outcome = await converge(body, memo, kwargs)
+        if outcome.fault is not None:
+            raise kopf.TemporaryError(f"{outcome.fault.reason}: {outcome.fault.message}", delay=backoff(retry))
+
+    @kopf.timer(
+        group,
+        version,
+        plural,
+        registry=registry,
+        id="resync",
+        interval=options.resync_seconds,
+        initial_delay=options.resync_seconds,
+    )
+    async def resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        # A fault is retried by the next tick; raising would make Kopf write retry state.
+        await converge(body, memo, kwargs)
+
+    @kopf.on.event("apps", "v1", "deployments", labels=MANAGED, registry=registry, id="deployment_changed")
+    async def deployment_changed(
+        namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo, **kwargs: Any
+    ) -> None:
+        name = labels.get(render.APP_LABEL)
+        deps: reconcile.Deps | None = getattr(memo, "deps", None)
+        if not name or not namespace or deps is None:
+            return
+        apps = kwargs.get("apps_idx")
+        if apps is None or not list(apps.get((namespace, name), [])):
+            return
+        children = _children(namespace, name, kwargs)
+        outcome = await reconcile.reconcile_fresh(namespace, name, deps=deps, children=children)
+        if outcome is not None:
+            fresh = outcome.body
+            await _report(deps, fresh, outcome.outcome)
+
+    @kopf.on.delete(group, version, plural, registry=registry, id="finalize")
+    async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+        deps: reconcile.Deps = memo.deps
+        apps = kwargs.get("apps_idx")
+        others = [b for store in (apps.values() if apps is not None else []) for b in store]
+        try:
+            done = await reconcile.finalize(body, deps=deps, others=others)
+        except (cassandra.CassandraUnavailable, cassandra.ProvisioningRejected) as exc:
+            if retry < MAX_DELETE_RETRIES:
+                raise kopf.TemporaryError(f"Dropping state failed: {exc}", delay=backoff(retry)) from exc
+            kopf.event(
+                body, type="Warning", reason="StateDropFailed", message=f"Gave up dropping state, tables kept: {exc}"
+            )
+            return
+        reason = "StateRetained" if done.startswith("Retained") else "StateDropped"
+        kopf.event(body, type="Normal", reason=reason, message=done)
+        log.info("Finalized app=%s/%s result=%s", body.metadata.namespace, body.metadata.name, done)
+
+    return registry
+
+
+def build_registry(options: Options) -> kopf.OperatorRegistry:
+    return register(kopf.OperatorRegistry(), options)

@@ -1,0 +1,94 @@
+"""`floe-operator`: run the Floe operator, namespaced or cluster-wide.
+
+Every flag has an environment variable, so the Helm chart configures the operator without
+templating its command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Sequence
+
+import kopf
+from floe_operator import handlers
+from prometheus_client import start_http_server
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    env = os.environ
+    parser = argparse.ArgumentParser(prog="floe-operator", description="Run the Floe StreamingApp operator.")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[n for n in env.get("FLOE_WATCH_NAMESPACES", "").split(",") if n.strip()],
+        help="Namespace to watch; repeat for several (env FLOE_WATCH_NAMESPACES, comma-separated). "
+        "None means every namespace.",
+    )
+    parser.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=float(env.get("FLOE_RESYNC_SECONDS", "60")),
+        help="Seconds between resyncs of each app (env FLOE_RESYNC_SECONDS, default 60).",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(env.get("FLOE_METRICS_PORT", "8080")),
+        help="Port of the Prometheus /metrics endpoint; 0 disables it (env FLOE_METRICS_PORT, default 8080).",
+    )
+    parser.add_argument(
+        "--liveness-port",
+        type=int,
+        default=int(env.get("FLOE_LIVENESS_PORT", "8081")),
+        help="Port of the /healthz liveness endpoint; 0 disables it (env FLOE_LIVENESS_PORT, default 8081).",
+    )
+    parser.add_argument(
+        "--no-kafka-check",
+        action="store_true",
+        default=not _env_bool("FLOE_CHECK_KAFKA", True),
+        help="Do not ask Kafka whether topics exist and how many partitions they have "
+        "(env FLOE_CHECK_KAFKA=false).",
+    )
+    parser.add_argument(
+        "--peering",
+        action="store_true",
+        default=_env_bool("FLOE_PEERING", False),
+        help="Coordinate several operator replicas through Kopf peering (needs its CRDs; env FLOE_PEERING).",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=env.get("FLOE_LOG_LEVEL", "INFO"),
+        help="Log level (env FLOE_LOG_LEVEL, default INFO).",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    options = handlers.Options(resync_seconds=args.resync_seconds, check_kafka=not args.no_kafka_check)
+    registry = handlers.build_registry(options)
+    if args.metrics_port:
+        start_http_server(args.metrics_port)
+    namespaces = [n.strip() for n in args.namespace if n.strip()]
+    kopf.run(
+        registry=registry,
+        standalone=not args.peering,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,
+    )
+
+
+if __name__ == "__main__":
+    main()
