@@ -9,9 +9,8 @@ import crdtools
 import pytest
 from conftest import CASES, load_case
 from floe_jobs import config
-from pydantic import BaseModel
-
 from floe_operator import model, render
+from pydantic import BaseModel
 
 NAMES = sorted(p.stem for p in CASES.glob("*.yaml"))
 
