@@ -158,11 +158,13 @@ class BaseStore(Generic[K, V]):
         while True:
             try:
                 return self.session.prepare(cql)
-            except TRANSIENT_ERRORS:
+            except TRANSIENT_ERRORS as exc:
                 if attempt >= self.options.retry.attempts:
-                    raise
+                    raise self.executor.fail(f"prepare {name}", exc, attempts=attempt) from exc
                 time.sleep(self.options.retry.delay(attempt))
                 attempt += 1
+            except Exception as exc:
+                raise self.executor.fail(f"prepare {name}", exc, attempts=attempt) from exc
 
     # -- serdes ---------------------------------------------------------------------------
 

@@ -65,41 +65,43 @@ class QueryHandler:
     def __init__(self, views: Mapping[str, QueryableView]) -> None:
         self.views = dict(views)
 
-    def _view(self, request: web.Request) -> QueryableView | web.Response:
+    def _view(self, request: web.Request) -> tuple[str, QueryableView] | web.Response:
         name = request.match_info["name"]
         view = self.views.get(name)
         if view is None:
             return _error(404, f"unknown store {name!r}; known: {', '.join(sorted(self.views)) or 'none'}")
-        return view
+        return name, view
 
     async def get_key(self, request: web.Request) -> web.Response:
-        view = self._view(request)
-        if isinstance(view, web.Response):
-            return view
+        found_view = self._view(request)
+        if isinstance(found_view, web.Response):
+            return found_view
+        name, view = found_view
         text = request.match_info["key"]
         try:
             key = view.key_serde.parse(text)
         except SerdeError as exc:
-            return _error(400, f"store {view.name}: key {text!r} does not parse: {exc}")
+            return _error(400, f"store {name}: key {text!r} does not parse: {exc}")
         try:
             found = await asyncio.to_thread(view.locate, key)
         except StoreError as exc:
-            log.warning("Failed store query store=%s key=%s error=%s", view.name, text, exc)
+            log.warning("Failed store query store=%s key=%s error=%s", name, text, exc)
             return _error(_status_of(exc), str(exc))
         if found is None:
-            return _error(404, f"store {view.name}: no value for key {text!r}")
+            return _error(404, f"store {name}: no value for key {text!r}")
         partition, value = found
         return web.json_response({
-            "store": view.name,
+            "store": name,
             "key": view.key_serde.to_json(key),
             "value": view.value_serde.to_json(value),
             "partition": partition,
         })
 
     async def list_entries(self, request: web.Request) -> web.Response:
-        view = self._view(request)
-        if isinstance(view, web.Response):
-            return view
+        found_view = self._view(request)
+        if isinstance(found_view, web.Response):
+            return found_view
+        name, view = found_view
         query = request.query
         try:
             limit = int(query.get("limit", DEFAULT_LIMIT))
@@ -133,12 +135,12 @@ class QueryHandler:
         try:
             rows = await asyncio.to_thread(run)
         except SerdeError as exc:
-            return _error(400, f"store {view.name}: bad query parameter: {exc}")
+            return _error(400, f"store {name}: bad query parameter: {exc}")
         except StoreError as exc:
-            log.warning("Failed store query store=%s error=%s", view.name, exc)
+            log.warning("Failed store query store=%s error=%s", name, exc)
             return _error(_status_of(exc), str(exc))
         return web.json_response({
-            "store": view.name,
+            "store": name,
             "items": [
                 {"key": view.key_serde.to_json(k), "value": view.value_serde.to_json(v), "partition": p}
                 for p, k, v in rows[:limit]

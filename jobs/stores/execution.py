@@ -94,9 +94,10 @@ class Executor:
 
     # -- errors ---------------------------------------------------------------------------
 
-    def _fail(
-        self, op: str, exc: BaseException, *, attempts: int, partition: int | None, key: Any
+    def fail(
+        self, op: str, exc: BaseException, *, attempts: int, partition: int | None = None, key: Any = None
     ) -> Exception:
+        """The typed error for a driver error that ends an operation (and counts it)."""
         self.metrics.error(self.store, op, exc)
         if isinstance(exc, TRANSIENT_ERRORS):
             err: Exception = StoreUnavailableError(
@@ -132,7 +133,7 @@ class Executor:
                 return self.session.execute(statement, params, execution_profile=self.profile)
             except TRANSIENT_ERRORS as exc:
                 if attempt >= self.retry.attempts:
-                    raise self._fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
+                    raise self.fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
                 self.metrics.bind(self.store, op).retries.inc()
                 log.warning(
                     "Retried store statement store=%s operation=%s partition=%s attempt=%d error=%s",
@@ -141,7 +142,7 @@ class Executor:
                 time.sleep(self.retry.delay(attempt))
                 attempt += 1
             except Exception as exc:
-                raise self._fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
+                raise self.fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
 
     # -- many statements, bounded in flight -----------------------------------------------
 
@@ -165,7 +166,7 @@ class Executor:
             if fatal or attempt >= self.retry.attempts:
                 index, exc = (fatal or sorted(errors.items()))[0]
                 key = keys[index] if keys is not None and index < len(keys) else None
-                raise self._fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
+                raise self.fail(op, exc, attempts=attempt, partition=partition, key=key) from exc
             self.metrics.bind(self.store, op).retries.inc(len(errors))
             log.warning(
                 "Retried store statements store=%s operation=%s partition=%s failed=%d attempt=%d error=%s",
@@ -199,12 +200,12 @@ class Executor:
                     break
                 except TRANSIENT_ERRORS as exc:
                     if attempt >= self.retry.attempts:
-                        raise self._fail(op, exc, attempts=attempt, partition=partition, key=None) from exc
+                        raise self.fail(op, exc, attempts=attempt, partition=partition, key=None) from exc
                     self.metrics.bind(self.store, op).retries.inc()
                     time.sleep(self.retry.delay(attempt))
                     attempt += 1
                 except Exception as exc:
-                    raise self._fail(op, exc, attempts=attempt, partition=partition, key=None) from exc
+                    raise self.fail(op, exc, attempts=attempt, partition=partition, key=None) from exc
             yield from result.current_rows
             paging_state = result.paging_state
             if not paging_state:

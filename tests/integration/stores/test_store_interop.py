@@ -63,7 +63,7 @@ def test_partitioned_table_created_by_the_java_library(session: Session, keyspac
                                                        registry: CollectorRegistry) -> None:
     java_store = f"Java.{store_name}"
     table = f"{keyspace}.{table_name(java_store)}"
-    session.execute(JAVA_PARTITIONED.format(t=table), execution_profile="floe-ddl")
+    session.execute(JAVA_PARTITIONED.replace("{t}", table), execution_profile="floe-ddl")
     insert = session.prepare(f"INSERT INTO {table} (partition, key, time, value) VALUES (?, ?, ?, ?)")
     for word, count in (("kafka", 3), ("streams", 1), ("cassandra", 2)):
         session.execute(insert, (4, word.encode(), now(), long_bytes(count)))
@@ -114,7 +114,7 @@ def test_floe_created_tables_serve_java_statements(session: Session, keyspace: s
 def test_global_table_created_by_the_java_library(session: Session, keyspace: str, store_name: str,
                                                   registry: CollectorRegistry) -> None:
     table = f"{keyspace}.{table_name(store_name)}"
-    session.execute(JAVA_GLOBAL.format(t=table), execution_profile="floe-ddl")
+    session.execute(JAVA_GLOBAL.replace("{t}", table), execution_profile="floe-ddl")
     session.execute(session.prepare(f"INSERT INTO {table} (key, time, value) VALUES (?, ?, ?)"),
                     (b"k", now(), b"java"))
     store: GlobalStore[str, str] = GlobalStore(
@@ -128,7 +128,7 @@ def test_global_table_created_by_the_java_library(session: Session, keyspace: st
 def test_versioned_table_created_by_the_java_library(session: Session, keyspace: str, store_name: str,
                                                      registry: CollectorRegistry) -> None:
     table = f"{keyspace}.{table_name(store_name)}"
-    session.execute(JAVA_VERSIONED.format(t=table), execution_profile="floe-ddl")
+    session.execute(JAVA_VERSIONED.replace("{t}", table), execution_profile="floe-ddl")
     insert = session.prepare(
         f"INSERT INTO {table} (partition, key, validFrom, validTo, time, value) VALUES (?, ?, ?, ?, ?, ?)"
     )

@@ -1,0 +1,275 @@
+"""State store benchmarks on the local Cassandra: the store against the raw driver.
+
+    .venv/bin/python tests/bench/store_bench.py [--runs 5] [--ops 4000] [--concurrency 32]
+
+Writes bench/results/store-<name>.json, one file per benchmark:
+
+- put / get: the store's batched API sending one statement per key (`put_all` with
+  batch_max_rows=1, `get_many` with in_chunk_size=1) against the driver's own
+  `execute_concurrent_with_args` running the same prepared statements at the same
+  concurrency. Throughput ratio store/raw, target >= 0.9. p50/p99 are single-operation
+  latencies of `store.put`/`store.get` in a sequential loop (the raw driver's in the
+  baseline_* fields).
+- put-all-10k: `put_all` of 10,000 keys into one partition (single-partition batches),
+  against the raw driver inserting the same rows one statement each at the same concurrency.
+- cached-get: a get answered by the read cache against one that goes to Cassandra
+  (sequential), target >= 100x.
+
+Each figure is the median of --runs runs; store and raw runs alternate so drift hits both.
+Needs the local stack (`make up`): reads .floe/stack.env, or FLOE_CASSANDRA_* from the
+environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cassandra.cluster import Session
+from cassandra.concurrent import execute_concurrent_with_args
+from floe_jobs.stores import (
+    CacheOptions,
+    CassandraConfig,
+    PartitionedStore,
+    StoreOptions,
+    connect,
+    serdes,
+)
+from floe_jobs.stores.config import DML_PROFILE
+from floe_jobs.stores.schema import execute_ddl, keyspace_cql
+from prometheus_client import CollectorRegistry
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+VALUE = b"v" * 100
+
+
+def stack_config() -> CassandraConfig:
+    env = dict(os.environ)
+    stack_env = ROOT / ".floe" / "stack.env"
+    if "FLOE_CASSANDRA_HOSTS" not in env:
+        if not stack_env.exists():
+            sys.exit(f"no Cassandra: {stack_env} is missing and FLOE_CASSANDRA_HOSTS is unset (run `make up`)")
+        for line in stack_env.read_text().splitlines():
+            name, sep, value = line.partition("=")
+            if sep and name.strip().startswith("FLOE_CASSANDRA_"):
+                env[name.strip()] = value.strip().strip('"').strip("'")
+    return CassandraConfig.from_env(env)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timed(fn: Callable[..., Any], *args: Any) -> float:
+    started = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - started
+
+
+def latencies(fn: Callable[[int], Any], n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        started = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def result(name: str, *, metric: str, unit: str, value: float, baseline: str, baseline_value: float,
+           target: float | None, p50: float | None, p99: float | None, command: str, **extra: Any,
+           ) -> dict[str, Any]:
+    return {
+        "name": name,
+        "metric": metric,
+        "unit": unit,
+        "value": round(value, 6),
+        "baseline": baseline,
+        "baseline_value": round(baseline_value, 6),
+        "ratio": round(value / baseline_value, 4) if baseline_value else None,
+        "target": target,
+        "p50_s": None if p50 is None else round(p50, 7),
+        "p99_s": None if p99 is None else round(p99, 7),
+        "command": command,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **extra,
+    }
+
+
+class Bench:
+    def __init__(self, session: Session, keyspace: str, args: argparse.Namespace) -> None:
+        self.session = session
+        self.keyspace = keyspace
+        self.args = args
+        self.registry = CollectorRegistry()
+        self.command = "python tests/bench/store_bench.py " + " ".join(sys.argv[1:])
+
+    def store(self, name: str, **options: Any) -> PartitionedStore[str, bytes]:
+        return PartitionedStore(
+            self.session, name, keyspace=self.keyspace, key_serde=serdes.STR, value_serde=serdes.BYTES,
+            options=StoreOptions(concurrency=self.args.concurrency, **options), registry=self.registry,
+        )
+
+    def raw_statements(self, store: PartitionedStore[str, bytes]) -> tuple[Any, Any]:
+        t = store.qualified_table
+        insert = self.session.prepare(
+            f"INSERT INTO {t} (partition, key, time, value) VALUES (?, ?, toTimestamp(now()), ?)"
+        )
+        select = self.session.prepare(f"SELECT value FROM {t} WHERE partition = ? AND key = ?")
+        return insert, select
+
+    def raw_concurrent(self, statement: Any, params: list[tuple[Any, ...]]) -> None:
+        results = execute_concurrent_with_args(
+            self.session, statement, params, concurrency=self.args.concurrency, raise_on_first_error=True,
+            execution_profile=DML_PROFILE,
+        )
+        assert all(ok for ok, _ in results)
+
+    def put_get(self) -> list[dict[str, Any]]:
+        a, c, n = self.args, self.args.concurrency, self.args.ops
+        store = self.store("bench-kv", batch_max_rows=1, in_chunk_size=1)
+        insert, select = self.raw_statements(store)
+        keys = [f"key-{i:07d}" for i in range(n)]
+        items = [(k, VALUE) for k in keys]
+        raw_put_params = [(1, k.encode(), VALUE) for k in keys]
+        raw_get_params = [(1, k.encode()) for k in keys]
+        # Warm-up: connections, prepared statements, JIT-less but cache-warm paths.
+        store.put_all(0, items[:500])
+        self.raw_concurrent(insert, raw_put_params[:500])
+        put_store, put_raw, get_store, get_raw = [], [], [], []
+        for _ in range(a.runs):
+            put_store.append(n / timed(store.put_all, 0, items))
+            put_raw.append(n / timed(self.raw_concurrent, insert, raw_put_params))
+            started = time.perf_counter()
+            got = store.get_many(0, keys)
+            get_store.append(n / (time.perf_counter() - started))
+            assert len(got) == n
+            get_raw.append(n / timed(self.raw_concurrent, select, raw_get_params))
+        m = min(n, 2000)
+        lat_put = latencies(lambda i: store.put(0, keys[i], VALUE), m)
+        lat_put_raw = latencies(lambda i: self.session.execute(insert, raw_put_params[i],
+                                                               execution_profile=DML_PROFILE), m)
+        lat_get = latencies(lambda i: store.get(0, keys[i]), m)
+        lat_get_raw = latencies(lambda i: self.session.execute(select, raw_get_params[i],
+                                                               execution_profile=DML_PROFILE), m)
+        common = {"concurrency": c, "ops_per_run": n, "runs": a.runs, "value_bytes": len(VALUE)}
+        return [
+            result("put", metric="put throughput, store put_all (one INSERT per key) vs raw driver "
+                   "execute_concurrent_with_args, same statement and concurrency; higher is better",
+                   unit="ops/s", value=statistics.median(put_store),
+                   baseline="raw cassandra-driver execute_concurrent_with_args",
+                   baseline_value=statistics.median(put_raw), target=0.9,
+                   p50=percentile(lat_put, 0.5), p99=percentile(lat_put, 0.99), command=self.command,
+                   baseline_p50_s=round(percentile(lat_put_raw, 0.5), 7),
+                   baseline_p99_s=round(percentile(lat_put_raw, 0.99), 7),
+                   runs_value=[round(x) for x in put_store], runs_baseline=[round(x) for x in put_raw], **common),
+            result("get", metric="get throughput, store get_many (one SELECT per key) vs raw driver "
+                   "execute_concurrent_with_args, same statement and concurrency; higher is better",
+                   unit="ops/s", value=statistics.median(get_store),
+                   baseline="raw cassandra-driver execute_concurrent_with_args",
+                   baseline_value=statistics.median(get_raw), target=0.9,
+                   p50=percentile(lat_get, 0.5), p99=percentile(lat_get, 0.99), command=self.command,
+                   baseline_p50_s=round(percentile(lat_get_raw, 0.5), 7),
+                   baseline_p99_s=round(percentile(lat_get_raw, 0.99), 7),
+                   runs_value=[round(x) for x in get_store], runs_baseline=[round(x) for x in get_raw], **common),
+        ]
+
+    def put_all_10k(self) -> dict[str, Any]:
+        a = self.args
+        n = 10_000
+        store = self.store("bench-putall")
+        insert, _ = self.raw_statements(store)
+        store.put_all(9, [(f"w{i}", VALUE) for i in range(500)])
+        durations, raw_durations = [], []
+        for run in range(a.runs):
+            items = [(f"r{run}-{i:05d}", VALUE) for i in range(n)]
+            durations.append(timed(store.put_all, run, items))
+            params = [(100 + run, k.encode(), v) for k, v in items]
+            raw_durations.append(timed(self.raw_concurrent, insert, params))
+        check = self.store("bench-putall", count_enabled=True, create_table=False)
+        assert check.approximate_num_entries(0) == n
+        return result(
+            "put-all-10k",
+            metric="keys/s writing 10,000 keys into one partition: store put_all (single-partition batches "
+                   f"of {store.options.batch_max_rows} rows) vs raw driver, one INSERT per key; higher is better",
+            unit="keys/s", value=n / statistics.median(durations),
+            baseline="raw cassandra-driver execute_concurrent_with_args, one INSERT per key",
+            baseline_value=n / statistics.median(raw_durations), target=None,
+            p50=statistics.median(durations), p99=max(durations), command=self.command,
+            note="p50_s/p99_s here are the duration of a whole put_all (median, worst of the runs)",
+            concurrency=a.concurrency, keys=n, runs=a.runs, value_bytes=len(VALUE),
+            runs_seconds=[round(d, 4) for d in durations], runs_baseline_seconds=[round(d, 4) for d in raw_durations],
+        )
+
+    def cached_get(self) -> dict[str, Any]:
+        a = self.args
+        n = 1000
+        cached = self.store("bench-cache", cache=CacheOptions(max_entries=10_000, ttl_seconds=600))
+        plain = self.store("bench-cache", create_table=False)
+        keys = [f"c{i:05d}" for i in range(n)]
+        cached.put_all(0, [(k, VALUE) for k in keys])
+        for k in keys:
+            cached.get(0, k)  # fill the cache
+        hit_rates, miss_rates, hit_lat, miss_lat = [], [], [], []
+        for _ in range(a.runs):
+            lat = latencies(lambda i: cached.get(0, keys[i % n]), 20 * n)
+            hit_rates.append(len(lat) / sum(lat))
+            hit_lat += lat
+            lat = latencies(lambda i: plain.get(0, keys[i % n]), n // 2)
+            miss_rates.append(len(lat) / sum(lat))
+            miss_lat += lat
+        return result(
+            "cached-get",
+            metric="sequential get rate with every get a read-cache hit vs every get going to Cassandra "
+                   "(same store, key and serdes); higher is better",
+            unit="ops/s", value=statistics.median(hit_rates), baseline="uncached store.get",
+            baseline_value=statistics.median(miss_rates), target=100.0,
+            p50=percentile(hit_lat, 0.5), p99=percentile(hit_lat, 0.99), command=self.command,
+            baseline_p50_s=round(percentile(miss_lat, 0.5), 7), baseline_p99_s=round(percentile(miss_lat, 0.99), 7),
+            runs=a.runs,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--ops", type=int, default=4000, help="operations per throughput run")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--only", choices=["put-get", "put-all-10k", "cached-get"], action="append")
+    args = parser.parse_args()
+    session = connect(stack_config())
+    keyspace = f"bench_stores_{uuid.uuid4().hex[:6]}"
+    execute_ddl(session, keyspace_cql(keyspace))
+    bench = Bench(session, keyspace, args)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    try:
+        outputs: list[dict[str, Any]] = []
+        only = set(args.only or ["put-get", "put-all-10k", "cached-get"])
+        if "put-get" in only:
+            outputs += bench.put_get()
+        if "put-all-10k" in only:
+            outputs.append(bench.put_all_10k())
+        if "cached-get" in only:
+            outputs.append(bench.cached_get())
+        for out in outputs:
+            path = RESULTS / f"store-{out['name']}.json"
+            path.write_text(json.dumps(out, indent=2) + "\n")
+            print(f"{out['name']:>12}: {out['value']:>12.1f} {out['unit']:<7} vs {out['baseline_value']:>12.1f}  "
+                  f"ratio {out['ratio']}  (target {out['target']})  -> {path.relative_to(ROOT)}")
+    finally:
+        execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
+        session.cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main()
