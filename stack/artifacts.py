@@ -6,6 +6,7 @@ is complete, so an interrupted or failed run never leaves a half-filled (poisone
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -100,17 +101,17 @@ def go_build_kube(layout: Layout, *, kube_version: str, etcd_version: str) -> No
         )
 
 
-def go_install(layout: Layout, *, package: str, version: str, binary: str) -> Path:
+def go_install(layout: Layout, *, package: str, version: str, binary: str, ldflags: str = "") -> Path:
     """``go install package@version`` into a temporary GOBIN, then move the binary into the cache."""
     target = layout.bin / binary
-    stamp = layout.bin / f".{binary}-v{version}"
+    stamp = layout.bin / f".{binary}-v{version}-{hashlib.sha1(ldflags.encode()).hexdigest()[:8]}"
     if stamp.exists() and target.exists():
         return target
     layout.bin.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=layout.bin, prefix=f".{binary}-") as tmp:
         env = dict(os.environ, GOBIN=tmp, CGO_ENABLED="0")
         proc = subprocess.run(
-            ["go", "install", "-trimpath", "-ldflags=-s -w", f"{package}@v{version}"],
+            ["go", "install", "-trimpath", f"-ldflags=-s -w {ldflags}".strip(), f"{package}@v{version}"],
             env=env, capture_output=True, text=True,
         )
         if proc.returncode != 0:

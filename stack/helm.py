@@ -13,7 +13,11 @@ class Helm:
         self.layout = layout
 
     def install(self) -> None:
-        artifacts.go_install(self.layout, package="helm.sh/helm/v3/cmd/helm", version=HELM_VERSION, binary="helm")
+        # Without the version stamped in, `helm version` reports only the minor release.
+        artifacts.go_install(
+            self.layout, package="helm.sh/helm/v3/cmd/helm", version=HELM_VERSION, binary="helm",
+            ldflags=f"-X helm.sh/helm/v3/internal/version.version=v{HELM_VERSION}",
+        )
 
     def start(self) -> None:
         """Helm is a client: nothing to run."""
