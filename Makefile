@@ -47,5 +47,5 @@ bench: venv up ## Benchmarks; JSON results under bench/results/
 demo: venv up ## Bring the stack up and show how to reach each component
 	@$(BIN)/python -m floe_stack.demo
 
-clean: down ## Stop the stack and remove this checkout's runtime files (the cache stays)
-	rm -rf .floe
+clean: ## Stop the stack and remove this checkout's data and runtime files (downloads and builds stay cached)
+	@if [ -x $(BIN)/floe-stack ]; then $(BIN)/floe-stack clean; else rm -rf .floe; fi

@@ -1,8 +1,10 @@
-"""`floe-stack up|down|status`: the commands behind `make up`, `make down` and `make status`."""
+"""`floe-stack up|down|status|clean`: the commands behind `make up`, `make down`, `make status`
+and `make clean`."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 
 from floe_stack import artifacts, component, stack
@@ -11,7 +13,7 @@ from floe_stack.layout import Layout
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="floe-stack", description="Floe's local stack on loopback.")
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "clean"])
     args = parser.parse_args(argv)
     layout = Layout.discover()
     try:
@@ -19,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
             stack.up(layout)
         elif args.command == "down":
             stack.down(layout)
+        elif args.command == "clean":
+            stack.down(layout)
+            shutil.rmtree(layout.data, ignore_errors=True)
+            shutil.rmtree(layout.run, ignore_errors=True)
+            print(f"floe-stack: removed {layout.data} and {layout.run} (downloads and builds stay cached)")
         else:
             rows = stack.status(layout)
             total = 0

@@ -2,12 +2,13 @@
 
 Downloads and builds are cached outside the repo (``$FLOE_CACHE``, default ``~/.cache/floe``)
 so that a fresh clone reuses them; per-checkout runtime files (pid files, logs, generated
-certificates, configs and the env file) live in ``<repo>/.floe``; service data lives under
-the cache dir so a warm start finds formatted storage.
+certificates, configs and the env file) live in ``<repo>/.floe``; Kafka's and Cassandra's
+data live under the cache dir, one directory per checkout.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,9 @@ class Layout:
 
     @property
     def data(self) -> Path:
-        return self.cache / "data"
+        """Service data, under the cache dir but one directory per checkout, so two clones
+        never run two brokers or two Cassandra nodes on the same files."""
+        return self.cache / "data" / hashlib.sha1(str(self.root).encode()).hexdigest()[:12]
 
     def log(self, name: str) -> Path:
         return self.run / "logs" / f"{name}.log"
