@@ -246,7 +246,12 @@ def offsets_rows(session: Any, keyspace: str, app_id: str, topic: str) -> dict[i
 def caught_up(session: Any, app: App, topics: Iterable[str]) -> bool:
     for topic in topics:
         ends = end_offsets(app.bootstrap, topic)
-        rows = offsets_rows(session, app.keyspace, app.app_id, topic)
+        try:
+            rows = offsets_rows(session, app.keyspace, app.app_id, topic)
+        except Exception as exc:  # keyspace or table not created yet
+            if "does not exist" in str(exc) or "unconfigured table" in str(exc):
+                return False
+            raise
         for p, end in ends.items():
             row = rows.get(p)
             if end == 0:

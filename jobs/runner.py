@@ -334,6 +334,7 @@ class Runner:
                 stage.name,
                 [(p.topic, p.partition, p.seq, p.start, p.end) for p in replays],
             )
+        t_plan = time.monotonic()
         df = sparkio.read_ranges(self.spark, self.cfg, plan.partitions)
         n = self._batches.get(stage.name, 0)
         self._batches[stage.name] = n + 1
@@ -363,8 +364,11 @@ class Runner:
             args=list(self.cfg.job.args),
             seqs={p.tp: p.seq for p in plan.partitions},
         )
+        t_fn = time.monotonic()
         result = stage.fn(batch)
+        t_emit = time.monotonic()
         out = self._emit(result)
+        t_commit = time.monotonic()
         self.offsets.commit(plan.partitions, positions)
         self.membership.commit({p.tp: p.end for p in plan.partitions})
         self._in_batch = False
@@ -381,12 +385,18 @@ class Runner:
         health.BATCH_RECORDS.labels(self.app, stage.name).observe(plan.records)
         health.LAST_BATCH.labels(self.app).set(time.time())
         log.info(
-            "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f",
+            "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f "
+            "plan=%.2f read=%.2f fn=%.2f emit=%.2f commit=%.2f",
             stage.name,
             len(plan.partitions),
             plan.records,
             out,
             elapsed,
+            t_plan - t0,
+            t_fn - t_plan,
+            t_emit - t_fn,
+            t_commit - t_emit,
+            time.monotonic() - t_commit,
         )
         return plan.records
 

@@ -35,6 +35,7 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         "spark.driver.extraJavaOptions": "-XX:+UseG1GC",
         "spark.python.worker.reuse": "true",
         "spark.task.maxFailures": "1",
+        "spark.ui.showConsoleProgress": "false",
     }
     conf = {**defaults, **cfg.spark.conf}
     if cfg.spark.jars:

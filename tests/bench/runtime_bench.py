@@ -1,0 +1,208 @@
+"""Benchmarks of the job runtime against the local stack (`make up` first).
+
+    .venv/bin/python tests/bench/runtime_bench.py [handover|scaleout|throughput] ...
+
+handover: seed 02's experiment. 3 replicas of word count over a 6-partition topic fed at a
+steady rate; SIGTERM one replica; the longest time any input partition goes without a
+committed batch (sampled from the offsets table every 100 ms), with leave-group-on-close on
+vs. off (session timeout at Kafka's default 45 s), for the KIP-848 and the classic protocol.
+Writes bench/results/handover-<protocol>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+
+
+def stack_env() -> dict[str, str]:
+    from floe_stack import envfile
+
+    path = ROOT / ".floe" / "stack.env"
+    if not path.exists():
+        sys.exit("the local stack is not up (no .floe/stack.env): run `make up`")
+    return envfile.read(path)
+
+
+def session_for(env: dict[str, str]) -> Any:
+    from floe_jobs.stores import CassandraConfig, connect
+
+    return connect(
+        CassandraConfig(hosts=tuple(env["FLOE_CASSANDRA_HOSTS"].split(",")), port=int(env["FLOE_CASSANDRA_PORT"]))
+    )
+
+
+def new_app(env: dict[str, str], workdir: Path, *, prefix: str, partitions: int = 6, **extra: str) -> Any:
+    from floe_jobs import localrun
+
+    app_id = localrun.unique(prefix)
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], f"{app_id}-lines", partitions)
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], f"{app_id}-output", partitions)
+    return localrun.App(
+        app_id=app_id,
+        bootstrap=env["FLOE_KAFKA_BOOTSTRAP"],
+        cassandra_hosts=env["FLOE_CASSANDRA_HOSTS"].split(","),
+        cassandra_port=int(env["FLOE_CASSANDRA_PORT"]),
+        keyspace="floe_bench_" + app_id.split("-")[-1],
+        topics=[f"{app_id}-lines"],
+        output_topics=[f"{app_id}-output"],
+        entrypoint=str(ROOT / "examples/word-count/word_count.py"),
+        stores=[{"name": "word-count", "type": "partitioned"}],
+        spark_jars=env["FLOE_SPARK_JARS"].split(","),
+        workdir=workdir,
+        extra_env=dict(extra),
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def write_result(area: str, name: str, result: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{area}-{name}.json"
+    result = {"name": name, **result, "date": datetime.now(UTC).isoformat(timespec="seconds")}
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return path
+
+
+# -- handover -----------------------------------------------------------------------------------
+
+
+def handover_once(env: dict[str, str], *, protocol: str, leave: bool, window: float) -> dict[str, Any]:
+    from floe_jobs import localrun
+
+    extra = {
+        "FLOE_KAFKA_GROUP_PROTOCOL": protocol,
+        "FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE": "true" if leave else "false",
+        "FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "2000",
+        "FLOE_SPARK_MASTER": "local[1]",
+    }
+    if protocol == "classic":
+        extra.update({"FLOE_KAFKA_SESSION_TIMEOUT_MS": "45000", "FLOE_KAFKA_HEARTBEAT_INTERVAL_MS": "3000"})
+    with tempfile.TemporaryDirectory(prefix="floe-bench-") as tmp:
+        app = new_app(env, Path(tmp), prefix="ho", **extra)
+        session = session_for(env)
+        topic = app.topics[0]
+        stop = threading.Event()
+        lines = localrun.word_lines(200_000, seed=3)
+
+        def feed() -> None:
+            i = 0
+            while not stop.is_set():
+                localrun.produce(app.bootstrap, topic, lines[i : i + 12])
+                i = (i + 12) % (len(lines) - 12)
+                stop.wait(0.1)
+
+        advances: dict[int, list[float]] = {}
+        last: dict[int, int] = {}
+
+        def monitor() -> None:
+            while not stop.is_set():
+                now = time.monotonic()
+                for p, (nxt, _c, _pl) in localrun.offsets_rows(session, app.keyspace, app.app_id, topic).items():
+                    if last.get(p) != nxt:
+                        last[p] = nxt
+                        advances.setdefault(p, []).append(now)
+                stop.wait(0.1)
+
+        replicas = [localrun.Replica(app, f"r{i}").start() for i in range(3)]
+        feeder = threading.Thread(target=feed, daemon=True)
+        watcher = threading.Thread(target=monitor, daemon=True)
+        try:
+            feeder.start()
+            deadline = time.monotonic() + 240
+            while not all(r.ready() for r in replicas):
+                if time.monotonic() > deadline:
+                    raise TimeoutError("replicas not ready")
+                time.sleep(1)
+            watcher.start()
+            time.sleep(20)  # steady state
+            t_term = time.monotonic()
+            replicas[0].signal(signal.SIGTERM)
+            code = replicas[0].wait(60)
+            t_exit = time.monotonic()
+            time.sleep(window)
+            t_end = time.monotonic()
+        finally:
+            stop.set()
+            for r in replicas:
+                r.stop()
+            session.cluster.shutdown()
+        steady_gaps, gaps = [], []
+        for _p, times in advances.items():
+            before = [t for t in times if t < t_term]
+            after = [t for t in times if t >= t_term] + [t_end]
+            steady = [b - a for a, b in itertools.pairwise(before)]
+            steady_gaps.append(max(steady) if steady else float("nan"))
+            seq = ([before[-1]] if before else []) + after
+            gaps.append(max(b - a for a, b in itertools.pairwise(seq)))
+        return {
+            "protocol": protocol,
+            "leave_group_on_close": leave,
+            "max_gap_s": round(max(gaps), 3),
+            "per_partition_gap_s": [round(g, 3) for g in gaps],
+            "steady_max_gap_s": round(max(steady_gaps), 3),
+            "drain_s": round(t_exit - t_term, 3),
+            "exit_code": code,
+        }
+
+
+def bench_handover(args: argparse.Namespace) -> None:
+    env = stack_env()
+    for protocol in args.protocols:
+        on = handover_once(env, protocol=protocol, leave=True, window=args.window_on)
+        off = handover_once(env, protocol=protocol, leave=False, window=args.window_off)
+        name = {"consumer": "kip848", "classic": "classic"}[protocol]
+        write_result(
+            "handover",
+            name,
+            {
+                "metric": "longest time any input partition goes without a committed batch after SIGTERM of 1 of 3 "
+                "replicas, leave-group-on-close on (value) vs off (baseline); lower is better",
+                "unit": "s",
+                "value": on["max_gap_s"],
+                "baseline": f"leave-group-on-close off, {protocol} protocol, session timeout 45 s",
+                "baseline_value": off["max_gap_s"],
+                "ratio": round(off["max_gap_s"] / on["max_gap_s"], 2) if on["max_gap_s"] else None,
+                "target": "value <= 2 s",
+                "p50_s": round(statistics.median(on["per_partition_gap_s"]), 3),
+                "p99_s": round(percentile(on["per_partition_gap_s"], 0.99), 3),
+                "command": f".venv/bin/python tests/bench/runtime_bench.py handover --protocols {protocol}",
+                "runs": {"leave_on": on, "leave_off": off},
+            },
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="area", required=True)
+    h = sub.add_parser("handover")
+    h.add_argument("--protocols", nargs="+", default=["consumer", "classic"], choices=["consumer", "classic"])
+    h.add_argument("--window-on", type=float, default=20.0, help="seconds observed after the SIGTERM, leave on")
+    h.add_argument("--window-off", type=float, default=70.0, help="seconds observed after the SIGTERM, leave off")
+    args = p.parse_args(argv)
+    if args.area == "handover":
+        bench_handover(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
