@@ -116,6 +116,11 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         )
         log.info("Started floe-operator resync_seconds=%s check_kafka=%s", options.resync_seconds, options.check_kafka)
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # In a pod: the service account; elsewhere: KUBECONFIG, as the official client reads it.
+        return kopf.login_via_client(**kwargs)
+
     @kopf.on.cleanup(registry=registry)
     async def close(memo: kopf.Memo, **_: Any) -> None:
         deps = getattr(memo, "deps", None)

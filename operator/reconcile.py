@@ -81,8 +81,10 @@ def is_subset(desired: Any, live: Any, *, quantities: bool = False) -> bool:
     if isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
             return False
+        # The API server omits empty lists and maps, so an empty desired value matches absence.
         return all(
-            k in live and is_subset(v, live[k], quantities=quantities or k in ("requests", "limits"))
+            (k in live and is_subset(v, live[k], quantities=quantities or k in ("requests", "limits")))
+            or (k not in live and v in ([], {}))
             for k, v in desired.items()
         )
     if isinstance(desired, list):

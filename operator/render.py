@@ -121,7 +121,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     spec = app.spec
     kafka = spec.kafka
     cass = spec.state.cassandra
-    extra = {"security.protocol": kafka.security.protocol}
+    extra: dict[str, str] = {"security.protocol": kafka.security.protocol}
     if kafka.security.sasl is not None:
         extra["sasl.mechanism"] = kafka.security.sasl.mechanism
     return {
@@ -284,7 +284,6 @@ def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": proc["command"],
-        "args": proc["args"],
         "env": proc["env"],
         "ports": ports,
         "resources": {k: dict(v) for k, v in sorted(spec.resources.items())},
@@ -302,6 +301,8 @@ def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
+    if proc["args"]:
+        container["args"] = proc["args"]
     if spec.shutdown.pre_stop_delay_seconds > 0:
         container["lifecycle"] = {"preStop": {"sleep": {"seconds": spec.shutdown.pre_stop_delay_seconds}}}
 
