@@ -65,12 +65,14 @@ class KafkaSettings(_Model):
     session_timeout_ms: int | None = Field(
         default=None,
         ge=1000,
-        description="FLOE_KAFKA_SESSION_TIMEOUT_MS: classic protocol only (a broker group config under KIP-848)",
+        description="FLOE_KAFKA_SESSION_TIMEOUT_MS: a consumer setting under the classic protocol; under KIP-848 "
+        "set on the group at start (consumer.session.timeout.ms); default: the broker's (45 s)",
     )
     heartbeat_interval_ms: int | None = Field(
         default=None,
         ge=100,
-        description="FLOE_KAFKA_HEARTBEAT_INTERVAL_MS: classic protocol only (a broker group config under KIP-848)",
+        description="FLOE_KAFKA_HEARTBEAT_INTERVAL_MS: a consumer setting under the classic protocol; under KIP-848 "
+        "set on the group at start (consumer.heartbeat.interval.ms)",
     )
     leave_group_on_close: bool = Field(
         default=True,

@@ -48,6 +48,42 @@ def broker_supports_kip848(admin: AdminClient, *, timeout: float = 10.0) -> bool
         return False
 
 
+def apply_group_configs(admin: AdminClient, cfg: FloeConfig, *, timeout: float = 10.0) -> None:
+    """Under KIP-848 the session timeout and heartbeat interval are group configs on the broker
+    (librdkafka rejects them client-side): set them on the group with IncrementalAlterConfigs.
+    Brokers bound them by group.consumer.{min,max}.{session.timeout,heartbeat.interval}.ms."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    entries = []
+    if cfg.kafka.session_timeout_ms:
+        entries.append(("consumer.session.timeout.ms", cfg.kafka.session_timeout_ms))
+    if cfg.kafka.heartbeat_interval_ms:
+        entries.append(("consumer.heartbeat.interval.ms", cfg.kafka.heartbeat_interval_ms))
+    if not entries:
+        return
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        cfg.group_id,
+        incremental_configs=[
+            ConfigEntry(name, str(value), incremental_operation=AlterConfigOpType.SET) for name, value in entries
+        ],
+    )
+    for fut in admin.incremental_alter_configs([resource], request_timeout=timeout).values():
+        try:
+            fut.result()
+        except Exception as exc:
+            raise ValueError(
+                f"kafka.session_timeout_ms / kafka.heartbeat_interval_ms: the brokers refused {dict(entries)} "
+                f"as group configs of {cfg.group_id}: {exc}"
+            ) from exc
+    log.info("Set group configs group=%s %s", cfg.group_id, dict(entries))
+
+
 class Membership:
     """A paused confluent-kafka consumer in the app's group. Single-threaded use (the batch loop)."""
 

@@ -217,6 +217,8 @@ class Runner:
         protocol = cfg.kafka.group_protocol
         if protocol == "auto":
             protocol = "consumer" if membership.broker_supports_kip848(admin) else "classic"
+        if protocol == "consumer":
+            membership.apply_group_configs(admin, cfg)
         log.info(
             "Starting app=%s member=%s protocol=%s stages=%s",
             self.app,
