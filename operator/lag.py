@@ -1,0 +1,596 @@
+"""Consumer lag of every StreamingApp, measured in one pass per interval.
+
+A scrape asks each Kafka cluster once for the end offsets of every input partition of every
+app (librdkafka sends one ListOffsets request per partition leader, so the cost is one
+request per broker whatever the number of apps), reads the committed offsets of all apps
+from their Cassandra offsets tables with concurrent asynchronous queries (one per app and
+topic), and falls back to the Kafka group's committed offsets only for partitions that
+have no row yet.
+
+Time lag is estimated per partition from a bounded ring of recent (end offset, time)
+points: the time at which the end offset passed the committed offset is interpolated
+between the two points around it, and the lag is now minus that time. A caught-up
+partition reads 0; a partition whose committed offset is older than every point reads the
+age of the oldest point, a lower bound, flagged as such. The estimate is never NaN.
+
+Each partition also gets a status in Burrow's vocabulary over a sliding window of
+observations: OK, WARN (lag grew at every observation of the window), STALL (commits keep
+coming but the committed offset did not move while lag > 0), STOP (no commit was seen for
+longer than the window while lag > 0).
+
+Nothing here talks to the Kubernetes API; errors of one cluster mark only that cluster's
+apps stale, and the next scrape retries from scratch.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from floe_operator import cassandra, kafka, model
+
+log = logging.getLogger(__name__)
+
+Status = Literal["OK", "WARN", "STALL", "STOP"]
+STATUSES: tuple[Status, ...] = ("OK", "WARN", "STALL", "STOP")
+OffsetSource = Literal["cassandra", "kafka", "none"]
+Clock = Callable[[], float]
+TP = tuple[str, int]
+
+# Bounds of the per-partition memory: points of the end-offset ring, observations of the status window.
+RING_POINTS = 64
+WINDOW_OBSERVATIONS = 64
+
+
+# --- time lag ---------------------------------------------------------------------------
+
+
+class OffsetRing:
+    """Recent (end offset, time) points of one partition, oldest first, at most `size` of them.
+
+    A point is added only when the end offset moved, so the ring keeps the first time each
+    offset was seen: a quiet topic keeps its last real point instead of drifting forward.
+    """
+
+    __slots__ = ("_offsets", "_times", "size")
+
+    def __init__(self, size: int = RING_POINTS) -> None:
+        self.size = size
+        self._offsets: deque[int] = deque(maxlen=size)
+        self._times: deque[float] = deque(maxlen=size)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def add(self, offset: int, at: float) -> None:
+        if self._offsets:
+            last = self._offsets[-1]
+            if offset == last:
+                return
+            if offset < last:
+                # Topic recreated or truncated: the old points describe another log.
+                self._offsets.clear()
+                self._times.clear()
+        self._offsets.append(offset)
+        self._times.append(at)
+
+    def points(self) -> list[tuple[int, float]]:
+        return list(zip(self._offsets, self._times, strict=True))
+
+    def time_of(self, offset: int) -> tuple[float, bool] | None:
+        """When the end offset reached `offset`: (time, exact); exact is False for a lower bound of the age."""
+        if not self._offsets:
+            return None
+        offsets = self._offsets
+        times = self._times
+        if offset >= offsets[-1]:
+            return times[-1], True
+        if offset <= offsets[0]:
+            if len(offsets) >= 2 and offset < offsets[0]:
+                # Before the oldest point: extrapolate with the average rate the ring saw.
+                rate = (offsets[-1] - offsets[0]) / max(times[-1] - times[0], 1e-9)
+                return times[0] - (offsets[0] - offset) / rate, False
+            return times[0], offset == offsets[0]
+        i = bisect.bisect_right(list(offsets), offset)
+        o1, o2 = offsets[i - 1], offsets[i]
+        t1, t2 = times[i - 1], times[i]
+        return t1 + (offset - o1) / (o2 - o1) * (t2 - t1), True
+
+
+def time_lag(ring: OffsetRing, *, committed: int, end: int, now: float) -> tuple[float, bool]:
+    """Seconds since the first unprocessed record reached the log, and whether that is an estimate within the ring.
+
+    0 when caught up (an idle topic included). Never NaN, never negative.
+    """
+    if committed >= end:
+        return 0.0, True
+    found = ring.time_of(committed)
+    if found is None:
+        return 0.0, False
+    at, exact = found
+    return max(0.0, now - at), exact
+
+
+# --- partition state and status ---------------------------------------------------------
+
+
+@dataclass
+class Observation:
+    at: float
+    end: int
+    committed: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+@dataclass
+class PartitionState:
+    """What the exporter remembers of one partition between scrapes (bounded)."""
+
+    ring: OffsetRing = field(default_factory=OffsetRing)
+    window: deque[Observation] = field(default_factory=lambda: deque(maxlen=WINDOW_OBSERVATIONS))
+    first_seen: float | None = None
+    commit_mark: tuple[int, float | None] | None = None
+    commit_changed: float | None = None
+    offset_changed: float | None = None
+
+    def observe(self, *, at: float, end: int, committed: int, committed_at: float | None, window: float) -> None:
+        self.ring.add(end, at)
+        if self.first_seen is None:
+            self.first_seen = at
+        mark = (committed, committed_at)
+        if self.commit_mark is None or mark != self.commit_mark:
+            if self.commit_mark is None or committed != self.commit_mark[0]:
+                self.offset_changed = at
+            self.commit_changed = at
+            self.commit_mark = mark
+        self.window.append(Observation(at, end, committed))
+        while self.window and self.window[0].at < at - window:
+            self.window.popleft()
+
+
+def partition_status(state: PartitionState, *, now: float, window: float, has_commit_time: bool) -> Status:
+    """Burrow's evaluation, over the observations of the last `window` seconds."""
+    if not state.window or state.window[-1].lag == 0:
+        return "OK"
+    observed_for = now - (state.first_seen if state.first_seen is not None else now)
+    if observed_for >= window:
+        if state.commit_changed is not None and now - state.commit_changed > window:
+            # Nothing new written at all (neither offset nor commit time).
+            return "STOP" if has_commit_time else "STALL"
+        if has_commit_time and state.offset_changed is not None and now - state.offset_changed > window:
+            return "STALL"
+    obs = list(state.window)
+    if len(obs) >= 3 and obs[-1].at - obs[0].at >= window * 0.5:
+        lags = [o.lag for o in obs]
+        if all(b > a for a, b in itertools.pairwise(lags)):
+            return "WARN"
+    return "OK"
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    end: int
+    committed: int | None
+    source: OffsetSource
+    lag: int
+    lag_seconds: float
+    exact: bool
+    status: Status
+
+
+@dataclass(frozen=True)
+class AppLag:
+    """One app's lag at one scrape; `stale` when a source could not be read (values are then absent)."""
+
+    namespace: str
+    name: str
+    at: float
+    partitions: tuple[PartitionLag, ...] = ()
+    stale: bool = False
+    error: str | None = None
+    end_total: int = 0
+    committed_total: int = 0
+    input_rate: float | None = None
+    consumption_rate: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def total(self) -> int:
+        return sum(p.lag for p in self.partitions)
+
+    @property
+    def max_lag(self) -> int:
+        return max((p.lag for p in self.partitions), default=0)
+
+    @property
+    def max_seconds(self) -> float:
+        return max((p.lag_seconds for p in self.partitions), default=0.0)
+
+    def per_topic(self) -> dict[str, dict[str, float | int]]:
+        topics: dict[str, dict[str, float | int]] = {}
+        for p in self.partitions:
+            entry = topics.setdefault(p.topic, {"records": 0, "seconds": 0.0, "partitions": 0})
+            entry["records"] = int(entry["records"]) + p.lag
+            entry["seconds"] = max(float(entry["seconds"]), p.lag_seconds)
+            entry["partitions"] = int(entry["partitions"]) + 1
+        return topics
+
+    def worst_status(self) -> Status:
+        return max((p.status for p in self.partitions), key=STATUSES.index, default="OK")
+
+
+@dataclass(frozen=True)
+class Scrape:
+    at: float
+    duration: float
+    apps: tuple[AppLag, ...]
+    errors: tuple[tuple[str, str], ...]  # (source, message)
+
+
+# --- what is scraped ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppRef:
+    """What a scrape needs to know of one app, resolved from its spec and Secrets."""
+
+    namespace: str
+    name: str
+    app_id: str
+    group: str
+    topics: tuple[str, ...]
+    kafka: kafka.Target
+    cassandra: cassandra.Target
+    keyspace: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+def app_ref(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> AppRef:
+    return AppRef(
+        namespace=app.namespace,
+        name=app.name,
+        app_id=app.app_id,
+        group=app.consumer_group,
+        topics=tuple(app.spec.kafka.topics),
+        kafka=kafka.target_of(app, secrets),
+        cassandra=cassandra.target_of(app, secrets),
+        keyspace=app.spec.state.cassandra.keyspace,
+    )
+
+
+# --- Kafka ---------------------------------------------------------------------------------
+
+
+class KafkaOffsets:
+    """End offsets and group offsets, one admin client per cluster."""
+
+    def __init__(self, *, timeout: float = 5.0) -> None:
+        self._timeout = timeout
+        self._admins: dict[kafka.Target, Any] = {}
+        self._guard = threading.Lock()
+
+    def _admin(self, target: kafka.Target) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        with self._guard:
+            admin = self._admins.get(target)
+            if admin is None:
+                admin = AdminClient(target.client_config() | {"socket.timeout.ms": int(self._timeout * 1000)})
+                self._admins[target] = admin
+            return admin
+
+    def request_ends(self, target: kafka.Target, tps: Iterable[TP]) -> dict[Any, Future[Any]]:
+        """Start one ListOffsets(latest) for all partitions; the client sends one request per leader."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in tps}  # type: ignore[no-untyped-call]
+        if not request:
+            return {}
+        result: dict[Any, Future[Any]] = self._admin(target).list_offsets(request, request_timeout=self._timeout)
+        return result
+
+    def ends(self, futures: Mapping[Any, Future[Any]]) -> dict[TP, int]:
+        from confluent_kafka import KafkaException
+
+        out: dict[TP, int] = {}
+        try:
+            for tp, fut in futures.items():
+                out[(tp.topic, tp.partition)] = int(fut.result(timeout=self._timeout * 2).offset)
+        except (KafkaException, TimeoutError) as exc:
+            raise kafka.KafkaUnavailable(f"listing end offsets failed: {exc}") from exc
+        return out
+
+    def group_offsets(self, target: kafka.Target, group: str, tps: Sequence[TP]) -> dict[TP, int]:
+        """The group's committed offsets (partitions without a commit are left out)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+        if not tps:
+            return {}
+        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+        try:
+            futures = self._admin(target).list_consumer_group_offsets(request, request_timeout=self._timeout)
+            answer = futures[group].result(timeout=self._timeout * 2)
+        except (KafkaException, TimeoutError) as exc:
+            raise kafka.KafkaUnavailable(f"listing offsets of group {group} failed: {exc}") from exc
+        return {(tp.topic, tp.partition): int(tp.offset) for tp in answer.topic_partitions if tp.offset >= 0}
+
+    def close(self) -> None:
+        self._admins.clear()
+
+
+# --- Cassandra -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommittedRow:
+    next_offset: int
+    committed_at: float | None
+
+
+def _epoch(value: Any) -> float | None:
+    if not isinstance(value, datetime):
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+
+
+SessionFor = Callable[[cassandra.Target], Any]
+
+
+class CassandraOffsets:
+    """Committed offsets of many apps, read with concurrent queries on one session per cluster."""
+
+    def __init__(self, session_for: SessionFor, *, timeout: float = 5.0) -> None:
+        self._session_for = session_for
+        self._timeout = timeout
+        self._prepared: dict[tuple[cassandra.Target, str], Any] = {}
+
+    def _statement(self, session: Any, target: cassandra.Target, table: str) -> Any | None:
+        from cassandra import ConsistencyLevel, InvalidRequest
+
+        stmt = self._prepared.get((target, table))
+        if stmt is None:
+            try:
+                stmt = session.prepare(f"SELECT partition, next_offset, committed_at FROM {table} WHERE topic = ?")
+            except InvalidRequest:
+                return None  # not provisioned yet: no committed offsets in Cassandra
+            stmt.consistency_level = ConsistencyLevel.LOCAL_QUORUM
+            self._prepared[(target, table)] = stmt
+        return stmt
+
+    def read(self, apps: Sequence[AppRef]) -> dict[tuple[str, str], dict[TP, CommittedRow] | Exception]:
+        """App key → rows by (topic, partition), or the exception that kept them from being read."""
+        from cassandra import DriverException, InvalidRequest
+        from cassandra.cluster import NoHostAvailable, OperationTimedOut
+        from floe_jobs import offsets
+
+        failures = (NoHostAvailable, OperationTimedOut, DriverException, OSError, cassandra.CassandraUnavailable)
+        pending: list[tuple[AppRef, str, Any]] = []
+        out: dict[tuple[str, str], dict[TP, CommittedRow] | Exception] = {}
+        for app in apps:
+            table = f"{app.keyspace}.{offsets.offsets_table(app.app_id)}"
+            try:
+                session = self._session_for(app.cassandra)
+                stmt = self._statement(session, app.cassandra, table)
+            except failures as exc:
+                out[app.key] = exc
+                continue
+            out[app.key] = {}
+            if stmt is None:
+                continue
+            for topic in app.topics:
+                pending.append((app, topic, session.execute_async(stmt, (topic,), timeout=self._timeout)))
+        for app, topic, fut in pending:
+            rows = out[app.key]
+            if isinstance(rows, Exception):
+                continue
+            try:
+                for partition, next_offset, committed_at in fut.result():
+                    if next_offset is not None:
+                        rows[(topic, int(partition))] = CommittedRow(int(next_offset), _epoch(committed_at))
+            except InvalidRequest:
+                # Table dropped since it was prepared; read again next time.
+                self._prepared.pop((app.cassandra, f"{app.keyspace}.{offsets.offsets_table(app.app_id)}"), None)
+            except failures as exc:
+                out[app.key] = exc
+        return out
+
+
+# --- the scraper --------------------------------------------------------------------------
+
+
+PartitionsOf = Callable[[kafka.Target, list[str]], Mapping[str, int | None]]
+
+
+class Scraper:
+    """Keeps per-partition history and turns one pass over the sources into `AppLag`s."""
+
+    def __init__(
+        self,
+        *,
+        kafka_offsets: KafkaOffsets,
+        cassandra_offsets: CassandraOffsets,
+        partitions_of: PartitionsOf,
+        clock: Clock = time.time,
+        window_seconds: float = 120.0,
+        rate_seconds: float = 60.0,
+    ) -> None:
+        self.kafka = kafka_offsets
+        self.cassandra = cassandra_offsets
+        self.partitions_of = partitions_of
+        self.clock = clock
+        self.window = window_seconds
+        self.rate_window = rate_seconds
+        self._states: dict[tuple[str, str, str, int], PartitionState] = {}
+        self._totals: dict[tuple[str, str], deque[tuple[float, int, int]]] = {}
+
+    def _rates(self, key: tuple[str, str], at: float, end: int, committed: int) -> tuple[float | None, float | None]:
+        history = self._totals.setdefault(key, deque(maxlen=WINDOW_OBSERVATIONS))
+        if history and (end < history[-1][1] or committed < history[-1][2]):
+            history.clear()  # a topic was recreated or offsets reset: rates restart
+        history.append((at, end, committed))
+        while len(history) > 2 and history[1][0] <= at - self.rate_window:
+            history.popleft()
+        t0, e0, c0 = history[0]
+        if at - t0 <= 0:
+            return None, None
+        return (end - e0) / (at - t0), (committed - c0) / (at - t0)
+
+    def scrape(self, apps: Sequence[AppRef]) -> Scrape:
+        started = time.perf_counter()
+        errors: list[tuple[str, str]] = []
+        stale: dict[tuple[str, str], str] = {}
+
+        # Partition lists (metadata cached per cluster by the inspector).
+        tps_of: dict[tuple[str, str], list[TP]] = {}
+        by_cluster: dict[kafka.Target, list[AppRef]] = {}
+        for app in apps:
+            by_cluster.setdefault(app.kafka, []).append(app)
+        for target, members in by_cluster.items():
+            topics = sorted({t for a in members for t in a.topics})
+            try:
+                counts = self.partitions_of(target, topics)
+            except kafka.KafkaUnavailable as exc:
+                errors.append(("kafka", str(exc)))
+                for a in members:
+                    stale[a.key] = str(exc)
+                continue
+            for a in members:
+                tps_of[a.key] = [(t, p) for t in a.topics for p in range(counts.get(t) or 0)]
+
+        # One end-offsets request per cluster (so one per broker), started before reading Cassandra.
+        futures: dict[kafka.Target, dict[Any, Future[Any]]] = {}
+        for target, members in by_cluster.items():
+            wanted = sorted({tp for a in members if a.key in tps_of for tp in tps_of[a.key]})
+            try:
+                futures[target] = self.kafka.request_ends(target, wanted)
+            except Exception as exc:  # any client error marks the cluster's apps stale
+                errors.append(("kafka", f"{target.bootstrap_servers}: {exc}"))
+                for a in members:
+                    stale.setdefault(a.key, str(exc))
+        committed = self.cassandra.read([a for a in apps if a.key not in stale])
+        ends: dict[kafka.Target, dict[TP, int]] = {}
+        for target, futs in futures.items():
+            try:
+                ends[target] = self.kafka.ends(futs)
+            except kafka.KafkaUnavailable as exc:
+                errors.append(("kafka", f"{target.bootstrap_servers}: {exc}"))
+                for a in by_cluster[target]:
+                    stale.setdefault(a.key, str(exc))
+        for key, rows in committed.items():
+            if isinstance(rows, Exception):
+                errors.append(("cassandra", str(rows)))
+                stale.setdefault(key, f"Cassandra: {rows}")
+
+        now = self.clock()
+        results: list[AppLag] = []
+        live: set[tuple[str, str, str, int]] = set()
+        for app in apps:
+            if app.key in stale:
+                results.append(AppLag(app.namespace, app.name, now, stale=True, error=stale[app.key]))
+                continue
+            read = committed.get(app.key)
+            rows = read if isinstance(read, dict) else {}
+            app_ends = ends.get(app.kafka, {})
+            tps = tps_of.get(app.key, [])
+            missing = [tp for tp in tps if tp not in rows]
+            group: dict[TP, int] = {}
+            if missing:
+                try:
+                    group = self.kafka.group_offsets(app.kafka, app.group, missing)
+                except kafka.KafkaUnavailable as exc:
+                    errors.append(("kafka", str(exc)))
+                    results.append(AppLag(app.namespace, app.name, now, stale=True, error=str(exc)))
+                    continue
+            parts: list[PartitionLag] = []
+            for topic, partition in tps:
+                end = app_ends.get((topic, partition))
+                if end is None:
+                    continue
+                row = rows.get((topic, partition))
+                source: OffsetSource
+                if row is not None:
+                    c: int | None = row.next_offset
+                    source, commit_time = "cassandra", row.committed_at
+                elif (topic, partition) in group:
+                    c, source, commit_time = group[(topic, partition)], "kafka", None
+                else:
+                    c, source, commit_time = None, "none", None
+                skey = (app.namespace, app.name, topic, partition)
+                live.add(skey)
+                state = self._states.get(skey)
+                if state is None:
+                    state = self._states[skey] = PartitionState()
+                # Nothing committed yet: the app starts at the end (or has not started), so no lag.
+                effective = c if c is not None else end
+                state.observe(at=now, end=end, committed=effective, committed_at=commit_time, window=self.window)
+                seconds, exact = time_lag(state.ring, committed=effective, end=end, now=now)
+                status = partition_status(state, now=now, window=self.window, has_commit_time=commit_time is not None)
+                parts.append(
+                    PartitionLag(
+                        topic=topic,
+                        partition=partition,
+                        end=end,
+                        committed=c,
+                        source=source,
+                        lag=max(0, end - effective),
+                        lag_seconds=round(seconds, 3),
+                        exact=exact,
+                        status=status,
+                    )
+                )
+            end_total = sum(p.end for p in parts)
+            committed_total = sum(p.committed if p.committed is not None else p.end for p in parts)
+            input_rate, consumption_rate = self._rates(app.key, now, end_total, committed_total)
+            results.append(
+                AppLag(
+                    namespace=app.namespace,
+                    name=app.name,
+                    at=now,
+                    partitions=tuple(parts),
+                    end_total=end_total,
+                    committed_total=committed_total,
+                    input_rate=input_rate,
+                    consumption_rate=consumption_rate,
+                )
+            )
+        self._forget(apps, live, stale)
+        return Scrape(at=now, duration=time.perf_counter() - started, apps=tuple(results), errors=tuple(errors))
+
+    def _forget(self, apps: Sequence[AppRef], live: set[tuple[str, str, str, int]], stale: Mapping[Any, str]) -> None:
+        """Drop the history of apps and partitions that are gone (kept for stale apps)."""
+        keep = {a.key for a in apps}
+        for skey in list(self._states):
+            app_key = (skey[0], skey[1])
+            if app_key not in keep or (app_key not in stale and skey not in live):
+                del self._states[skey]
+        for key in list(self._totals):
+            if key not in keep:
+                del self._totals[key]
+
+    def memory_points(self) -> int:
+        """Points and observations held, for the bounded-memory check."""
+        return sum(len(s.ring) + len(s.window) for s in self._states.values())
