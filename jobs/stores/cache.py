@@ -49,16 +49,16 @@ class ReadCache:
 
     def get(self, key: Hashable) -> object:
         """The cached bytes, `ABSENT`, or `MISS` (unknown or expired)."""
+        entries = self._entries
         with self._lock:
-            entry = self._entries.get(key)
+            entry = entries.get(key)
             if entry is None:
                 return MISS
-            deadline, value = entry
-            if deadline <= self._clock():
-                del self._entries[key]
+            if entry[0] <= self._clock():
+                del entries[key]
                 return MISS
-            self._entries.move_to_end(key)
-            return value
+            entries.move_to_end(key)
+            return entry[1]
 
     def set(self, key: Hashable, value: bytes | object) -> None:
         """Remember `value` (bytes or `ABSENT`) for `key`, evicting the least recently used."""

@@ -213,11 +213,16 @@ class Executor:
 
 
 class _Round:
-    """One pass over the pending calls with a semaphore bounding those in flight.
+    """One pass over the pending calls with at most `concurrency` in flight.
 
-    The calling thread submits; the driver's I/O thread completes and releases a slot, so
-    no callback ever submits (no recursion, whatever the number of calls).
+    The first `concurrency` statements go out from the calling thread; each completion (in
+    the driver's I/O thread) sends the next one, so the calling thread just waits and no
+    thread hands work to another per statement. A future that completes synchronously
+    (e.g. no host at all) would make that chain recursive: past a small depth the next
+    statement is handed back to the waiting thread instead.
     """
+
+    _MAX_DEPTH = 20
 
     def __init__(
         self,
@@ -231,42 +236,76 @@ class _Round:
         self.session = session
         self.profile = profile
         self.calls = calls
-        self.pending = pending
         self.results = results
-        self.slots = threading.Semaphore(max(1, concurrency))
+        self.concurrency = max(1, concurrency)
         self.errors: dict[int, BaseException] = {}
-        self.remaining = len(pending)
+        self.total = len(pending)
+        self.completed = 0
+        self.todo = iter(pending)
         self.lock = threading.Lock()
-        self.done = threading.Event()
+        self.wake = threading.Condition(self.lock)
+        self.handed_back = 0
+        self.local = threading.local()
 
     def run(self) -> dict[int, BaseException]:
-        if not self.pending:
+        if not self.total:
             return {}
-        for index in self.pending:
-            self.slots.acquire()
-            statement, params = self.calls[index]
-            try:
-                future: ResponseFuture = self.session.execute_async(
-                    statement, params, execution_profile=self.profile
-                )
-            except Exception as exc:
-                self._failed(exc, index)
-                continue
-            future.add_callbacks(self._succeeded, self._failed, callback_args=(index,), errback_args=(index,))
-        self.done.wait()
-        return self.errors
+        for _ in range(min(self.concurrency, self.total)):
+            self._send_next()
+        with self.wake:
+            while True:
+                while self.handed_back:
+                    self.handed_back -= 1
+                    self.wake.release()
+                    try:
+                        self._send_next()
+                    finally:
+                        self.wake.acquire()
+                if self.completed >= self.total:
+                    return self.errors
+                self.wake.wait()
 
-    def _finish_one(self) -> None:
-        self.slots.release()
-        with self.lock:
-            self.remaining -= 1
-            if self.remaining == 0:
-                self.done.set()
+    def _send_next(self) -> None:
+        depth = getattr(self.local, "depth", 0)
+        if depth > self._MAX_DEPTH:
+            with self.wake:
+                self.handed_back += 1
+                self.wake.notify()
+            return
+        self.local.depth = depth + 1
+        try:
+            while True:
+                with self.lock:
+                    index = next(self.todo, None)
+                if index is None:
+                    return
+                statement, params = self.calls[index]
+                try:
+                    future: ResponseFuture = self.session.execute_async(
+                        statement, params, execution_profile=self.profile
+                    )
+                except Exception as exc:
+                    self._complete(index, None, exc)
+                    continue  # the slot is still free
+                future.add_callbacks(self._succeeded, self._failed, callback_args=(index,), errback_args=(index,))
+                return
+        finally:
+            self.local.depth = depth
+
+    def _complete(self, index: int, rows: Any, exc: BaseException | None) -> None:
+        if exc is None:
+            self.results[index] = rows if isinstance(rows, list) else list(rows or ())
+        with self.wake:
+            if exc is not None:
+                self.errors[index] = exc
+            self.completed += 1
+            if self.completed >= self.total:
+                self.wake.notify()
 
     def _succeeded(self, rows: Any, index: int) -> None:
-        self.results[index] = rows if isinstance(rows, list) else list(rows or ())
-        self._finish_one()
+        self._complete(index, rows, None)
+        self._send_next()
 
     def _failed(self, exc: BaseException, index: int) -> None:
-        self.errors[index] = exc
-        self._finish_one()
+        self._complete(index, None, exc)
+        self._send_next()

@@ -90,18 +90,19 @@ class _KeyValueStore(BaseStore[K, V]):
     # -- reads ----------------------------------------------------------------------------
 
     def _get(self, partition: int | None, key: K) -> V | None:
-        started = time.perf_counter()
-        m = self._op("get")
         kb = self._encode_key(key, "get", partition)
         cache = self.cache
         if cache is not None:
-            cached = cache.get(self._cache_key(partition, kb))
+            # Hits are counted by the cache counters only: the operation and latency metrics
+            # describe the reads that reach Cassandra.
+            cached = cache.get((partition, kb) if self._partitioned else kb)
             if cached is not MISS:
                 self._cache_hits.inc()
-                m.operations.inc()
                 return None if cached is ABSENT else self._decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
             self._cache_misses.inc()
-        stmt = self._statement("get", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+        started = time.perf_counter()
+        m = self._op("get")
+        stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
         rows = self.executor.execute("get", stmt, (*self._pk(partition), kb), partition=partition, key=key)
         vb = rows[0][0] if rows else None
         if cache is not None:
@@ -110,40 +111,43 @@ class _KeyValueStore(BaseStore[K, V]):
         return None if vb is None else self._decode_value(vb, "get", partition, key)
 
     def _fetch_many(self, partition: int | None, encoded: dict[bytes, K], op: str,
-                    concurrency: int | None) -> dict[bytes, tuple[bytes | None, int | None]]:
-        """Raw (value, fence) of every key found, keyed by encoded key."""
+                    concurrency: int | None, *, fenced: bool = False,
+                    ) -> dict[bytes, tuple[bytes | None, int | None]]:
+        """Raw (value, fence) of every key found, keyed by encoded key. The fence is only read
+        when `fenced` (partitioned stores)."""
         found: dict[bytes, tuple[bytes | None, int | None]] = {}
         if not encoded:
             return found
         kbs = list(encoded)
-        fence = FENCE_COLUMN if self._partitioned else "null"
-        calls: list[Call]
+        columns = f"value, {FENCE_COLUMN}" if fenced else "value"
+        results: list[list[Row]]
         if self._partitioned and self.options.in_chunk_size > 1:
             stmt = self._statement(
-                "get_in",
-                f"SELECT key, value, {fence} FROM {self.qualified_table} WHERE partition = ? AND key IN ?",
+                f"get_in:{fenced}",
+                f"SELECT key, {columns} FROM {self.qualified_table} WHERE partition = ? AND key IN ?",
             )
             chunks = list(_chunks(kbs, self.options.in_chunk_size))
-            calls = [(stmt, (partition, list(chunk))) for chunk in chunks]
-            keys_for_errors: list[Any] = [encoded[c[0]] for c in chunks]
-        else:
-            if self._partitioned:
-                stmt = self._statement(
-                    "get_row", f"SELECT key, value, {fence} FROM {self.qualified_table} WHERE {self._where()}"
-                )
-            else:
-                stmt = self._statement(
-                    "get_row", f"SELECT key, value FROM {self.qualified_table} WHERE {self._where()}"
-                )
-            calls = [(stmt, (*self._pk(partition), kb)) for kb in kbs]
-            keys_for_errors = [encoded[kb] for kb in kbs]
-        results = self.executor.execute_concurrent(
-            op, calls, concurrency=concurrency or self.options.concurrency, partition=partition,
-            keys=keys_for_errors,
+            results = self.executor.execute_concurrent(
+                op, [(stmt, (partition, list(chunk))) for chunk in chunks],
+                concurrency=concurrency or self.options.concurrency, partition=partition,
+                keys=[encoded[c[0]] for c in chunks],
+            )
+            for rows in results:
+                for row in rows:
+                    found[row[0]] = (row[1], row[2] if fenced else None)
+            return found
+        # One statement per key: the same statement as a single get.
+        stmt = self._statement(
+            f"get:{fenced}", f"SELECT {columns} FROM {self.qualified_table} WHERE {self._where()}"
         )
-        for rows in results:
-            for row in rows:
-                found[row[0]] = (row[1], row[2] if len(row) > 2 else None)
+        pk = self._pk(partition)
+        results = self.executor.execute_concurrent(
+            op, [(stmt, (*pk, kb)) for kb in kbs], concurrency=concurrency or self.options.concurrency,
+            partition=partition, keys=[encoded[kb] for kb in kbs],
+        )
+        for kb, rows in zip(kbs, results, strict=True):
+            if rows:
+                found[kb] = (rows[0][0], rows[0][1] if fenced else None)
         return found
 
     def _get_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> dict[K, V]:
@@ -327,7 +331,7 @@ class _KeyValueStore(BaseStore[K, V]):
         vb = self._encode_value(value, "put_if_absent", partition, key)
         if not self.options.lwt_put_if_absent:
             # Read then write, like the Java library: not atomic against concurrent writers.
-            stmt = self._statement("get", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+            stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
             rows = self.executor.execute("put_if_absent", stmt, (*self._pk(partition), kb),
                                          partition=partition, key=key)
             if rows and rows[0][0] is not None:
@@ -453,7 +457,7 @@ class PartitionedStore(_KeyValueStore[K, V]):
         started = time.perf_counter()
         m = self._op("get_many_fenced")
         encoded = {self._encode_key(k, "get_many_fenced", partition): k for k in keys}
-        found = self._fetch_many(partition, encoded, "get_many_fenced", concurrency)
+        found = self._fetch_many(partition, encoded, "get_many_fenced", concurrency, fenced=True)
         out: dict[K, tuple[V | None, int | None]] = {}
         for kb, key in encoded.items():
             vb, fence = found.get(kb, (None, None))

@@ -71,7 +71,9 @@ class PartitionedView(Generic[K, V]):
         """(partition, value) of `key`, asking every partition at once."""
         store = self.store
         kb = store._encode_key(key, "view_get")
-        stmt = store._statement("get", f"SELECT value FROM {store.qualified_table} WHERE partition = ? AND key = ?")
+        stmt = store._statement(
+            "get:False", f"SELECT value FROM {store.qualified_table} WHERE partition = ? AND key = ?"
+        )
         parts = self.partitions()
         calls: list[Call] = [(stmt, (p, kb)) for p in parts]
         results = store.executor.execute_concurrent(

@@ -77,6 +77,13 @@ def timed(fn: Callable[..., Any], *args: Any) -> float:
     return time.perf_counter() - started
 
 
+def measure(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
+    """Wall-clock and this process's CPU seconds of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn(*args)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def latencies(fn: Callable[[int], Any], n: int) -> list[float]:
     out = []
     for i in range(n):
@@ -147,14 +154,36 @@ class Bench:
         store.put_all(0, items[:500])
         self.raw_concurrent(insert, raw_put_params[:500])
         put_store, put_raw, get_store, get_raw = [], [], [], []
-        for _ in range(a.runs):
-            put_store.append(n / timed(store.put_all, 0, items))
-            put_raw.append(n / timed(self.raw_concurrent, insert, raw_put_params))
-            started = time.perf_counter()
-            got = store.get_many(0, keys)
-            get_store.append(n / (time.perf_counter() - started))
+        cpu: dict[str, list[float]] = {"put": [], "put_raw": [], "get": [], "get_raw": []}
+
+        def run_store_put() -> None:
+            wall, used = measure(store.put_all, 0, items)
+            put_store.append(n / wall)
+            cpu["put"].append(used / n)
+
+        def run_raw_put() -> None:
+            wall, used = measure(self.raw_concurrent, insert, raw_put_params)
+            put_raw.append(n / wall)
+            cpu["put_raw"].append(used / n)
+
+        def run_store_get() -> None:
+            got: dict[str, bytes] = {}
+            wall, used = measure(lambda: got.update(store.get_many(0, keys)))
             assert len(got) == n
-            get_raw.append(n / timed(self.raw_concurrent, select, raw_get_params))
+            get_store.append(n / wall)
+            cpu["get"].append(used / n)
+
+        def run_raw_get() -> None:
+            wall, used = measure(self.raw_concurrent, select, raw_get_params)
+            get_raw.append(n / wall)
+            cpu["get_raw"].append(used / n)
+
+        for run in range(a.runs):
+            # Alternate which side goes first, so load changes on this shared machine hit both.
+            pairs = [(run_store_put, run_raw_put), (run_store_get, run_raw_get)]
+            for first, second in pairs:
+                (first if run % 2 == 0 else second)()
+                (second if run % 2 == 0 else first)()
         m = min(n, 2000)
         lat_put = latencies(lambda i: store.put(0, keys[i], VALUE), m)
         lat_put_raw = latencies(lambda i: self.session.execute(insert, raw_put_params[i],
@@ -172,7 +201,9 @@ class Bench:
                    p50=percentile(lat_put, 0.5), p99=percentile(lat_put, 0.99), command=self.command,
                    baseline_p50_s=round(percentile(lat_put_raw, 0.5), 7),
                    baseline_p99_s=round(percentile(lat_put_raw, 0.99), 7),
-                   runs_value=[round(x) for x in put_store], runs_baseline=[round(x) for x in put_raw], **common),
+                   runs_value=[round(x) for x in put_store], runs_baseline=[round(x) for x in put_raw],
+                   client_cpu_s_per_op=round(statistics.median(cpu["put"]), 8),
+                   baseline_client_cpu_s_per_op=round(statistics.median(cpu["put_raw"]), 8), **common),
             result("get", metric="get throughput, store get_many (one SELECT per key) vs raw driver "
                    "execute_concurrent_with_args, same statement and concurrency; higher is better",
                    unit="ops/s", value=statistics.median(get_store),
@@ -181,7 +212,9 @@ class Bench:
                    p50=percentile(lat_get, 0.5), p99=percentile(lat_get, 0.99), command=self.command,
                    baseline_p50_s=round(percentile(lat_get_raw, 0.5), 7),
                    baseline_p99_s=round(percentile(lat_get_raw, 0.99), 7),
-                   runs_value=[round(x) for x in get_store], runs_baseline=[round(x) for x in get_raw], **common),
+                   runs_value=[round(x) for x in get_store], runs_baseline=[round(x) for x in get_raw],
+                   client_cpu_s_per_op=round(statistics.median(cpu["get"]), 8),
+                   baseline_client_cpu_s_per_op=round(statistics.median(cpu["get_raw"]), 8), **common),
         ]
 
     def put_all_10k(self) -> dict[str, Any]:
@@ -242,8 +275,8 @@ class Bench:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--ops", type=int, default=4000, help="operations per throughput run")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--ops", type=int, default=3000, help="operations per throughput run")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--only", choices=["put-get", "put-all-10k", "cached-get"], action="append")
     args = parser.parse_args()
