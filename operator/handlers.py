@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,8 @@ class Options:
     resync_seconds: float = 60.0
     check_kafka: bool = True
     api_workers: int = 16
+    # Set once the operator is configured; lets an embedding process (tests, benchmarks) wait for it.
+    started: threading.Event | None = None
 
 
 def backoff(retry: int) -> float:
@@ -115,11 +118,13 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             check_kafka=options.check_kafka,
         )
         log.info("Started floe-operator resync_seconds=%s check_kafka=%s", options.resync_seconds, options.check_kafka)
+        if options.started is not None:
+            options.started.set()
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        # In a pod: the service account; elsewhere: KUBECONFIG, as the official client reads it.
-        return kopf.login_via_client(**kwargs)
+        # In a pod: the service account; elsewhere: the file named by KUBECONFIG (read now, not at import).
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
     @kopf.on.cleanup(registry=registry)
     async def close(memo: kopf.Memo, **_: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -58,7 +59,9 @@ def load_client(*, pool_size: int = 32) -> kubernetes.client.ApiClient:
     try:
         kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except kubernetes.config.ConfigException:
-        kubernetes.config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.environ.get("KUBECONFIG") or None, client_configuration=configuration
+        )
     configuration.connection_pool_maxsize = pool_size
     return kubernetes.client.ApiClient(configuration)
 

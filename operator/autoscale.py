@@ -1,0 +1,295 @@
+"""The native autoscaler: a pure function from a recorded window of lag samples to a decision.
+
+Symbols, per app, at each sample (rates measured over `rate_seconds`):
+
+    λ   input rate       = Δ(Σ end offsets) / Δt                 records/s
+    κ   consumption rate = Δ(Σ committed offsets) / Δt           records/s
+    L   lag              = Σ end offsets - Σ committed offsets    records
+    R   replicas running
+    μ   capacity of one replica (records/s), measured while the app was saturated:
+        μ = κ / R over a window in which the lag stayed above the saturation floor
+        (max(activation lag, κ·saturation_seconds)) at every sample, or kept growing.
+        A micro-batch app that keeps up always looks busy, so μ is never taken from an
+        app that keeps up; the last measured μ is carried from decision to decision.
+    u   target utilization (spec.autoscaling.targetUtilization / 100)
+    T   catch-up time (spec.autoscaling.catchUpSeconds)
+
+    recommendation  R* = ⌈ (λ + L / T) / (μ · u) ⌉
+    bounds          R* ← max(minReplicas, min(R*, maxReplicas, partitions unless allowIdle))
+
+Scale up when every recommendation of the last `up_seconds` is above R (the lowest of them
+is taken): a single spike never scales. Scale down only when the highest recommendation of
+the whole stabilization window, computed at the upper edge of the utilization band
+(u + band), is below R, the window has been observed in full, the last scale is at least a
+window ago and no backlog is being worked off; the step down is at most
+`max_down_fraction` of R. Without a measured μ the autoscaler only reacts to lag that grows
+at every sample (R* = ⌈R · λ / κ⌉, at least R + 1) and never scales down.
+
+No decision is made on stale metrics or while a rollout is in progress. Replica counts
+outside [minReplicas, cap] are corrected at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from floe_operator import model
+
+Action = Literal["ScaleUp", "ScaleDown", "Hold"]
+
+# Reasons (CamelCase, as in events and status.autoscaling.reason).
+METRICS_STALE = "MetricsStale"
+ROLLOUT_IN_PROGRESS = "RolloutInProgress"
+COLLECTING = "CollectingMetrics"
+OUTSIDE_BOUNDS = "OutsideBounds"
+EXCEEDS_PARTITIONS = "ReplicasExceedPartitions"
+LAG_ABOVE_CAPACITY = "LagAboveCapacity"
+LAG_GROWING = "LagGrowing"
+INPUT_WHILE_ZERO = "InputWhileScaledToZero"
+LOW_LOAD = "SustainedLowLoad"
+STABILIZING = "Stabilizing"
+WORKING_OFF_BACKLOG = "WorkingOffBacklog"
+NO_PROGRESS = "NoProgress"
+WITHIN_TARGET = "WithinTarget"
+AT_LIMIT = "AtLimit"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One scrape of one app, summed over its input partitions."""
+
+    at: float
+    replicas: int  # replicas running (ready) when the sample was taken
+    end: int  # Σ end offsets
+    committed: int  # Σ committed offsets
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.end - self.committed)
+
+
+@dataclass(frozen=True)
+class Policy:
+    min_replicas: int
+    max_replicas: int
+    catch_up_seconds: float = 300.0
+    target_utilization: float = 0.7
+    allow_idle: bool = False
+    stabilization_seconds: float = 300.0
+    up_seconds: float = 20.0
+    rate_seconds: float = 60.0
+    saturation_seconds: float = 30.0
+    activation_lag: int = 100
+    band: float = 0.1
+    max_down_fraction: float = 0.5
+    backlog_fraction: float = 0.1
+
+    @classmethod
+    def from_spec(cls, spec: model.AutoscalingSpec, **overrides: Any) -> Policy:
+        base = cls(
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            catch_up_seconds=float(spec.catch_up_seconds),
+            target_utilization=spec.target_utilization / 100.0,
+            allow_idle=spec.allow_idle,
+            stabilization_seconds=float(spec.stabilization_window_seconds),
+        )
+        return dataclasses.replace(base, **overrides)
+
+
+@dataclass(frozen=True)
+class Context:
+    now: float
+    replicas: int  # spec.replicas now
+    partitions: int
+    stale: bool = False
+    rollout: bool = False
+    last_scale_at: float | None = None
+    capacity: float | None = None  # μ carried from the previous decision
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: int
+    action: Action
+    reason: str
+    message: str
+    capacity: float | None = None
+    inputs: Mapping[str, float | int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Point:
+    """Rates and recommendation at one sample."""
+
+    at: float
+    input_rate: float
+    consumption_rate: float
+    lag: int
+    replicas: int
+    saturated: bool
+    growing: bool
+    capacity: float | None
+    want: int | None  # recommendation at u (before bounds)
+    want_high: int | None  # recommendation at u + band (before bounds)
+
+
+def _base(samples: Sequence[Sample], i: int, seconds: float) -> int:
+    """Index of the latest sample at least `seconds` before sample i (or the oldest one)."""
+    at = samples[i].at - seconds
+    j = 0
+    for k in range(i - 1, -1, -1):
+        if samples[k].at <= at:
+            j = k
+            break
+    return j
+
+
+def _recommend(rate: float, lag: int, capacity: float, *, catch_up: float, utilization: float) -> int:
+    needed = rate + lag / catch_up
+    if needed <= 0:
+        return 0
+    return math.ceil(needed / (capacity * utilization) - 1e-9)
+
+
+def points(samples: Sequence[Sample], policy: Policy, capacity: float | None = None) -> list[Point]:
+    """Rates, saturation, capacity and recommendations at every sample (μ carried forward)."""
+    out: list[Point] = []
+    mu = capacity
+    high = min(1.0, policy.target_utilization + policy.band)
+    for i, s in enumerate(samples):
+        if i == 0:
+            continue
+        j = _base(samples, i, policy.rate_seconds)
+        dt = s.at - samples[j].at
+        if dt <= 0:
+            continue
+        lam = max(0.0, (s.end - samples[j].end) / dt)
+        kappa = max(0.0, (s.committed - samples[j].committed) / dt)
+        window = samples[j : i + 1]
+        floor = max(policy.activation_lag, kappa * policy.saturation_seconds)
+        lags = [w.lag for w in window]
+        growing = (
+            len(window) >= 3 and all(b > a for a, b in itertools.pairwise(lags)) and lags[-1] > policy.activation_lag
+        )
+        saturated = (all(x >= floor for x in lags) or growing) and s.replicas > 0 and kappa > 0
+        if saturated:
+            mu = kappa / max(1, min(w.replicas for w in window))
+        want = want_high = None
+        if mu is not None and mu > 0:
+            want = _recommend(lam, s.lag, mu, catch_up=policy.catch_up_seconds, utilization=policy.target_utilization)
+            want_high = _recommend(lam, s.lag, mu, catch_up=policy.catch_up_seconds, utilization=high)
+        out.append(Point(s.at, lam, kappa, s.lag, s.replicas, saturated, growing, mu, want, want_high))
+    return out
+
+
+def _cap(policy: Policy, partitions: int) -> int:
+    top = policy.max_replicas
+    if not policy.allow_idle and partitions > 0:
+        top = min(top, partitions)
+    return max(policy.min_replicas, top)
+
+
+def _bound(value: int, policy: Policy, partitions: int) -> int:
+    return max(policy.min_replicas, min(value, _cap(policy, partitions)))
+
+
+def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
+    """The replicas the app should run now, and why. Pure: same inputs, same decision."""
+    current = ctx.replicas
+    cap = _cap(policy, ctx.partitions)
+    pts = points(samples, policy, ctx.capacity)
+    last = pts[-1] if pts else None
+    mu = last.capacity if last is not None else ctx.capacity
+    inputs: dict[str, float | int | None] = {
+        "replicas": current,
+        "partitions": ctx.partitions,
+        "lag": last.lag if last else None,
+        "inputRate": round(last.input_rate, 3) if last else None,
+        "consumptionRate": round(last.consumption_rate, 3) if last else None,
+        "capacityPerReplica": round(mu, 3) if mu is not None else None,
+        "recommended": last.want if last else None,
+    }
+
+    def hold(reason: str, message: str) -> Decision:
+        return Decision(current, "Hold", reason, message, mu, inputs)
+
+    def scale(to: int, reason: str, message: str) -> Decision:
+        action: Action = "ScaleUp" if to > current else "ScaleDown"
+        return Decision(to, action, reason, message, mu, inputs)
+
+    if ctx.stale:
+        return hold(METRICS_STALE, "Lag metrics are stale; no scaling on old data")
+    if ctx.rollout:
+        return hold(ROLLOUT_IN_PROGRESS, "A rollout is in progress; waiting for it to finish")
+    if current > cap:
+        why = EXCEEDS_PARTITIONS if current <= policy.max_replicas else OUTSIDE_BOUNDS
+        return scale(
+            cap,
+            why,
+            f"{current} replicas exceed the limit of {cap} ({ctx.partitions} input partitions, "
+            f"maxReplicas {policy.max_replicas})",
+        )
+    if current < policy.min_replicas:
+        return scale(policy.min_replicas, OUTSIDE_BOUNDS, f"{current} replicas is below minReplicas")
+    if last is None:
+        return hold(COLLECTING, "Not enough samples yet")
+
+    # Scaled to zero: any input or lag brings one replica (or minReplicas) back.
+    if current == 0:
+        if last.lag > 0 or last.input_rate > 0:
+            return scale(max(1, policy.min_replicas), INPUT_WHILE_ZERO, f"Input arrived (lag {last.lag})")
+        return hold(WITHIN_TARGET, "No input")
+
+    up_pts = [p for p in pts if p.at >= ctx.now - policy.up_seconds]
+    if not up_pts:
+        return hold(COLLECTING, "No recent samples")
+
+    # Up: sustained over the up window.
+    if mu is not None and all(p.want is not None for p in up_pts):
+        lowest = min(p.want for p in up_pts if p.want is not None)
+        target = _bound(lowest, policy, ctx.partitions)
+        if target > current:
+            return scale(
+                target,
+                LAG_ABOVE_CAPACITY,
+                f"Input {last.input_rate:.1f}/s and lag {last.lag} need {lowest} replicas at "
+                f"{mu:.1f} records/s each and {policy.target_utilization:.0%} utilization",
+            )
+    elif last.growing and last.consumption_rate > 0 and all(p.growing for p in up_pts):
+        want = max(current + 1, math.ceil(current * last.input_rate / last.consumption_rate - 1e-9))
+        target = _bound(want, policy, ctx.partitions)
+        if target > current:
+            return scale(target, LAG_GROWING, f"Lag grew at every sample to {last.lag}; capacity not measured yet")
+    if last.lag > policy.activation_lag and last.consumption_rate == 0 and all(p.consumption_rate == 0 for p in up_pts):
+        return hold(NO_PROGRESS, f"Lag {last.lag} but nothing was consumed; more replicas would not help")
+    if mu is None:
+        return hold(WITHIN_TARGET, "Capacity per replica not measured yet; scaling down needs it")
+
+    # Down: the whole stabilization window must agree, at the top of the utilization band.
+    stab = [p for p in pts if p.at >= ctx.now - policy.stabilization_seconds]
+    highest = max((p.want_high for p in stab if p.want_high is not None), default=None)
+    if highest is None or _bound(highest, policy, ctx.partitions) >= current:
+        if current >= cap and last.want is not None and last.want > cap:
+            return hold(AT_LIMIT, f"{last.want} replicas recommended but the limit is {cap}")
+        return hold(WITHIN_TARGET, f"{current} replicas fit the load")
+    covered = samples[0].at <= ctx.now - policy.stabilization_seconds
+    settled = ctx.last_scale_at is None or ctx.now - ctx.last_scale_at >= policy.stabilization_seconds
+    if not (covered and settled):
+        return hold(STABILIZING, f"Fewer replicas ({highest}) fit; waiting out the stabilization window")
+    drain = last.lag / (mu * current)
+    if drain > policy.catch_up_seconds * policy.backlog_fraction:
+        return hold(WORKING_OFF_BACKLOG, f"Working off a backlog of {last.lag} records (~{drain:.0f} s)")
+    step = max(1, math.floor(current * policy.max_down_fraction))
+    target = max(_bound(highest, policy, ctx.partitions), current - step)
+    return scale(
+        target,
+        LOW_LOAD,
+        f"Input {last.input_rate:.1f}/s and lag {last.lag} fit {highest} replicas for "
+        f"{policy.stabilization_seconds:.0f} s; stepping down to {target}",
+    )

@@ -1,0 +1,102 @@
+"""Fixtures for the operator's integration tests: the real API server, Kafka and Cassandra of the
+local stack, the CRD installed, and the operator running in-process with Kopf's runner."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kopf.testing
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from floe_operator import handlers
+from kube import Kubectl
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD = ROOT / "crds" / "streamingapp.yaml"
+RESYNC_SECONDS = 2.0
+
+
+@pytest.fixture(scope="session")
+def kube(kubectl: str, kubeconfig: str) -> Kubectl:
+    k = Kubectl(kubectl, kubeconfig)
+    k.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    k.run("wait", "--for=condition=Established", "--timeout=60s", "crd/streamingapps.streaming.floe.dev")
+    return k
+
+
+@pytest.fixture(scope="module")
+def namespace(kube: Kubectl) -> Iterator[str]:
+    name = f"floe-op-it-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", name)
+    yield name
+    kube.run("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def topic(kafka_bootstrap: str) -> str:
+    """A real 3-partition input topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"floe-op-it-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result(timeout=30)
+    return name
+
+
+@pytest.fixture(scope="module")
+def keyspace() -> str:
+    return f"floe_op_it_{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="module")
+def cql(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[Any]:
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(cassandra_hosts, port=cassandra_port)
+    session = cluster.connect()
+    yield session
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]:
+    """The operator, in-process, watching the test namespace, resyncing every 2 s."""
+    started = threading.Event()
+    registry = handlers.build_registry(handlers.Options(resync_seconds=RESYNC_SECONDS, started=started))
+    runner = kopf.testing.KopfRunner(
+        ["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60
+    )
+    with runner:
+        assert started.wait(timeout=30), "the operator did not start"
+        yield runner
+    assert runner.exception is None, runner.exception
+
+
+def app_manifest(
+    name: str, namespace: str, *, topic: str, keyspace: str, kafka: str, hosts: list[str], port: int, **spec: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "streaming.floe.dev/v1alpha1",
+        "kind": "StreamingApp",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": "registry.example.com/floe/word-count:1.0.0",
+            "job": {"entrypoint": "wordcount.app:transform"},
+            "replicas": 2,
+            "kafka": {"bootstrapServers": kafka, "topics": [topic]},
+            "state": {
+                "cassandra": {"hosts": hosts, "port": port, "keyspace": keyspace},
+                "stores": [{"name": "counts"}, {"name": "latest", "type": "global", "ttlSeconds": 3600}],
+            },
+        },
+    }
+    for key, value in spec.items():
+        body["spec"][key] = value
+    return body

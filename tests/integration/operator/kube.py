@@ -1,0 +1,65 @@
+"""Small helpers the operator's integration tests use to drive the real API server through kubectl."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class Kubectl:
+    def __init__(self, binary: str, kubeconfig: str) -> None:
+        self.binary = binary
+        self.kubeconfig = kubeconfig
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [self.binary, "--kubeconfig", self.kubeconfig, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self.run("apply", "--server-side", "--field-manager=floe-tests", "-f", "-", stdin=yaml.safe_dump(obj))
+
+    def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        proc = self.run(
+            "get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found", "--show-managed-fields"
+        )
+        return json.loads(proc.stdout) if proc.stdout.strip() else None
+
+    def list(self, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", kind, "-n", namespace, "-o", "json"]
+        if selector:
+            args += ["-l", selector]
+        return list(json.loads(self.run(*args).stdout)["items"])
+
+
+def wait_for(fn: Callable[[], T | None], *, timeout: float = 60.0, what: str = "condition", every: float = 0.3) -> T:
+    """Poll `fn` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return {}

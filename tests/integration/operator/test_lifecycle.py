@@ -1,0 +1,230 @@
+"""A StreamingApp's life against the real API server, controller-manager, Kafka and Cassandra:
+create → children, unchanged resync → no writes, scale → only scale, new image → rollout,
+too many replicas → warning, delete → garbage collection and the deletion policy."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+import yaml
+from conftest import RESYNC_SECONDS, app_manifest
+from floe_jobs import config as job_config
+from floe_operator import k8s, render
+from kube import Kubectl, condition, wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
+
+APP = "wc"
+DROPPED = "wc-drop"
+
+
+@pytest.fixture(scope="module")
+def spec_args(
+    namespace: str, topic: str, keyspace: str, kafka_bootstrap: str, cassandra_hosts: list[str], cassandra_port: int
+) -> dict[str, Any]:
+    return {
+        "namespace": namespace,
+        "topic": topic,
+        "keyspace": keyspace,
+        "kafka": kafka_bootstrap,
+        "hosts": cassandra_hosts,
+        "port": cassandra_port,
+    }
+
+
+@pytest.fixture(scope="module")
+def app(kube: Kubectl, spec_args: dict[str, Any], operator: object) -> dict[str, Any]:
+    body = app_manifest(APP, **spec_args)
+    kube.apply(body)
+    return body
+
+
+def _tables(cql: Any, keyspace: str) -> set[str]:
+    rows = cql.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [keyspace])
+    return {r.table_name for r in rows}
+
+
+def _writes() -> float:
+    return sum(s.value for m in k8s.WRITES.collect() for s in m.samples if s.name.endswith("_total"))
+
+
+def _settled(kube: Kubectl, namespace: str, replicas: int) -> dict[str, Any] | None:
+    obj = kube.get("streamingapp", APP, namespace)
+    status = (obj or {}).get("status") or {}
+    meta = (obj or {}).get("metadata") or {}
+    ok = status.get("observedGeneration") == meta.get("generation") and status.get("replicas") == replicas
+    return obj if ok else None
+
+
+def test_create_makes_children(
+    app: dict[str, Any], kube: Kubectl, namespace: str, topic: str, keyspace: str, cql: Any
+) -> None:
+    dep = wait_for(lambda: kube.get("deployment", APP, namespace), what="the Deployment")
+    spec = dep["spec"]
+    pod = spec["template"]["spec"]
+    container = pod["containers"][0]
+    assert spec["replicas"] == 2
+    assert spec["minReadySeconds"] == 10
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert pod["terminationGracePeriodSeconds"] == 60
+    assert container["lifecycle"]["preStop"]["sleep"]["seconds"] == 2
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    owner = dep["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("StreamingApp", APP, True)
+    managers = {m["manager"] for m in dep["metadata"]["managedFields"] if m["operation"] == "Apply"}
+    assert managers == {"floe-operator"}
+
+    cm = kube.get("configmap", f"{APP}-config", namespace)
+    assert cm is not None
+    cfg = job_config.from_dict(yaml.safe_load(cm["data"]["floe.yaml"]))
+    assert cfg.kafka.topics == [topic]
+    assert cfg.cassandra.keyspace == keyspace
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert annotations[render.CONFIG_HASH] == render.config_hash(cm)
+    assert kube.get("service", APP, namespace) is not None
+    assert kube.get("poddisruptionbudget", APP, namespace) is not None
+    wait_for(lambda: kube.list("replicaset", namespace, f"{render.APP_LABEL}={APP}"), what="a ReplicaSet")
+
+    tables = _tables(cql, keyspace)
+    assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables
+    assert any(t.startswith("floe_offsets_") for t in tables)
+
+    obj = wait_for(lambda: _settled(kube, namespace, 2), what="status to follow the Deployment")
+    status = obj["status"]
+    assert condition(obj, "StateProvisioned")["status"] == "True"
+    assert status["partitions"] == 3
+    assert status["labelSelector"] == f"{render.APP_LABEL}={APP}"
+    # No kubelet in the local stack: the pods stay Pending, so the app is honestly not ready.
+    ready = condition(obj, "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "ReplicasNotReady")
+    assert condition(obj, "Progressing")["status"] == "True"
+    assert condition(obj, "Degraded")["status"] == "False"
+    assert condition(obj, "ReplicasWithinPartitions")["status"] == "True"
+
+
+def _versions(kube: Kubectl, namespace: str) -> dict[str, str]:
+    kinds = {
+        "streamingapp": APP,
+        "deployment": APP,
+        "configmap": f"{APP}-config",
+        "service": APP,
+        "poddisruptionbudget": APP,
+    }
+    result = {}
+    for kind, name in kinds.items():
+        obj = kube.get(kind, name, namespace)
+        assert obj is not None, kind
+        result[kind] = obj["metadata"]["resourceVersion"]
+    return result
+
+
+def test_unchanged_resync_writes_nothing(app: dict[str, Any], kube: Kubectl, namespace: str) -> None:
+    wait_for(lambda: _settled(kube, namespace, 2), what="a settled app")
+    time.sleep(RESYNC_SECONDS * 2)
+    before, writes = _versions(kube, namespace), _writes()
+    time.sleep(RESYNC_SECONDS * 3 + 1)
+    assert _versions(kube, namespace) == before
+    assert _writes() == writes
+
+
+def test_replicas_change_only_scales(app: dict[str, Any], kube: Kubectl, namespace: str) -> None:
+    selector = f"{render.APP_LABEL}={APP}"
+    sets_before = {rs["metadata"]["name"] for rs in kube.list("replicaset", namespace, selector)}
+    dep_before = kube.get("deployment", APP, namespace)
+    cm_before = kube.get("configmap", f"{APP}-config", namespace)
+    assert dep_before and cm_before
+
+    kube.run("scale", "streamingapp", APP, "-n", namespace, "--replicas=3")  # the scale subresource
+    dep = wait_for(
+        lambda: (d := kube.get("deployment", APP, namespace)) and d["spec"]["replicas"] == 3 and d,
+        what="the Deployment to scale to 3",
+    )
+    assert dep["spec"]["template"] == dep_before["spec"]["template"]
+    cm = kube.get("configmap", f"{APP}-config", namespace)
+    assert cm and cm["metadata"]["resourceVersion"] == cm_before["metadata"]["resourceVersion"]
+    wait_for(lambda: _settled(kube, namespace, 3), what="status.replicas 3")
+    assert {rs["metadata"]["name"] for rs in kube.list("replicaset", namespace, selector)} == sets_before
+
+
+def test_image_change_rolls_out(app: dict[str, Any], kube: Kubectl, namespace: str) -> None:
+    image = "registry.example.com/floe/word-count:1.1.0"
+    selector = f"{render.APP_LABEL}={APP}"
+    sets_before = {rs["metadata"]["name"] for rs in kube.list("replicaset", namespace, selector)}
+    patch = json.dumps({"spec": {"image": image}})
+    kube.run("patch", "streamingapp", APP, "-n", namespace, "--type=merge", "-p", patch)
+
+    def new_set() -> dict[str, Any] | None:
+        for rs in kube.list("replicaset", namespace, selector):
+            if rs["metadata"]["name"] not in sets_before:
+                return rs
+        return None
+
+    rs = wait_for(new_set, what="a new ReplicaSet")
+    assert rs["spec"]["template"]["spec"]["containers"][0]["image"] == image
+    obj = wait_for(
+        lambda: (o := kube.get("streamingapp", APP, namespace))
+        and condition(o, "Progressing").get("observedGeneration") == o["metadata"]["generation"]
+        and o,
+        what="status of the new generation",
+    )
+    assert condition(obj, "Progressing")["reason"] == "RollingOut"
+    assert condition(obj, "Ready")["status"] == "False"
+    # maxUnavailable 0: the old ReplicaSet keeps its pods until new ones are available.
+    old = [r for r in kube.list("replicaset", namespace, selector) if r["metadata"]["name"] in sets_before]
+    assert old and old[0]["spec"]["replicas"] == 3
+
+
+def test_replicas_beyond_partitions_warn(app: dict[str, Any], kube: Kubectl, namespace: str) -> None:
+    kube.run("scale", "streamingapp", APP, "-n", namespace, "--replicas=5")
+    obj = wait_for(
+        lambda: (o := kube.get("streamingapp", APP, namespace))
+        and condition(o, "ReplicasWithinPartitions").get("status") == "False"
+        and o,
+        what="the partitions warning",
+    )
+    assert condition(obj, "ReplicasWithinPartitions")["reason"] == "ReplicasExceedPartitions"
+    events = wait_for(
+        lambda: [
+            e
+            for e in kube.list("event", namespace)
+            if e["involvedObject"]["name"] == APP and e["reason"] == "ReplicasExceedPartitions"
+        ],
+        what="a Warning event",
+    )
+    assert events[0]["type"] == "Warning"
+
+
+def test_delete_collects_children_and_retains_state(
+    app: dict[str, Any], kube: Kubectl, namespace: str, keyspace: str, cql: Any
+) -> None:
+    kube.run("delete", "streamingapp", APP, "-n", namespace, "--wait=true", "--timeout=60s")
+    for kind, name in (("deployment", APP), ("configmap", f"{APP}-config"), ("service", APP)):
+        wait_for(lambda k=kind, n=name: kube.get(k, n, namespace) is None, what=f"{kind} {name} to be collected")
+    assert {"counts_kstreams_store", "latest_kstreams_store"} <= _tables(cql, keyspace)
+
+
+def test_delete_policy_drops_only_own_tables(
+    kube: Kubectl, spec_args: dict[str, Any], namespace: str, keyspace: str, cql: Any, operator: object
+) -> None:
+    body = app_manifest(DROPPED, **spec_args)
+    body["spec"]["state"]["stores"] = [{"name": "dedup", "type": "global"}]
+    body["spec"]["state"]["deletionPolicy"] = "Delete"
+    kube.apply(body)
+    wait_for(lambda: kube.get("deployment", DROPPED, namespace), what="the Deployment")
+    assert "dedup_kstreams_store" in _tables(cql, keyspace)
+    offsets_before = {t for t in _tables(cql, keyspace) if t.startswith("floe_offsets_")}
+    kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=60s")
+    tables = _tables(cql, keyspace)
+    assert "dedup_kstreams_store" not in tables
+    assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables  # the other app's state stays
+    assert len({t for t in tables if t.startswith("floe_offsets_")}) == len(offsets_before) - 1
+    events = [e for e in kube.list("event", namespace) if e["involvedObject"]["name"] == DROPPED]
+    assert any(e["reason"] == "StateDropped" for e in events)
