@@ -17,13 +17,16 @@ Symbols, per app, at each sample (rates measured over `rate_seconds`):
     recommendation  R* = ⌈ (λ + L / T) / (μ · u) ⌉
     bounds          R* ← max(minReplicas, min(R*, maxReplicas, partitions unless allowIdle))
 
-Scale up when every recommendation of the last `up_seconds` is above R (the lowest of them
-is taken): a single spike never scales. Scale down only when the highest recommendation of
-the whole stabilization window, computed at the upper edge of the utilization band
-(u + band), is below R, the window has been observed in full, the last scale is at least a
-window ago and no backlog is being worked off; the step down is at most
-`max_down_fraction` of R. Without a measured μ the autoscaler only reacts to lag that grows
-at every sample (R* = ⌈R · λ / κ⌉, at least R + 1) and never scales down.
+Hysteresis: scale up only when, at every sample of the last `up_seconds`, even the upper
+edge of the utilization band (u + band) needs more than R replicas; the app is then sized
+to the lowest R* of those samples, so a single spike never scales. Scale down only when
+the highest R* of the whole stabilization window is below R, the window has been observed
+in full, the last scale is at least a window ago and no backlog is being worked off (the
+lag would take more than `saturation_seconds` to drain at the current R); the step down
+is at most `max_down_fraction` of R. A count chosen for the busiest sample of the window
+at u needs a load above that peak by the band before it moves up again. Without a
+measured μ the autoscaler only reacts to lag that grows at every sample
+(R* = ⌈R · λ / κ⌉, at least R + 1) and never scales down.
 
 No decision is made on stale metrics or while a rollout is in progress. Replica counts
 outside [minReplicas, cap] are corrected at once.
@@ -87,7 +90,6 @@ class Policy:
     activation_lag: int = 100
     band: float = 0.1
     max_down_fraction: float = 0.5
-    backlog_fraction: float = 0.1
 
     @classmethod
     def from_spec(cls, spec: model.AutoscalingSpec, **overrides: Any) -> Policy:
@@ -136,7 +138,7 @@ class Point:
     growing: bool
     capacity: float | None
     want: int | None  # recommendation at u (before bounds)
-    want_high: int | None  # recommendation at u + band (before bounds)
+    want_up: int | None  # recommendation at u + band (before bounds): the scale-up trigger
 
 
 def _base(samples: Sequence[Sample], i: int, seconds: float) -> int:
@@ -180,11 +182,11 @@ def points(samples: Sequence[Sample], policy: Policy, capacity: float | None = N
         saturated = (all(x >= floor for x in lags) or growing) and s.replicas > 0 and kappa > 0
         if saturated:
             mu = kappa / max(1, min(w.replicas for w in window))
-        want = want_high = None
+        want = want_up = None
         if mu is not None and mu > 0:
             want = _recommend(lam, s.lag, mu, catch_up=policy.catch_up_seconds, utilization=policy.target_utilization)
-            want_high = _recommend(lam, s.lag, mu, catch_up=policy.catch_up_seconds, utilization=high)
-        out.append(Point(s.at, lam, kappa, s.lag, s.replicas, saturated, growing, mu, want, want_high))
+            want_up = _recommend(lam, s.lag, mu, catch_up=policy.catch_up_seconds, utilization=high)
+        out.append(Point(s.at, lam, kappa, s.lag, s.replicas, saturated, growing, mu, want, want_up))
     return out
 
 
@@ -251,10 +253,11 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
         return hold(COLLECTING, "No recent samples")
 
     # Up: sustained over the up window.
-    if mu is not None and all(p.want is not None for p in up_pts):
+    if mu is not None and all(p.want is not None and p.want_up is not None for p in up_pts):
         lowest = min(p.want for p in up_pts if p.want is not None)
+        trigger = min(p.want_up for p in up_pts if p.want_up is not None)
         target = _bound(lowest, policy, ctx.partitions)
-        if target > current:
+        if trigger > current and target > current:
             return scale(
                 target,
                 LAG_ABOVE_CAPACITY,
@@ -271,9 +274,9 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
     if mu is None:
         return hold(WITHIN_TARGET, "Capacity per replica not measured yet; scaling down needs it")
 
-    # Down: the whole stabilization window must agree, at the top of the utilization band.
+    # Down: the whole stabilization window must agree.
     stab = [p for p in pts if p.at >= ctx.now - policy.stabilization_seconds]
-    highest = max((p.want_high for p in stab if p.want_high is not None), default=None)
+    highest = max((p.want for p in stab if p.want is not None), default=None)
     if highest is None or _bound(highest, policy, ctx.partitions) >= current:
         if current >= cap and last.want is not None and last.want > cap:
             return hold(AT_LIMIT, f"{last.want} replicas recommended but the limit is {cap}")
@@ -283,7 +286,7 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
     if not (covered and settled):
         return hold(STABILIZING, f"Fewer replicas ({highest}) fit; waiting out the stabilization window")
     drain = last.lag / (mu * current)
-    if drain > policy.catch_up_seconds * policy.backlog_fraction:
+    if drain > policy.saturation_seconds:
         return hold(WORKING_OFF_BACKLOG, f"Working off a backlog of {last.lag} records (~{drain:.0f} s)")
     step = max(1, math.floor(current * policy.max_down_fraction))
     target = max(_bound(highest, policy, ctx.partitions), current - step)
