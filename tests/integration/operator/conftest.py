@@ -76,6 +76,8 @@ def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]
     with runner:
         assert started.wait(timeout=30), "the operator did not start"
         yield runner
+        # Delete the apps while the operator still runs, so their finalizers are honoured.
+        kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=90s")
     assert runner.exception is None, runner.exception
 
 

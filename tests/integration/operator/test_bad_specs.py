@@ -1,0 +1,259 @@
+"""Bad specs are rejected by the real API server at admission, with a message that says what to change."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+from kube import Kubectl
+
+pytestmark = pytest.mark.k8s
+
+GOOD: dict[str, Any] = {
+    "apiVersion": "streaming.floe.dev/v1alpha1",
+    "kind": "StreamingApp",
+    "metadata": {"name": "bad"},
+    "spec": {
+        "image": "registry.example.com/floe/app:1",
+        "job": {"entrypoint": "app.main:transform"},
+        "kafka": {"bootstrapServers": "kafka:9092", "topics": ["in"]},
+        "state": {"cassandra": {"hosts": ["cassandra"], "keyspace": "app"}},
+    },
+}
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(obj: dict[str, Any]) -> None:
+        node = obj
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        if value is _DELETE:
+            del node[parts[-1]]
+        else:
+            node[parts[-1]] = value
+
+    return change
+
+
+_DELETE = object()
+
+# (case id, change, text the API server's message must contain)
+CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("no-image", _set("spec.image", _DELETE), "spec.image: Required value"),
+    ("image-with-space", _set("spec.image", "app: 1"), "spec.image must not contain whitespace"),
+    (
+        "bad-entrypoint",
+        _set("spec.job.entrypoint", "run my job"),
+        "spec.job.entrypoint must be 'package.module:function'",
+    ),
+    (
+        "negative-replicas",
+        _set("spec.replicas", -1),
+        "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0",
+    ),
+    ("too-many-replicas", _set("spec.replicas", 5000), "should be less than or equal to 1000"),
+    (
+        "no-topics",
+        _set("spec.kafka.topics", []),
+        "spec.kafka.topics: Invalid value: 0: spec.kafka.topics in body should have at least 1 items",
+    ),
+    ("bad-topic-name", _set("spec.kafka.topics", ["bad topic!"]), "spec.kafka.topics[0] in body should match"),
+    ("duplicate-topics", _set("spec.kafka.topics", ["in", "in"]), 'spec.kafka.topics[1]: Duplicate value: "in"'),
+    (
+        "output-is-input",
+        _set("spec.kafka.outputTopics", ["in"]),
+        "a topic must not be both in spec.kafka.topics and in spec.kafka.outputTopics",
+    ),
+    (
+        "bootstrap-without-port",
+        _set("spec.kafka.bootstrapServers", "kafka"),
+        "spec.kafka.bootstrapServers must be a comma-separated list of host:port",
+    ),
+    (
+        "bad-starting-offsets",
+        _set("spec.kafka.startingOffsets", "middle"),
+        'Unsupported value: "middle": supported values: "earliest", "latest"',
+    ),
+    (
+        "sasl-protocol-without-sasl",
+        _set("spec.kafka.security", {"protocol": "SASL_SSL"}),
+        "spec.kafka.security.sasl is required when protocol is SASL_PLAINTEXT or SASL_SSL",
+    ),
+    (
+        "tls-without-ssl",
+        _set("spec.kafka.security", {"tls": {"caSecretRef": {"name": "ca"}}}),
+        "spec.kafka.security.tls needs protocol SSL or SASL_SSL",
+    ),
+    (
+        "bad-keyspace",
+        _set("spec.state.cassandra.keyspace", "Orders-KS"),
+        "spec.state.cassandra.keyspace must be lowercase letters, digits and '_'",
+    ),
+    (
+        "nts-without-datacenters",
+        _set("spec.state.cassandra.replication", {"strategy": "NetworkTopologyStrategy"}),
+        "spec.state.cassandra.replication.datacenters is required with NetworkTopologyStrategy",
+    ),
+    (
+        "bad-store-type",
+        _set("spec.state.stores", [{"name": "s", "type": "rocksdb"}]),
+        'spec.state.stores[0].type: Unsupported value: "rocksdb"',
+    ),
+    (
+        "duplicate-stores",
+        _set("spec.state.stores", [{"name": "s"}, {"name": "s"}]),
+        "spec.state.stores[1]: Duplicate value",
+    ),
+    (
+        "bad-store-name",
+        _set("spec.state.stores", [{"name": "Counts!"}]),
+        "a store name must be lowercase letters, digits and '_'",
+    ),
+    (
+        "zero-ttl",
+        _set("spec.state.stores", [{"name": "s", "ttlSeconds": 0}]),
+        "spec.state.stores[0].ttlSeconds in body should be greater than or equal to 1",
+    ),
+    (
+        "bad-deletion-policy",
+        _set("spec.state.deletionPolicy", "Orphan"),
+        'spec.state.deletionPolicy: Unsupported value: "Orphan"',
+    ),
+    (
+        "drain-exceeds-grace",
+        _set("spec.shutdown", {"drainTimeoutSeconds": 60, "terminationGracePeriodSeconds": 60}),
+        "spec.shutdown.preStopDelaySeconds + drainTimeoutSeconds must be less than terminationGracePeriodSeconds",
+    ),
+    (
+        "heartbeat-too-slow",
+        _set("spec.shutdown", {"sessionTimeoutMs": 6000, "heartbeatIntervalMs": 3000}),
+        "spec.shutdown.heartbeatIntervalMs must be at most a third of sessionTimeoutMs",
+    ),
+    (
+        "rollout-cannot-progress",
+        _set("spec.rollout", {"maxSurge": 0, "maxUnavailable": "0%"}),
+        "spec.rollout.maxSurge and maxUnavailable must not both be zero",
+    ),
+    (
+        "bad-max-surge",
+        _set("spec.rollout", {"maxSurge": "lots"}),
+        "spec.rollout.maxSurge must be a non-negative number or a percentage",
+    ),
+    (
+        "autoscaling-min-above-max",
+        _set("spec.autoscaling", {"minReplicas": 5, "maxReplicas": 2}),
+        "spec.autoscaling.minReplicas must be less than or equal to maxReplicas",
+    ),
+    (
+        "bad-autoscaling-mode",
+        _set("spec.autoscaling", {"mode": "VPA", "maxReplicas": 2}),
+        'spec.autoscaling.mode: Unsupported value: "VPA"',
+    ),
+    ("bad-spark-master", _set("spec.spark", {"master": "yarn"}), "spec.spark.master must be local, local[N], local[*]"),
+    (
+        "spark-conf-sets-master",
+        _set("spec.spark", {"conf": {"spark.master": "local"}}),
+        "spec.spark.conf must not set spark.master or spark.app.name",
+    ),
+    (
+        "executor-without-k8s",
+        _set("spec.spark", {"executor": {"instances": 2}}),
+        "spec.spark.executor needs a k8s:// spec.spark.master",
+    ),
+    (
+        "reserved-env",
+        _set("spec.env", [{"name": "FLOE_CONFIG", "value": "/x"}]),
+        "env names starting with FLOE_ are reserved for the operator",
+    ),
+    (
+        "env-value-and-source",
+        _set("spec.env", [{"name": "X", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]),
+        "an env entry takes value or valueFrom, not both",
+    ),
+    (
+        "managed-pod-label",
+        _set("spec.pod", {"labels": {"app.kubernetes.io/name": "x"}}),
+        "spec.pod.labels must not set app.kubernetes.io/ or streaming.floe.dev/ labels",
+    ),
+    (
+        "requests-above-limits",
+        _set("spec.resources", {"requests": {"memory": "4Gi"}, "limits": {"memory": "2Gi"}}),
+        "spec.resources.requests must not exceed spec.resources.limits",
+    ),
+    (
+        "bad-quantity",
+        _set("spec.resources", {"requests": {"cpu": "lots"}}),
+        "a resource request must be a quantity like 500m, 1 or 2Gi",
+    ),
+    (
+        "privileged-metrics-port",
+        _set("spec.metrics", {"port": 80}),
+        "spec.metrics.port in body should be greater than or equal to 1024",
+    ),
+    ("name-too-long", _set("metadata.name", "a" * 60), "metadata.name must be at most 52 characters"),
+    ("no-state", _set("spec.state", _DELETE), "spec.state: Required value"),
+]
+
+
+def test_there_are_at_least_twenty_cases() -> None:
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize(("change", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_spec_is_rejected(
+    kube: Kubectl, namespace: str, change: Callable[[dict[str, Any]], None], expected: str
+) -> None:
+    obj = copy.deepcopy(GOOD)
+    obj["metadata"]["namespace"] = namespace
+    change(obj)
+    proc = kube.run("create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(obj), check=False)
+    assert proc.returncode != 0, f"accepted: {json.dumps(obj['spec'])}"
+    assert expected in proc.stderr, proc.stderr
+
+
+def test_the_good_spec_is_accepted(kube: Kubectl, namespace: str) -> None:
+    obj = copy.deepcopy(GOOD)
+    obj["metadata"]["namespace"] = namespace
+    kube.run("create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(obj))
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ({"spec": {"state": {"cassandra": {"keyspace": "other"}}}}, "spec.state.cassandra.keyspace is immutable"),
+        (
+            {"spec": {"state": {"stores": [{"name": "s", "type": "global"}]}}},
+            "the type of a store is immutable; add a store with a new name instead",
+        ),
+    ],
+    ids=["keyspace", "store-type"],
+)
+def test_immutable_fields(kube: Kubectl, namespace: str, patch: dict[str, Any], expected: str) -> None:
+    obj = copy.deepcopy(GOOD)
+    obj["metadata"] = {
+        "name": f"immutable-{'ks' if 'cassandra' in json.dumps(patch) else 'store'}",
+        "namespace": namespace,
+    }
+    obj["spec"]["state"]["stores"] = [{"name": "s", "type": "partitioned"}]
+    kube.run("create", "-f", "-", stdin=yaml.safe_dump(obj))
+    try:
+        proc = kube.run(
+            "patch",
+            "streamingapp",
+            obj["metadata"]["name"],
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+            check=False,
+        )
+        assert proc.returncode != 0
+        assert expected in proc.stderr, proc.stderr
+    finally:
+        kube.run("delete", "streamingapp", obj["metadata"]["name"], "-n", namespace, "--wait=false")

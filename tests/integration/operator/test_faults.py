@@ -1,0 +1,133 @@
+"""What only the operator can know: a missing Secret or key, a missing topic, Cassandra or Kafka
+unreachable. Each gives Degraded with a precise reason, no Deployment, retries, and recovery once
+fixed; the other apps keep being served."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from conftest import app_manifest
+from kube import Kubectl, condition, wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
+
+
+@pytest.fixture(scope="module")
+def args(
+    namespace: str, topic: str, keyspace: str, kafka_bootstrap: str, cassandra_hosts: list[str], cassandra_port: int
+) -> dict[str, Any]:
+    return {
+        "namespace": namespace,
+        "topic": topic,
+        "keyspace": keyspace,
+        "kafka": kafka_bootstrap,
+        "hosts": cassandra_hosts,
+        "port": cassandra_port,
+    }
+
+
+def _degraded(kube: Kubectl, name: str, namespace: str, reason: str) -> dict[str, Any]:
+    return wait_for(
+        lambda: (
+            (o := kube.get("streamingapp", name, namespace)) and condition(o, "Degraded").get("reason") == reason and o
+        ),
+        what=f"Degraded {reason} on {name}",
+        timeout=60,
+    )
+
+
+def _warning(kube: Kubectl, name: str, namespace: str, reason: str) -> None:
+    wait_for(
+        lambda: [
+            e
+            for e in kube.list("event", namespace)
+            if e["involvedObject"]["name"] == name and e["reason"] == reason and e["type"] == "Warning"
+        ],
+        what=f"a Warning event {reason}",
+    )
+
+
+def test_missing_secret_then_key_then_recovery(kube: Kubectl, args: dict[str, Any], operator: object) -> None:
+    ns = args["namespace"]
+    body = app_manifest("needs-secret", **args)
+    body["spec"]["state"]["cassandra"]["credentialsSecretRef"] = {"name": "cass-creds"}
+    kube.apply(body)
+    obj = _degraded(kube, "needs-secret", ns, "SecretNotFound")
+    assert condition(obj, "Degraded")["status"] == "True"
+    assert "Secret cass-creds not found" in condition(obj, "Degraded")["message"]
+    assert condition(obj, "Ready")["reason"] == "SecretNotFound"
+    assert kube.get("deployment", "needs-secret", ns) is None
+    _warning(kube, "needs-secret", ns, "SecretNotFound")
+
+    kube.run("create", "secret", "generic", "cass-creds", "-n", ns, "--from-literal=username=floe")
+    obj = _degraded(kube, "needs-secret", ns, "SecretKeyNotFound")
+    assert "has no key password" in condition(obj, "Degraded")["message"]
+    assert kube.get("deployment", "needs-secret", ns) is None
+
+    kube.run("delete", "secret", "cass-creds", "-n", ns)
+    kube.run(
+        "create",
+        "secret",
+        "generic",
+        "cass-creds",
+        "-n",
+        ns,
+        "--from-literal=username=floe",
+        "--from-literal=password=x",
+    )
+    dep = wait_for(lambda: kube.get("deployment", "needs-secret", ns), what="the Deployment after the fix")
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FLOE_CASSANDRA_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "cass-creds", "key": "password"}
+    cm = kube.get("configmap", "needs-secret-config", ns)
+    assert cm is not None and "password" not in cm["data"]["floe.yaml"]
+    obj = wait_for(
+        lambda: (
+            (o := kube.get("streamingapp", "needs-secret", ns)) and condition(o, "Degraded")["status"] == "False" and o
+        ),
+        what="Degraded False",
+    )
+    assert condition(obj, "Degraded")["reason"] == "AsExpected"
+
+
+def test_missing_topic_then_recovery(
+    kube: Kubectl, args: dict[str, Any], kafka_bootstrap: str, operator: object
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    ns = args["namespace"]
+    missing = f"floe-op-missing-{uuid.uuid4().hex[:6]}"
+    kube.apply(app_manifest("needs-topic", **{**args, "topic": missing}))
+    obj = _degraded(kube, "needs-topic", ns, "TopicNotFound")
+    assert f"Input topic {missing} not found" in condition(obj, "Degraded")["message"]
+    assert kube.get("deployment", "needs-topic", ns) is None
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(missing, num_partitions=1, replication_factor=1)])[missing].result(timeout=30)
+    wait_for(lambda: kube.get("deployment", "needs-topic", ns), what="the Deployment after the topic exists")
+    obj = wait_for(
+        lambda: (
+            (o := kube.get("streamingapp", "needs-topic", ns)) and (o.get("status") or {}).get("partitions") == 1 and o
+        ),
+        what="partitions counted",
+    )
+    # 2 replicas, 1 partition: one replica would idle.
+    assert condition(obj, "ReplicasWithinPartitions")["reason"] == "ReplicasExceedPartitions"
+
+
+def test_unreachable_services_degrade_without_blocking_others(
+    kube: Kubectl, args: dict[str, Any], operator: object
+) -> None:
+    ns = args["namespace"]
+    kube.apply(app_manifest("no-cassandra", **{**args, "port": 1}))
+    kube.apply(app_manifest("no-kafka", **{**args, "kafka": "127.0.0.1:1"}))
+    kube.apply(app_manifest("healthy", **args))
+    wait_for(lambda: kube.get("deployment", "healthy", ns), what="the healthy app's Deployment")
+    obj = _degraded(kube, "no-cassandra", ns, "CassandraUnavailable")
+    assert "127.0.0.1:1" in condition(obj, "Degraded")["message"]
+    assert condition(obj, "StateProvisioned")["status"] == "False"
+    obj = _degraded(kube, "no-kafka", ns, "KafkaUnavailable")
+    assert "127.0.0.1:1" in condition(obj, "Degraded")["message"]
+    assert kube.get("deployment", "no-cassandra", ns) is None
+    assert kube.get("deployment", "no-kafka", ns) is None
