@@ -1,0 +1,64 @@
+# syntax=docker/dockerfile:1.7
+# The Floe job runtime: the floe-job command, PySpark with a Java runtime, Spark's Kafka
+# connector jars and the examples. App images build FROM it and add their code.
+#
+#   docker build -f images/job.Dockerfile -t ghcr.io/floe-dev/floe-job:0.1.0 .
+#
+# The build context is the repository root. Pods run it as uid 185 (the StreamingApp's
+# spec.pod.runAsUser default, as in Spark's own images) with a read-only root filesystem and
+# a writable /tmp, where Spark keeps its scratch space (spark.local.dir) and Ivy cache.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+WORKDIR /src
+RUN pip install --no-cache-dir --upgrade pip build
+COPY pyproject.toml README.md ./
+COPY operator/ operator/
+COPY jobs/ jobs/
+COPY stack/ stack/
+RUN python -m build --wheel --outdir /wheels . \
+ && pip wheel --no-cache-dir --wheel-dir /wheels /wheels/floe-*.whl
+
+FROM ${PYTHON_IMAGE}
+# Spark 4 runs on Java 17; procps gives Spark's scripts `ps`. /opt/java points at the JRE
+# whatever the architecture.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
+ARG UID=185
+RUN groupadd --gid ${UID} spark \
+ && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /tmp --shell /usr/sbin/nologin spark
+
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels /wheels/floe-*.whl && rm -rf /wheels
+
+# Spark's Kafka source and what it needs beyond pyspark, matching pyspark 4.0.0 (Scala 2.13),
+# from Maven Central with pinned digests.
+ARG MAVEN=https://repo1.maven.org/maven2
+ADD --chmod=644 --checksum=sha256:33a3b8b04df4a2e43c9d5bf8ca5972936a1ac662f2714e014d00ef6f27468bf3 \
+    ${MAVEN}/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0/spark-sql-kafka-0-10_2.13-4.0.0.jar /opt/floe/jars/
+ADD --chmod=644 --checksum=sha256:f2be3b76f9e6cbe63379d4e4e0dc14f59dbf056ae2ad16ff15ac108004c86767 \
+    ${MAVEN}/org/apache/spark/spark-token-provider-kafka-0-10_2.13/4.0.0/spark-token-provider-kafka-0-10_2.13-4.0.0.jar /opt/floe/jars/
+ADD --chmod=644 --checksum=sha256:15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18 \
+    ${MAVEN}/org/apache/kafka/kafka-clients/3.9.0/kafka-clients-3.9.0.jar /opt/floe/jars/
+ADD --chmod=644 --checksum=sha256:6d3bd18df8410f3e31b031aca582cc109342358a62a2759ebd0c4cdf30d06f8b \
+    ${MAVEN}/org/apache/commons/commons-pool2/2.12.0/commons-pool2-2.12.0.jar /opt/floe/jars/
+
+# The examples, so examples/*/streamingapp.yaml run on this image as they are.
+WORKDIR /opt/floe
+COPY examples/ examples/
+
+ENV JAVA_HOME=/opt/java \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    HOME=/tmp \
+    SPARK_USER=spark \
+    FLOE_SPARK_JARS=/opt/floe/jars/spark-sql-kafka-0-10_2.13-4.0.0.jar,/opt/floe/jars/spark-token-provider-kafka-0-10_2.13-4.0.0.jar,/opt/floe/jars/kafka-clients-3.9.0.jar,/opt/floe/jars/commons-pool2-2.12.0.jar
+# The runtime's /metrics, /healthz, /readyz and state queries (spec.metrics.port).
+EXPOSE 9400
+USER 185:185
+# floe-job runs as PID 1 and handles SIGTERM itself: it drains the batch, commits and leaves
+# the Kafka group (the operator sets the same command in the pod).
+ENTRYPOINT ["floe-job"]

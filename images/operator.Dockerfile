@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1.7
+# The Floe operator: the floe-operator command and the libraries it imports, without Spark.
+#
+#   docker build -f images/operator.Dockerfile -t ghcr.io/floe-dev/floe-operator:0.1.0 .
+#
+# The build context is the repository root. The operator shares the Cassandra DDL and the
+# offsets layout with the job runtime (floe_jobs), so it installs the whole distribution,
+# but not pyspark: nothing the operator imports needs it, and it is most of the job image.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+WORKDIR /src
+RUN pip install --no-cache-dir --upgrade pip build
+COPY pyproject.toml README.md ./
+COPY operator/ operator/
+COPY jobs/ jobs/
+COPY stack/ stack/
+# The runtime dependencies from pyproject.toml, minus pyspark, so the pins live in one place.
+RUN python - <<'PY' > /tmp/requirements.txt
+import tomllib
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))
+PY
+RUN python -m build --wheel --outdir /wheels . \
+ && pip wheel --no-cache-dir --wheel-dir /wheels -r /tmp/requirements.txt \
+ && cp /tmp/requirements.txt /wheels/requirements.txt
+
+FROM ${PYTHON_IMAGE}
+ARG UID=10001
+RUN groupadd --gid ${UID} floe \
+ && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin floe
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \
+ && pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl \
+ && rm -rf /wheels
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
+# Metrics (FLOE_METRICS_PORT) and Kopf's /healthz (FLOE_LIVENESS_PORT).
+EXPOSE 8080 8081
+USER 10001:10001
+ENTRYPOINT ["floe-operator"]
