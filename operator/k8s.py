@@ -40,6 +40,9 @@ _RESOURCES: dict[tuple[str, str], str] = {
     ("rbac.authorization.k8s.io/v1", "Role"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/servicemonitors",
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers",
+    ("keda.sh/v1alpha1", "ScaledObject"): "/apis/keda.sh/v1alpha1/namespaces/{ns}/scaledobjects",
+    ("keda.sh/v1alpha1", "TriggerAuthentication"): "/apis/keda.sh/v1alpha1/namespaces/{ns}/triggerauthentications",
     (model.API_VERSION, model.KIND): f"/apis/{model.API_VERSION}/namespaces/{{ns}}/{model.PLURAL}",
 }
 
@@ -136,6 +139,18 @@ class Cluster:
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource of a StreamingApp."""
         return await asyncio.to_thread(self.patch_status_sync, namespace, name, status)
+
+    def scale_sync(self, namespace: str, name: str, replicas: int) -> dict[str, Any]:
+        WRITES.labels(kind=model.KIND, verb="scale").inc()
+        path = path_of(model.API_VERSION, model.KIND, namespace, name) + "/scale"
+        code, parsed = self._call(
+            "PATCH", path, body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json"
+        )
+        return self._checked(code, parsed, kind=model.KIND, name=name)
+
+    async def scale(self, namespace: str, name: str, replicas: int) -> dict[str, Any]:
+        """Set a StreamingApp's replicas through its scale subresource (as an HPA would)."""
+        return await asyncio.to_thread(self.scale_sync, namespace, name, replicas)
 
     def delete_sync(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         WRITES.labels(kind=kind, verb="delete").inc()
