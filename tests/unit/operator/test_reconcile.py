@@ -1,0 +1,200 @@
+"""The reconcile pass with in-memory stand-ins for the API server, Kafka and Cassandra (a unit test:
+it checks the decisions — what is applied, when nothing is — not the services themselves, which the
+integration tests drive for real)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from conftest import load_case
+from floe_operator import cassandra, conditions, kafka, model, reconcile, render
+
+
+class FakeCluster:
+    def __init__(self, secrets: dict[str, dict[str, str]] | None = None) -> None:
+        self.secrets = secrets or {}
+        self.applied: list[dict[str, Any]] = []
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        return self.secrets.get(name)
+
+    async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(dict(obj))
+        stored.setdefault("status", {})
+        self.applied.append(stored)
+        self.objects[(obj["kind"], obj["metadata"]["name"])] = stored
+        return stored
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((kind, name))
+
+    async def crd_exists(self, name: str) -> bool:
+        return False
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        self.objects.pop((kind, name), None)
+
+
+class FakeKafka:
+    def __init__(self, topics: dict[str, int] | None = None, down: bool = False) -> None:
+        self.topics = topics or {}
+        self.down = down
+
+    async def partitions(self, target: kafka.Target, topics: list[str]) -> dict[str, int | None]:
+        if self.down:
+            raise kafka.KafkaUnavailable("cannot list topics at kafka:9092")
+        return {t: self.topics.get(t) for t in topics}
+
+    def forget(self, target: kafka.Target) -> None:
+        pass
+
+
+class FakeProvisioner:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.calls = 0
+        self.error = error
+
+    async def provision(self, target: cassandra.Target, app: model.StreamingApp) -> None:
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+
+
+def _deps(**kw: Any) -> reconcile.Deps:
+    return reconcile.Deps(
+        cluster=kw.get("cluster", FakeCluster()),  # type: ignore[arg-type]
+        provisioner=kw.get("provisioner", FakeProvisioner()),  # type: ignore[arg-type]
+        kafka=kw.get("kafka", FakeKafka({"lines": 4})),  # type: ignore[arg-type]
+    )
+
+
+def _children(cluster: FakeCluster) -> dict[str, list[dict[str, Any]]]:
+    result: dict[str, list[dict[str, Any]]] = {}
+    for (kind, _), obj in cluster.objects.items():
+        result.setdefault(kind, []).append(obj)
+    return result
+
+
+def _run(body: dict[str, Any], deps: reconcile.Deps, children: Mapping[str, Any]) -> reconcile.Outcome:
+    return asyncio.run(reconcile.reconcile(body, deps=deps, children=children))
+
+
+def test_first_pass_provisions_and_applies_everything() -> None:
+    deps = _deps()
+    outcome = _run(load_case("minimal"), deps, {})
+    assert outcome.fault is None
+    assert outcome.applied == [
+        "ConfigMap/word-count-config",
+        "Service/word-count",
+        "PodDisruptionBudget/word-count",
+        "Deployment/word-count",
+    ]
+    assert deps.provisioner.calls == 1  # type: ignore[attr-defined]
+    assert outcome.status_patch["partitions"] == 4
+    assert outcome.status_patch["provisionedHash"]
+
+
+def test_second_pass_of_an_unchanged_app_writes_nothing() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    first = _run(body, deps, {})
+    body["status"] = first.status_patch
+    cluster.applied.clear()
+    second = _run(body, deps, _children(cluster))
+    assert cluster.applied == []
+    assert second.status_patch == {}
+    assert second.events == []
+    assert deps.provisioner.calls == 1  # type: ignore[attr-defined]
+
+
+def test_replicas_change_applies_only_the_deployment_with_the_same_template() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["status"] = _run(body, deps, {}).status_patch
+    template = copy.deepcopy(cluster.objects[("Deployment", "word-count")]["spec"]["template"])
+    cluster.applied.clear()
+    body["spec"]["replicas"] = 3
+    body["metadata"]["generation"] = 2
+    _run(body, deps, _children(cluster))
+    assert [o["kind"] for o in cluster.applied] == ["Deployment"]
+    assert cluster.applied[0]["spec"]["replicas"] == 3
+    assert cluster.applied[0]["spec"]["template"] == template
+
+
+def test_drift_on_a_child_is_corrected() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["status"] = _run(body, deps, {}).status_patch
+    cluster.objects[("Deployment", "word-count")]["spec"]["replicas"] = 7  # someone scaled the Deployment
+    cluster.applied.clear()
+    _run(body, deps, _children(cluster))
+    assert [o["kind"] for o in cluster.applied] == ["Deployment"]
+
+
+@pytest.mark.parametrize(
+    ("deps_kw", "reason"),
+    [
+        ({"kafka": FakeKafka({})}, conditions.TOPIC_NOT_FOUND),
+        ({"kafka": FakeKafka(down=True)}, conditions.KAFKA_UNAVAILABLE),
+        ({"provisioner": FakeProvisioner(cassandra.CassandraUnavailable("no host"))}, conditions.CASSANDRA_UNAVAILABLE),
+        (
+            {"provisioner": FakeProvisioner(cassandra.ProvisioningRejected("bad option"))},
+            conditions.PROVISIONING_FAILED,
+        ),
+    ],
+)
+def test_faults_block_the_rollout(deps_kw: dict[str, Any], reason: str) -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster, **deps_kw)
+    outcome = _run(load_case("minimal"), deps, {})
+    assert outcome.fault is not None and outcome.fault.reason == reason
+    assert cluster.applied == []
+    degraded = next(c for c in outcome.status_patch["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", reason)
+
+
+def test_missing_secret_and_key() -> None:
+    body = load_case("sasl-plaintext")
+    outcome = _run(body, _deps(kafka=FakeKafka({"metrics.raw": 3})), {})
+    assert outcome.fault == conditions.Fault(
+        conditions.SECRET_NOT_FOUND,
+        "Secret rollup-kafka not found in namespace obs; create it or fix the spec reference to it",
+    )
+    cluster = FakeCluster({"rollup-kafka": {"username": "u"}})
+    outcome = _run(body, _deps(cluster=cluster, kafka=FakeKafka({"metrics.raw": 3})), {})
+    assert outcome.fault is not None and outcome.fault.reason == conditions.SECRET_KEY_NOT_FOUND
+    assert "password" in outcome.fault.message
+
+
+def test_is_subset_tolerates_api_defaults_and_quantity_forms() -> None:
+    desired = {"a": 1, "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}, "args": [], "list": [{"x": 1}]}
+    live = {"a": 1, "b": 2, "resources": {"limits": {"cpu": "1000m", "memory": "1024Mi"}}, "list": [{"x": 1, "y": 2}]}
+    assert reconcile.is_subset(desired, live)
+    assert not reconcile.is_subset({"a": 2}, live)
+    assert not reconcile.is_subset({"list": [{"x": 1}, {"x": 2}]}, live)
+    assert not reconcile.is_subset({"cpu": "1"}, {"cpu": "1000m"})  # quantities only under resources
+
+
+def test_tables_to_drop_keeps_tables_shared_with_other_apps() -> None:
+    app = model.StreamingApp.from_body(load_case("full"))
+    other_body = load_case("full")
+    other_body["metadata"].update(name="orders-v2", uid="other")
+    other_body["spec"]["state"]["stores"] = [{"name": "customers", "type": "global"}]
+    other = model.StreamingApp.from_body(other_body)
+    tables = reconcile.tables_to_drop(app, [app, other])
+    assert "customers_kstreams_store" not in tables
+    assert "order_state_kstreams_store" in tables
+    assert tables[-1] == cassandra.offsets_table(app)
+
+
+def test_render_children_are_deterministic() -> None:
+    app = model.StreamingApp.from_body(load_case("full"))
+    assert render.children(app) == render.children(app)
