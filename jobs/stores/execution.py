@@ -91,6 +91,8 @@ class Executor:
         self.profile = profile_or_default(session, profile)
         self.retry = retry
         self.metrics = metrics
+        timeout = session.cluster.profile_manager.profiles[self.profile].request_timeout
+        self.request_timeout = float(timeout if timeout is not None else session.default_timeout or 10.0)
 
     # -- errors ---------------------------------------------------------------------------
 
@@ -159,7 +161,9 @@ class Executor:
         pending = list(range(len(calls)))
         attempt = 1
         while pending:
-            errors = _Round(self.session, self.profile, calls, pending, results, concurrency).run()
+            errors = _Round(
+                self.session, self.profile, calls, pending, results, concurrency, self.request_timeout
+            ).run()
             if not errors:
                 return results  # type: ignore[return-value]
             fatal = [(i, e) for i, e in errors.items() if not isinstance(e, TRANSIENT_ERRORS)]
@@ -220,6 +224,12 @@ class _Round:
     thread hands work to another per statement. A future that completes synchronously
     (e.g. no host at all) would make that chain recursive: past a small depth the next
     statement is handed back to the waiting thread instead.
+
+    Statements go out without a per-request client timer (that timer costs about as much
+    CPU as the rest of the request path); instead the round has a watchdog: when nothing
+    completes for `request_timeout` seconds, every statement still in flight or unsent
+    fails with OperationTimedOut (and is retried by the next round, if attempts remain).
+    Server-side read/write timeouts still arrive as ReadTimeout/WriteTimeout as usual.
     """
 
     _MAX_DEPTH = 20
@@ -232,16 +242,22 @@ class _Round:
         pending: list[int],
         results: list[list[Row] | None],
         concurrency: int,
+        request_timeout: float,
     ) -> None:
         self.session = session
         self.profile = profile
         self.calls = calls
+        self.pending = pending
         self.results = results
         self.concurrency = max(1, concurrency)
+        self.request_timeout = request_timeout
         self.errors: dict[int, BaseException] = {}
         self.total = len(pending)
         self.completed = 0
         self.todo = iter(pending)
+        self.in_flight: set[int] = set()
+        self.closed = False
+        self.last_progress = time.monotonic()
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)
         self.handed_back = 0
@@ -254,7 +270,7 @@ class _Round:
             self._send_next()
         with self.wake:
             while True:
-                while self.handed_back:
+                while self.handed_back and not self.closed:
                     self.handed_back -= 1
                     self.wake.release()
                     try:
@@ -263,7 +279,20 @@ class _Round:
                         self.wake.acquire()
                 if self.completed >= self.total:
                     return self.errors
-                self.wake.wait()
+                self.wake.wait(timeout=self.request_timeout)
+                if (self.completed < self.total
+                        and time.monotonic() - self.last_progress >= self.request_timeout):
+                    return self._expire()
+
+    def _expire(self) -> dict[int, BaseException]:
+        """Called with the lock held: gives up on what is in flight or unsent."""
+        self.closed = True
+        timed_out = OperationTimedOut(
+            f"no statement completed within {self.request_timeout:.1f}s"
+        )
+        for index in [*self.in_flight, *self.todo]:
+            self.errors[index] = timed_out
+        return self.errors
 
     def _send_next(self) -> None:
         depth = getattr(self.local, "depth", 0)
@@ -276,13 +305,16 @@ class _Round:
         try:
             while True:
                 with self.lock:
+                    if self.closed:
+                        return
                     index = next(self.todo, None)
-                if index is None:
-                    return
+                    if index is None:
+                        return
+                    self.in_flight.add(index)
                 statement, params = self.calls[index]
                 try:
                     future: ResponseFuture = self.session.execute_async(
-                        statement, params, execution_profile=self.profile
+                        statement, params, timeout=None, execution_profile=self.profile
                     )
                 except Exception as exc:
                     self._complete(index, None, exc)
@@ -292,20 +324,26 @@ class _Round:
         finally:
             self.local.depth = depth
 
-    def _complete(self, index: int, rows: Any, exc: BaseException | None) -> None:
-        if exc is None:
-            self.results[index] = rows if isinstance(rows, list) else list(rows or ())
+    def _complete(self, index: int, rows: Any, exc: BaseException | None) -> bool:
+        """Records one outcome; False when the round was already given up."""
         with self.wake:
-            if exc is not None:
+            if self.closed:
+                return False
+            self.in_flight.discard(index)
+            if exc is None:
+                self.results[index] = rows if isinstance(rows, list) else list(rows or ())
+            else:
                 self.errors[index] = exc
             self.completed += 1
+            self.last_progress = time.monotonic()
             if self.completed >= self.total:
                 self.wake.notify()
+            return True
 
     def _succeeded(self, rows: Any, index: int) -> None:
-        self._complete(index, rows, None)
-        self._send_next()
+        if self._complete(index, rows, None):
+            self._send_next()
 
     def _failed(self, exc: BaseException, index: int) -> None:
-        self._complete(index, None, exc)
-        self._send_next()
+        if self._complete(index, None, exc):
+            self._send_next()
