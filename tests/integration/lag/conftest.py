@@ -1,0 +1,122 @@
+"""Fixtures for the lag exporter and autoscaler against the local stack's real Kafka, Cassandra and API server.
+
+Time is injected: a `FakeClock` stands for the wall clock of the scraper and the loop, and
+each test moves it forward by one interval between scrapes, producing and committing
+exactly what it wants to have happened in that interval. Offsets and records are real.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from floe_jobs import offsets
+
+
+class FakeClock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(scope="module")
+def cql(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[Any]:
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(cassandra_hosts, port=cassandra_port)
+    session = cluster.connect()
+    yield session
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def keyspace(cql: Any) -> Iterator[str]:
+    name = f"it_lag_{uuid.uuid4().hex[:8]}"
+    cql.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {name}"
+        " WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    yield name
+    cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
+
+
+@pytest.fixture(scope="module")
+def admin(kafka_bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+
+@pytest.fixture
+def make_topic(admin: Any) -> Iterator[Callable[[int], str]]:
+    from confluent_kafka.admin import NewTopic
+
+    created: list[str] = []
+
+    def make(partitions: int) -> str:
+        name = f"it-lag-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
+        created.append(name)
+        return name
+
+    yield make
+    if created:
+        for fut in admin.delete_topics(created).values():
+            fut.result(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def producer(kafka_bootstrap: str) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 5, "acks": "all"})
+
+
+def produce(producer: Any, topic: str, counts: dict[int, int]) -> None:
+    """Append `counts[p]` records to partition p and wait until the broker has them all."""
+    for partition, n in counts.items():
+        for i in range(n):
+            producer.produce(topic, value=b"x" * 16, key=str(i).encode(), partition=partition)
+            if i % 10000 == 9999:
+                producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+class OffsetsRows:
+    """Writes an app's committed offsets the way its runtime does (one row per topic-partition)."""
+
+    def __init__(self, session: Any, keyspace: str, app_id: str) -> None:
+        offsets.ensure_offsets_table(session, keyspace=keyspace, app_id=app_id)
+        self.table = f"{keyspace}.{offsets.offsets_table(app_id)}"
+        self._session = session
+        self._update = session.prepare(
+            f"UPDATE {self.table} SET next_offset = ?, committed_at = toTimestamp(now())"
+            " WHERE topic = ? AND partition = ?"
+        )
+
+    def commit(self, topic: str, positions: dict[int, int]) -> None:
+        for partition, offset in positions.items():
+            self._session.execute(self._update, (offset, topic, partition))
+
+
+def commit_group(bootstrap: str, group: str, topic: str, positions: dict[int, int]) -> None:
+    """Commit offsets for a Kafka consumer group, as a Kafka-committing consumer would."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+    finally:
+        consumer.close()

@@ -1,0 +1,228 @@
+"""Lag and time lag against the real Kafka broker and Cassandra node, with known offsets and produce times.
+
+Records are produced right before each scrape at a known (injected) time, so the end
+offset of every partition is known at every point of its ring and the expected time lag
+follows from the committed offsets the test writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from conftest import FakeClock, OffsetsRows, commit_group, produce
+from floe_operator import cassandra, kafka, lag, lag_metrics, model
+from prometheus_client import CollectorRegistry
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra]
+
+
+def app_body(name: str, *, topics: list[str], bootstrap: str, hosts: list[str], port: int, keyspace: str) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": "lag-it", "uid": str(uuid.uuid4())},
+        "spec": {
+            "image": "example/app:1",
+            "job": {"entrypoint": "m:f"},
+            "kafka": {"bootstrapServers": bootstrap, "topics": topics},
+            "state": {"cassandra": {"hosts": hosts, "port": port, "keyspace": keyspace}},
+        },
+    }
+
+
+def make_scraper(clock: FakeClock, session: Any, *, window: float = 60.0) -> lag.Scraper:
+    return lag.Scraper(
+        kafka_offsets=lag.KafkaOffsets(timeout=3.0),
+        cassandra_offsets=lag.CassandraOffsets(lambda target: session),
+        partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
+        clock=clock,
+        window_seconds=window,
+        rate_seconds=60.0,
+    )
+
+
+def by_partition(app: lag.AppLag) -> dict[int, lag.PartitionLag]:
+    return {p.partition: p for p in app.partitions}
+
+
+def test_lag_and_time_lag_from_cassandra_with_group_fallback(
+    make_topic: Any,
+    producer: Any,
+    cql: Any,
+    keyspace: str,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    clock: FakeClock,
+) -> None:
+    topic = make_topic(3)
+    app = model.StreamingApp.from_body(
+        app_body(
+            "orders",
+            topics=[topic],
+            bootstrap=kafka_bootstrap,
+            hosts=cassandra_hosts,
+            port=cassandra_port,
+            keyspace=keyspace,
+        )
+    )
+    ref = lag.app_ref(app, {})
+    rows = OffsetsRows(cql, keyspace, app.app_id)
+    scraper = make_scraper(clock, cql)
+
+    # 100 records per partition at t0, t0+10, t0+20.
+    t0 = clock.now
+    for _ in range(3):
+        produce(producer, topic, {0: 100, 1: 100, 2: 100})
+        scrape = scraper.scrape([ref])
+        clock.advance(10)
+    clock.advance(-10)  # the last scrape happened at t0 + 20
+    assert scrape.errors == ()
+
+    # p0 at 150 and p1 at 300 in Cassandra; p2 only in the Kafka group, at 250.
+    rows.commit(topic, {0: 150, 1: 300})
+    commit_group(kafka_bootstrap, app.consumer_group, topic, {2: 250})
+    clock.advance(5)
+    result = scraper.scrape([ref]).apps[0]
+    assert not result.stale
+    parts = by_partition(result)
+    assert {p: (x.end, x.committed, x.source) for p, x in parts.items()} == {
+        0: (300, 150, "cassandra"),
+        1: (300, 300, "cassandra"),
+        2: (300, 250, "kafka"),
+    }
+    assert [parts[p].lag for p in range(3)] == [150, 0, 50]
+    # 150 was reached half way between t0 (100) and t0+10 (200): produced at t0+5, now t0+25.
+    assert parts[0].lag_seconds == pytest.approx(20.0) and parts[0].exact
+    assert parts[1].lag_seconds == 0.0
+    # 250 half way between t0+10 and t0+20: t0+15.
+    assert parts[2].lag_seconds == pytest.approx(10.0)
+    assert result.total == 200 and result.max_seconds == pytest.approx(20.0)
+    assert clock.now == t0 + 25
+
+    # A quiet topic: nothing produced, nothing consumed. Time lag keeps growing; caught-up stays 0.
+    clock.advance(100)
+    parts = by_partition(scraper.scrape([ref]).apps[0])
+    assert parts[0].lag_seconds == pytest.approx(120.0)
+    assert parts[1].lag_seconds == 0.0
+
+
+def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(
+    make_topic: Any,
+    producer: Any,
+    cql: Any,
+    keyspace: str,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    clock: FakeClock,
+) -> None:
+    busy, idle = make_topic(2), make_topic(2)
+    app = model.StreamingApp.from_body(
+        app_body(
+            "fresh",
+            topics=[busy, idle],
+            bootstrap=kafka_bootstrap,
+            hosts=cassandra_hosts,
+            port=cassandra_port,
+            keyspace=keyspace,
+        )
+    )
+    produce(producer, busy, {0: 40, 1: 10})
+    commit_group(kafka_bootstrap, app.consumer_group, busy, {0: 30})
+    scraper = make_scraper(clock, cql)
+    result = scraper.scrape([lag.app_ref(app, {})]).apps[0]
+    assert not result.stale
+    got = {(p.topic, p.partition): (p.lag, p.source, p.lag_seconds) for p in result.partitions}
+    assert got == {
+        (busy, 0): (10, "kafka", 0.0),  # first point: the age of what is known, 0 s so far
+        (busy, 1): (0, "none", 0.0),  # nothing committed anywhere: the app has not started
+        (idle, 0): (0, "none", 0.0),
+        (idle, 1): (0, "none", 0.0),
+    }
+    clock.advance(30)
+    result = scraper.scrape([lag.app_ref(app, {})]).apps[0]
+    got = {(p.topic, p.partition): p.lag_seconds for p in result.partitions}
+    assert got[(busy, 0)] == pytest.approx(30.0)  # a lower bound: the records are at least that old
+    assert got[(idle, 0)] == 0.0 and got[(idle, 1)] == 0.0
+
+
+def test_unreachable_sources_mark_only_their_apps_stale_and_recover(
+    make_topic: Any,
+    producer: Any,
+    cql: Any,
+    keyspace: str,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    clock: FakeClock,
+) -> None:
+    topic = make_topic(1)
+    good = model.StreamingApp.from_body(
+        app_body(
+            "good",
+            topics=[topic],
+            bootstrap=kafka_bootstrap,
+            hosts=cassandra_hosts,
+            port=cassandra_port,
+            keyspace=keyspace,
+        )
+    )
+    no_kafka = model.StreamingApp.from_body(
+        app_body(
+            "no-kafka",
+            topics=[topic],
+            bootstrap="127.0.0.1:1",
+            hosts=cassandra_hosts,
+            port=cassandra_port,
+            keyspace=keyspace,
+        )
+    )
+    no_cassandra = model.StreamingApp.from_body(
+        app_body(
+            "no-cassandra", topics=[topic], bootstrap=kafka_bootstrap, hosts=["127.0.0.1"], port=1, keyspace=keyspace
+        )
+    )
+    produce(producer, topic, {0: 5})
+    provisioner = cassandra.Provisioner(connect_timeout=2.0)
+    sessions: dict[int, Any] = {}
+
+    def session_for(target: cassandra.Target) -> Any:
+        if target.port == cassandra_port:
+            return cql
+        if target.port in sessions:
+            return sessions[target.port]
+        return provisioner._session(target)  # raises CassandraUnavailable
+
+    scraper = lag.Scraper(
+        kafka_offsets=lag.KafkaOffsets(timeout=2.0),
+        cassandra_offsets=lag.CassandraOffsets(session_for),
+        partitions_of=kafka.Inspector(ttl=0.0, timeout=2.0).partitions_sync,
+        clock=clock,
+    )
+    registry = CollectorRegistry()
+    metrics = lag_metrics.LagMetrics(registry)
+    refs = [lag.app_ref(a, {}) for a in (good, no_kafka, no_cassandra)]
+    scrape = scraper.scrape(refs)
+    metrics.update(scrape)
+    states = {a.name: a.stale for a in scrape.apps}
+    assert states == {"good": False, "no-kafka": True, "no-cassandra": True}
+    assert {s for s, _ in scrape.errors} == {"kafka", "cassandra"}
+    get = registry.get_sample_value
+    assert get("floe_lag_scrape_errors_total", {"source": "kafka"}) >= 1
+    assert get("floe_lag_scrape_errors_total", {"source": "cassandra"}) >= 1
+    assert get("floe_lag_metrics_stale", {"namespace": "lag-it", "app": "no-cassandra"}) == 1
+    assert get("floe_lag_metrics_stale", {"namespace": "lag-it", "app": "good"}) == 0
+    assert (
+        get("floe_lag_last_success_timestamp_seconds") is None or get("floe_lag_last_success_timestamp_seconds") == 0.0
+    )
+
+    # Cassandra comes back (same scraper, no restart): the app is measured again.
+    sessions[1] = cql
+    clock.advance(10)
+    scrape = scraper.scrape(refs[:1] + refs[2:])
+    metrics.update(scrape)
+    assert [a.stale for a in scrape.apps] == [False, False]
+    assert get("floe_lag_metrics_stale", {"namespace": "lag-it", "app": "no-cassandra"}) == 0
+    assert get("floe_lag_last_success_timestamp_seconds") == clock.now
+    provisioner.close()
