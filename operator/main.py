@@ -66,6 +66,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Coordinate several operator replicas through Kopf peering (needs its CRDs; env FLOE_PEERING).",
     )
     parser.add_argument(
+        "--lag-interval-seconds",
+        type=float,
+        default=float(env.get("FLOE_LAG_INTERVAL_SECONDS", "10")),
+        help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off "
+        "(env FLOE_LAG_INTERVAL_SECONDS, default 10).",
+    )
+    parser.add_argument(
         "--log-level",
         default=env.get("FLOE_LOG_LEVEL", "INFO"),
         help="Log level (env FLOE_LOG_LEVEL, default INFO).",
@@ -73,11 +80,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+class _QuietRoutine(logging.Filter):
+    """Drops Kopf's per-object note for every resync tick and Deployment status change."""
+
+    ROUTINE = ("Timer 'resync' succeeded", "Handler 'deployment_changed' succeeded")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno <= logging.INFO and record.getMessage().startswith(self.ROUTINE))
+
+
+def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
+    """The reconcile handlers, plus the lag loop unless it is turned off."""
+    options = handlers.Options(resync_seconds=args.resync_seconds, check_kafka=not args.no_kafka_check)
+    registry = handlers.build_registry(options)
+    if args.lag_interval_seconds > 0:
+        from floe_operator import lag_handlers
+
+        lag_handlers.register(registry, lag_handlers.Options(interval_seconds=args.lag_interval_seconds))
+    return registry
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    options = handlers.Options(resync_seconds=args.resync_seconds, check_kafka=not args.no_kafka_check)
-    registry = handlers.build_registry(options)
+    logging.getLogger("kopf.objects").addFilter(_QuietRoutine())
+    registry = build_registry(args)
     if args.metrics_port:
         start_http_server(args.metrics_port)
     namespaces = [n.strip() for n in args.namespace if n.strip()]
