@@ -65,6 +65,12 @@ class Stage:
 @dataclass
 class Job:
     stages: list[Stage] = field(default_factory=list)
+    # store name → (key serde, value serde) served by the HTTP query endpoint (metrics.query_port)
+    queries: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def expose(self, store: str, *, key_serde: str = "str", value_serde: str = "str") -> None:
+        """Serve `store` read-only at GET /stores/<store>/keys/<key> and /stores/<store>?prefix=…"""
+        self.queries[store] = (key_serde, value_serde)
 
     def stage(self, *, source: str | None = None, name: str | None = None) -> Callable[[StageFn], StageFn]:
         def register(fn: StageFn) -> StageFn:
@@ -230,13 +236,15 @@ class Batch:
         key: Column,
         value: Column,
         key_serde: str = "str",
-        value_serde: str = "json",
+        value_serde: str = "str",
     ) -> DataFrame:
-        """Keep the last value per key (by offset) in `store`; returns (partition, key, value)."""
+        """Keep the last value per key (by offset) in `store`; returns (partition, key, value).
+        A struct, map or array value is stored as JSON text (readable with the `json` serde)."""
         last = df.groupBy(F.col("partition"), key.alias("key")).agg(F.max_by(value, F.col("offset")).alias("value"))
-        if value_serde == "json":
-            last = last.withColumn("value", F.to_json("value") if _is_struct(last, "value") else F.col("value"))
-        ref = self.store_ref(store, key_serde=key_serde, value_serde="str" if value_serde == "json" else value_serde)
+        if _is_struct(last, "value"):
+            last = last.withColumn("value", F.to_json("value"))
+            value_serde = "str"
+        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
         fn = functools.partial(state.latest_partition_rows, ref=ref, fences=self._fences())
         return self._apply(last, fn, StructField("value", last.schema["value"].dataType))
 

@@ -186,6 +186,12 @@ class ShutdownSettings(_Model):
 
 class MetricsSettings(_Model):
     port: int = Field(default=9400, ge=0, le=65535, description="FLOE_METRICS_PORT: /healthz /readyz /metrics; 0 = off")
+    query_port: int = Field(
+        default=9401,
+        ge=0,
+        le=65535,
+        description="FLOE_METRICS_QUERY_PORT: the store query endpoint of stores the job exposes; 0 = off",
+    )
     stall_seconds: float = Field(
         default=300.0, gt=0, description="FLOE_METRICS_STALL_SECONDS: /healthz fails when the loop is stuck this long"
     )
@@ -266,6 +272,7 @@ ENV_KEYS: dict[tuple[str, ...], tuple[str, str]] = {
     ("shutdown", "drain_timeout_seconds"): ("FLOE_SHUTDOWN_DRAIN_TIMEOUT_SECONDS", "str"),
     ("metrics", "port"): ("FLOE_METRICS_PORT", "str"),
     ("metrics", "stall_seconds"): ("FLOE_METRICS_STALL_SECONDS", "str"),
+    ("metrics", "query_port"): ("FLOE_METRICS_QUERY_PORT", "str"),
     ("job", "entrypoint"): ("FLOE_JOB_ENTRYPOINT", "str"),
     ("job", "args"): ("FLOE_JOB_ARGS", "json"),
 }

@@ -150,6 +150,7 @@ class App:
                 "FLOE_SPARK_CONF": json.dumps({"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "768m"}),
                 "FLOE_JOB_ENTRYPOINT": self.entrypoint,
                 "FLOE_METRICS_PORT": str(free_port()),
+                "FLOE_METRICS_QUERY_PORT": str(free_port()),
                 "POD_NAME": name,
             }
         )

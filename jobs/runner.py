@@ -231,6 +231,52 @@ class Runner:
             cfg, topics=self._all_topics(), client_id=f"{self.app}-{self.member}", protocol=protocol
         )
         self.health.in_group = True
+        if self.job.queries and cfg.metrics.query_port:
+            self._serve_queries()
+
+    def _serve_queries(self) -> None:
+        """The stores' read-only HTTP query endpoint, on its own port and event loop thread."""
+        import asyncio
+
+        from aiohttp import web
+        from floe_jobs.stores import (
+            GlobalStore,
+            GlobalView,
+            PartitionedStore,
+            PartitionedView,
+            StoreOptions,
+            endpoints,
+            schema,
+            serdes,
+        )
+
+        views: dict[str, Any] = {}
+        specs = {s.name: s for s in self.cfg.stores}
+        for name, (key_serde, value_serde) in self.job.queries.items():
+            if name not in specs:
+                raise StartupError(f"the job exposes store {name!r} but stores has no such entry")
+            spec = schema.StoreSpec(name=name, type=specs[name].type)
+            kwargs: dict[str, Any] = {
+                "keyspace": self.cfg.cassandra.keyspace,
+                "key_serde": serdes.by_name(key_serde),
+                "value_serde": serdes.by_name(value_serde),
+                "options": StoreOptions(create_table=False),
+            }
+            if spec.type == "global":
+                views[name] = GlobalView(GlobalStore(self.session, spec, **kwargs))
+            else:
+                views[name] = PartitionedView(PartitionedStore(self.session, spec, **kwargs))
+        port = self.cfg.metrics.query_port
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            runner = web.AppRunner(endpoints.make_app(views))
+            loop.run_until_complete(runner.setup())
+            loop.run_until_complete(web.TCPSite(runner, "0.0.0.0", port).start())
+            log.info("Serving store queries port=%d stores=%s", port, sorted(views))
+            loop.run_forever()
+
+        threading.Thread(target=serve, name="floe-queries", daemon=True).start()
 
     def _provision(self) -> None:
         from floe_jobs.stores import schema

@@ -89,8 +89,19 @@ def test_sigterm_handover_moves_partitions(word_count_app: localrun.App, session
 
 @pytest.mark.slow
 def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None:
-    """FLOE_CHAOS_KILLS SIGKILLs (default 20) over FLOE_CHAOS_LINES lines (default 100,000)."""
+    """FLOE_CHAOS_KILLS SIGKILLs (default 20) over FLOE_CHAOS_LINES lines (default 100,000), one every
+    FLOE_CHAOS_MIN_S..FLOE_CHAOS_MAX_S seconds (default 20..45: a replica needs ~15-30 s to start Spark)."""
     app = word_count_app
+    # A killed member's partitions wait for its session to expire: keep that short here.
+    app.extra_env.update(
+        {
+            "FLOE_KAFKA_SESSION_TIMEOUT_MS": "6000",
+            "FLOE_KAFKA_HEARTBEAT_INTERVAL_MS": "1500",
+            "FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "20000",
+        }
+    )
+    min_s = float(os.environ.get("FLOE_CHAOS_MIN_S", "20"))
+    max_s = float(os.environ.get("FLOE_CHAOS_MAX_S", "45"))
     kills_wanted = int(os.environ.get("FLOE_CHAOS_KILLS", "20"))
     n_lines = int(os.environ.get("FLOE_CHAOS_LINES", "100000"))
     n_replicas = int(os.environ.get("FLOE_CHAOS_REPLICAS", "2"))
@@ -98,7 +109,8 @@ def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None
     rng = random.Random(1)
     procs = [localrun.Replica(app, f"r{i}").start() for i in range(n_replicas)]
     stop = threading.Event()
-    chunk = max(1, n_lines // (kills_wanted * 4))
+    # spread the input over the kills: about one chunk a second
+    chunk = max(1, int(n_lines / (kills_wanted * (min_s + max_s) / 2)))
 
     def feed() -> None:
         for i in range(0, len(lines), chunk):
@@ -111,7 +123,7 @@ def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None
     kills = 0
     try:
         while kills < kills_wanted:
-            time.sleep(rng.uniform(4, 14))
+            time.sleep(rng.uniform(min_s, max_s))
             victim = rng.choice(procs)
             victim.kill()
             kills += 1
@@ -120,7 +132,11 @@ def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None
         feeder.join()
         seconds = localrun.wait_caught_up(session, app, topics_of(app), timeout=900, replicas=procs)
         check_counts(session, app, dict(localrun.word_truth(lines)))
-        print(f"chaos: kills={kills} lines={n_lines} replicas={n_replicas} tail_seconds={seconds:.1f}")
+        replays = sum(p.log_path.read_text().count("Replaying stage=") for p in procs)
+        print(
+            f"chaos: kills={kills} lines={n_lines} replicas={n_replicas} replayed_batches={replays} "
+            f"tail_seconds={seconds:.1f}"
+        )
     finally:
         stop.set()
         for p in procs:
