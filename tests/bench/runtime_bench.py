@@ -191,6 +191,89 @@ def bench_handover(args: argparse.Namespace) -> None:
         )
 
 
+# -- scale-out ----------------------------------------------------------------------------------
+
+
+def populate_store(session: Any, keyspace: str, keys: int, partitions: int) -> float:
+    """Write `keys` counts into the word-count store (spread over the partitions); returns seconds."""
+    from floe_jobs.stores import PartitionedStore, StoreSpec, provision, serdes
+
+    spec = StoreSpec(name="word-count", type="partitioned")
+    provision(session, keyspace=keyspace, replication=None, stores=[spec], create_keyspace=True)
+    store = PartitionedStore(session, spec, keyspace=keyspace, key_serde=serdes.STR, value_serde=serdes.LONG)
+    t0 = time.monotonic()
+    chunk = 20_000
+    for start in range(0, keys, chunk):
+        by_part: dict[int, list[tuple[str, int]]] = {}
+        for i in range(start, min(keys, start + chunk)):
+            by_part.setdefault(i % partitions, []).append((f"old{i:07d}", 1))
+        for part, items in by_part.items():
+            store.put_many_fenced(part, items, batch=0)
+    return time.monotonic() - t0
+
+
+def scaleout_once(env: dict[str, str], *, keys: int) -> dict[str, Any]:
+    from floe_jobs import localrun
+
+    with tempfile.TemporaryDirectory(prefix="floe-bench-") as tmp:
+        app = new_app(env, Path(tmp), prefix="so", FLOE_SPARK_MASTER="local[2]")
+        session = session_for(env)
+        try:
+            fill_s = populate_store(session, app.keyspace, keys, 6)
+            lines = localrun.word_lines(600, seed=9)
+            localrun.produce(app.bootstrap, app.topics[0], lines)
+            replica = localrun.Replica(app, "new")
+            t0 = time.monotonic()
+            replica.start()
+            ready_s = None
+            while time.monotonic() - t0 < 300:
+                if replica.ready():
+                    ready_s = time.monotonic() - t0
+                    break
+                if not replica.alive():
+                    raise RuntimeError(f"replica exited; see {replica.log_path}")
+                time.sleep(0.2)
+            first_commit_s = None
+            log = replica.log_path.read_text()
+            stamps = [line for line in log.splitlines() if "Committed stage=" in line or "Starting app=" in line]
+            replica.stop()
+            if stamps and ready_s is not None:
+                fmt = "%Y-%m-%d %H:%M:%S,%f"
+                started = datetime.strptime(stamps[0][:23], fmt)
+                commits = [datetime.strptime(s[:23], fmt) for s in stamps[1:]]
+                if commits:
+                    first_commit_s = (commits[0] - started).total_seconds()
+        finally:
+            session.cluster.shutdown()
+    return {"keys": keys, "fill_s": round(fill_s, 1), "ready_s": ready_s, "first_batch_after_start_s": first_commit_s}
+
+
+def bench_scaleout(args: argparse.Namespace) -> None:
+    env = stack_env()
+    small = scaleout_once(env, keys=args.small)
+    large = scaleout_once(env, keys=args.large)
+    write_result(
+        "scaleout",
+        "new-replica-first-batch",
+        {
+            "metric": f"seconds from process start until a new replica is ready (first batch committed) with "
+            f"{args.large:,} keys in the store (value) vs {args.small:,} (baseline); lower is better, "
+            "equal means nothing is restored",
+            "unit": "s",
+            "value": round(large["ready_s"], 2),
+            "baseline": f"{args.small:,} keys in the store",
+            "baseline_value": round(small["ready_s"], 2),
+            "ratio": round(large["ready_s"] / small["ready_s"], 3),
+            "target": "ratio within 1.0 +- 0.2",
+            "p50_s": None,
+            "p99_s": None,
+            "command": ".venv/bin/python tests/bench/runtime_bench.py scaleout "
+            f"--small {args.small} --large {args.large}",
+            "runs": {"small": small, "large": large},
+        },
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="area", required=True)
@@ -198,9 +281,14 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--protocols", nargs="+", default=["consumer", "classic"], choices=["consumer", "classic"])
     h.add_argument("--window-on", type=float, default=20.0, help="seconds observed after the SIGTERM, leave on")
     h.add_argument("--window-off", type=float, default=70.0, help="seconds observed after the SIGTERM, leave off")
+    so = sub.add_parser("scaleout")
+    so.add_argument("--small", type=int, default=10_000)
+    so.add_argument("--large", type=int, default=1_000_000)
     args = p.parse_args(argv)
     if args.area == "handover":
         bench_handover(args)
+    elif args.area == "scaleout":
+        bench_scaleout(args)
     return 0
 
 
