@@ -274,6 +274,178 @@ def bench_scaleout(args: argparse.Namespace) -> None:
     )
 
 
+# -- throughput ---------------------------------------------------------------------------------
+
+SS_SCRIPT = """
+import sys, time
+from pyspark.sql import SparkSession, functions as F
+bootstrap, topic, out, checkpoint, jars, max_offsets = sys.argv[1:7]
+spark = (SparkSession.builder.master("local[2]").appName("ss-word-count")
+         .config("spark.jars", jars).config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "6")
+         .config("spark.driver.memory", "768m")
+         .config("spark.sql.streaming.stateStore.providerClass",
+                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+         .getOrCreate())
+spark.sparkContext.setLogLevel("WARN")
+lines = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest")
+         .option("maxOffsetsPerTrigger", max_offsets).load())
+words = lines.select(F.explode(F.split(F.lower(F.col("value").cast("string")), r"[^\\p{L}\\p{N}']+")).alias("word"))
+counts = words.where("word != ''").groupBy("word").count()
+t0 = time.time()
+q = (counts.select(F.col("word").alias("key"), F.col("count").cast("string").alias("value"))
+     .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
+     .option("checkpointLocation", checkpoint).outputMode("update").trigger(availableNow=True).start())
+q.awaitTermination()
+print("PROCESSING_SECONDS", time.time() - t0, flush=True)
+"""
+
+
+def _tree_rss(root: int) -> int:
+    """Resident bytes of a process and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
+
+
+class PeakRss:
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak = max(self.peak, _tree_rss(self.pid))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def vocab_lines(n: int, vocab: int, *, seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    return [" ".join(f"v{rng.randrange(vocab):07d}" for _ in range(rng.randint(1, 12))) for _ in range(n)]
+
+
+def floe_throughput(env: dict[str, str], lines: list[str], *, batch: int) -> dict[str, Any]:
+    from floe_jobs import localrun
+
+    with tempfile.TemporaryDirectory(prefix="floe-bench-") as tmp:
+        app = new_app(
+            env, Path(tmp), prefix="tp", FLOE_SPARK_MASTER="local[2]", FLOE_KAFKA_MAX_RECORDS_PER_BATCH=str(batch)
+        )
+        session = session_for(env)
+        localrun.produce(app.bootstrap, app.topics[0], lines)
+        replica = localrun.Replica(app, "r0").start()
+        rss = PeakRss(replica.pid)
+        try:
+            while not replica.ready():
+                if not replica.alive():
+                    raise RuntimeError(f"replica exited; see {replica.log_path}")
+                time.sleep(0.2)
+            # ready = first batch done; measure from the replica's first plan (its start log line + Spark)
+            t0 = time.monotonic()
+            localrun.wait_caught_up(
+                session, app, [app.topics[0], f"{app.app_id}-words-repartition"], timeout=3600, replicas=[replica]
+            )
+            elapsed = time.monotonic() - t0
+            log = replica.log_path.read_text()
+            first = [ln for ln in log.splitlines() if "Committed stage=split" in ln][:1]
+            first_s = float(first[0].split("seconds=")[1].split()[0]) if first else 0.0
+        finally:
+            peak = rss.stop()
+            replica.stop()
+            session.cluster.shutdown()
+    seconds = elapsed + first_s
+    return {"seconds": round(seconds, 2), "records_per_s": round(len(lines) / seconds, 1), "peak_rss_mb": peak >> 20}
+
+
+def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int) -> dict[str, Any]:
+    import subprocess
+
+    from floe_jobs import localrun
+
+    with tempfile.TemporaryDirectory(prefix="floe-bench-ss-") as tmp:
+        topic, out = localrun.unique("ss-lines"), localrun.unique("ss-out")
+        localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic, 6)
+        localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], out, 6)
+        localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic, lines)
+        script = Path(tmp) / "ss.py"
+        script.write_text(SS_SCRIPT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                env["FLOE_KAFKA_BOOTSTRAP"],
+                topic,
+                out,
+                str(Path(tmp) / "chk"),
+                env["FLOE_SPARK_JARS"],
+                str(batch),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        rss = PeakRss(proc.pid)
+        stdout, _ = proc.communicate(timeout=3600)
+        peak = rss.stop()
+    seconds = float(stdout.split("PROCESSING_SECONDS")[1].split()[0])
+    return {"seconds": round(seconds, 2), "records_per_s": round(len(lines) / seconds, 1), "peak_rss_mb": peak >> 20}
+
+
+def bench_throughput(args: argparse.Namespace) -> None:
+    env = stack_env()
+    for name, vocab in (("10k-words", 10_000), ("1m-words", 1_000_000)):
+        lines = vocab_lines(args.lines, vocab, seed=5)
+        distinct = len({w for line in lines for w in line.split()})
+        floe = floe_throughput(env, lines, batch=args.batch)
+        ss = ss_throughput(env, lines, batch=args.batch)
+        write_result(
+            "throughput",
+            f"word-count-{name}",
+            {
+                "metric": f"input lines per second, one replica, word count over {args.lines:,} lines "
+                f"({distinct:,} distinct words): Floe (value) vs Spark Structured Streaming with the RocksDB "
+                "state store (baseline), start-up excluded; higher is better",
+                "unit": "records/s",
+                "value": floe["records_per_s"],
+                "baseline": "Spark Structured Streaming groupBy().count(), RocksDB state store, availableNow trigger",
+                "baseline_value": ss["records_per_s"],
+                "ratio": round(floe["records_per_s"] / ss["records_per_s"], 3),
+                "target": "ratio >= 1.0",
+                "p50_s": None,
+                "p99_s": None,
+                "command": f".venv/bin/python tests/bench/runtime_bench.py throughput --lines {args.lines}",
+                "runs": {"floe": floe, "structured_streaming": ss, "distinct_words": distinct},
+            },
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="area", required=True)
@@ -284,7 +456,12 @@ def main(argv: list[str] | None = None) -> int:
     so = sub.add_parser("scaleout")
     so.add_argument("--small", type=int, default=10_000)
     so.add_argument("--large", type=int, default=1_000_000)
+    tp = sub.add_parser("throughput")
+    tp.add_argument("--lines", type=int, default=100_000)
+    tp.add_argument("--batch", type=int, default=50_000, help="records per batch (both systems)")
     args = p.parse_args(argv)
+    if args.area == "throughput":
+        bench_throughput(args)
     if args.area == "handover":
         bench_handover(args)
     elif args.area == "scaleout":

@@ -88,6 +88,7 @@ def test_sigterm_handover_moves_partitions(word_count_app: localrun.App, session
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(4800)
 def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None:
     """FLOE_CHAOS_KILLS SIGKILLs (default 20) over FLOE_CHAOS_LINES lines (default 100,000), one every
     FLOE_CHAOS_MIN_S..FLOE_CHAOS_MAX_S seconds (default 20..45: a replica needs ~15-30 s to start Spark)."""
@@ -130,7 +131,7 @@ def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None
             time.sleep(rng.uniform(0, 2))
             victim.start()
         feeder.join()
-        seconds = localrun.wait_caught_up(session, app, topics_of(app), timeout=900, replicas=procs)
+        seconds = localrun.wait_caught_up(session, app, topics_of(app), timeout=2400, replicas=procs)
         check_counts(session, app, dict(localrun.word_truth(lines)))
         replays = sum(p.log_path.read_text().count("Replaying stage=") for p in procs)
         print(
