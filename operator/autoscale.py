@@ -7,8 +7,10 @@ Symbols, per app, at each sample (rates measured over `rate_seconds`):
     L   lag              = Σ end offsets - Σ committed offsets    records
     R   replicas running
     μ   capacity of one replica (records/s), measured while the app was saturated:
-        μ = κ / R over a window in which the lag stayed above the saturation floor
-        (max(activation lag, κ·saturation_seconds)) at every sample, or kept growing.
+        μ = κ / R over a rate window in which the lag stayed above the saturation floor
+        (max(activation lag, κ·saturation_seconds)) at every sample, or over the last
+        `up_seconds` if the lag grew at each of their samples with input at least
+        `growth_ratio` times consumption there.
         A micro-batch app that keeps up always looks busy, so μ is never taken from an
         app that keeps up; the last measured μ is carried from decision to decision.
     u   target utilization (spec.autoscaling.targetUtilization / 100)
@@ -88,6 +90,7 @@ class Policy:
     rate_seconds: float = 60.0
     saturation_seconds: float = 30.0
     activation_lag: int = 100
+    growth_ratio: float = 1.5
     band: float = 0.1
     max_down_fraction: float = 0.5
 
@@ -152,6 +155,19 @@ def _base(samples: Sequence[Sample], i: int, seconds: float) -> int:
     return j
 
 
+def _mean_replicas(window: Sequence[Sample]) -> float:
+    """Replicas running over the window, weighted by time.
+
+    An interval counts the larger of the counts at its ends: pods started or stopped during it
+    are counted as running throughout, which errs towards a lower capacity, so more replicas.
+    """
+    total = window[-1].at - window[0].at
+    if total <= 0:
+        return float(max(1, window[-1].replicas))
+    weighted = sum((b.at - a.at) * max(a.replicas, b.replicas) for a, b in itertools.pairwise(window))
+    return max(1.0, weighted / total)
+
+
 def _recommend(rate: float, lag: int, capacity: float, *, catch_up: float, utilization: float) -> int:
     needed = rate + lag / catch_up
     if needed <= 0:
@@ -175,13 +191,27 @@ def points(samples: Sequence[Sample], policy: Policy, capacity: float | None = N
         kappa = max(0.0, (s.committed - samples[j].committed) / dt)
         window = samples[j : i + 1]
         floor = max(policy.activation_lag, kappa * policy.saturation_seconds)
-        lags = [w.lag for w in window]
+        backlog = all(w.lag >= floor for w in window)
+        # Growth is judged over the up window only, so a burst after a quiet spell is seen at once.
+        k = next(n for n in range(i + 1) if samples[n].at >= s.at - policy.up_seconds)
+        recent = samples[k : i + 1]
+        span = s.at - samples[k].at
+        recent_lambda = (s.end - samples[k].end) / span if span > 0 else 0.0
+        recent_kappa = (s.committed - samples[k].committed) / span if span > 0 else 0.0
+        # Growth that counts: at every sample, and input clearly above consumption, so the
+        # ripple of a micro-batch app that keeps up is not taken for saturation.
         growing = (
-            len(window) >= 3 and all(b > a for a, b in itertools.pairwise(lags)) and lags[-1] > policy.activation_lag
+            len(recent) >= 3
+            and all(b.lag > a.lag for a, b in itertools.pairwise(recent))
+            and s.lag > policy.activation_lag
+            and recent_lambda >= policy.growth_ratio * recent_kappa
         )
-        saturated = (all(x >= floor for x in lags) or growing) and s.replicas > 0 and kappa > 0
-        if saturated:
-            mu = kappa / max(1, min(w.replicas for w in window))
+        if s.replicas > 0:
+            if backlog and kappa > 0:
+                mu = kappa / _mean_replicas(window)
+            elif growing and recent_kappa > 0:
+                mu = recent_kappa / _mean_replicas(recent)
+        saturated = backlog or growing
         want = want_up = None
         if mu is not None and mu > 0:
             want = _recommend(lam, s.lag, mu, catch_up=policy.catch_up_seconds, utilization=policy.target_utilization)
@@ -252,10 +282,11 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
     if not up_pts:
         return hold(COLLECTING, "No recent samples")
 
-    # Up: sustained over the up window.
-    if mu is not None and all(p.want is not None and p.want_up is not None for p in up_pts):
-        lowest = min(p.want for p in up_pts if p.want is not None)
-        trigger = min(p.want_up for p in up_pts if p.want_up is not None)
+    # Up: sustained over the up window (every sample agrees, or the lag grew at each of them).
+    wants = [(p.want, p.want_up) for p in up_pts if p.want is not None and p.want_up is not None]
+    if mu is not None and wants and (len(wants) == len(up_pts) or last.growing):
+        lowest = min(w for w, _ in wants)
+        trigger = min(u for _, u in wants)
         target = _bound(lowest, policy, ctx.partitions)
         if trigger > current and target > current:
             return scale(
@@ -264,7 +295,7 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
                 f"Input {last.input_rate:.1f}/s and lag {last.lag} need {lowest} replicas at "
                 f"{mu:.1f} records/s each and {policy.target_utilization:.0%} utilization",
             )
-    elif last.growing and last.consumption_rate > 0 and all(p.growing for p in up_pts):
+    elif mu is None and last.growing and last.consumption_rate > 0:
         want = max(current + 1, math.ceil(current * last.input_rate / last.consumption_rate - 1e-9))
         target = _bound(want, policy, ctx.partitions)
         if target > current:
