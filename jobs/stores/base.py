@@ -106,8 +106,8 @@ class BaseStore(Generic[K, V]):
         self.value_serde = value_serde
         self.metrics = StoreMetrics.for_registry(registry)
         self.cache: ReadCache | None = ReadCache(self.options.cache) if self.options.cache else None
-        self._cache_hits = self.metrics.cache_hits.labels(self.name)
-        self._cache_misses = self.metrics.cache_misses.labels(self.name)
+        if self.cache is not None:
+            self.metrics.watch_cache(self.name, self.cache)
         self.executor = Executor(
             session, store=self.name, profile=self.options.dml_profile, retry=self.options.retry,
             metrics=self.metrics,

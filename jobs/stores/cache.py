@@ -43,6 +43,8 @@ class ReadCache:
         self._clock = clock
         self._entries: OrderedDict[Hashable, tuple[float, object]] = OrderedDict()
         self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -53,11 +55,14 @@ class ReadCache:
         with self._lock:
             entry = entries.get(key)
             if entry is None:
+                self.misses += 1
                 return MISS
             if entry[0] <= self._clock():
                 del entries[key]
+                self.misses += 1
                 return MISS
             entries.move_to_end(key)
+            self.hits += 1
             return entry[1]
 
     def set(self, key: Hashable, value: bytes | object) -> None:

@@ -93,13 +93,11 @@ class _KeyValueStore(BaseStore[K, V]):
         kb = self._encode_key(key, "get", partition)
         cache = self.cache
         if cache is not None:
-            # Hits are counted by the cache counters only: the operation and latency metrics
-            # describe the reads that reach Cassandra.
+            # The cache counts its own hits and misses (exported at scrape time); the operation
+            # and latency metrics describe the reads that reach Cassandra.
             cached = cache.get((partition, kb) if self._partitioned else kb)
             if cached is not MISS:
-                self._cache_hits.inc()
                 return None if cached is ABSENT else self._decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
-            self._cache_misses.inc()
         started = time.perf_counter()
         m = self._op("get")
         stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
@@ -162,12 +160,9 @@ class _KeyValueStore(BaseStore[K, V]):
             for kb, key in encoded.items():
                 cached = cache.get(self._cache_key(partition, kb))
                 if cached is MISS:
-                    self._cache_misses.inc()
                     todo[kb] = key
-                else:
-                    self._cache_hits.inc()
-                    if cached is not ABSENT:
-                        out[key] = self._decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
+                elif cached is not ABSENT:
+                    out[key] = self._decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
         found = self._fetch_many(partition, todo, "get_many", concurrency)
         for kb, key in todo.items():
             vb = found.get(kb, (None, None))[0]

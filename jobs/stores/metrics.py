@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from floe_jobs.stores.cache import ReadCache
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 # Cassandra round trips on a healthy cluster sit between ~0.2 ms and tens of ms; batched
 # operations over thousands of keys reach seconds.
@@ -43,7 +47,7 @@ class StoreMetrics:
     """The metric families of the stores on one registry."""
 
     _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, StoreMetrics] = weakref.WeakKeyDictionary()
-    _lock = threading.Lock()
+    _lock = threading.RLock()
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
@@ -71,10 +75,9 @@ class StoreMetrics:
             "floe_store_retries_total", "Statements retried after a transient Cassandra error.",
             ["store", "operation"], registry=registry,
         )
-        self.cache_hits = Counter("floe_store_cache_hits_total", "Read cache hits.", ["store"], registry=registry)
-        self.cache_misses = Counter(
-            "floe_store_cache_misses_total", "Read cache misses.", ["store"], registry=registry
-        )
+        self._caches: weakref.WeakSet[ReadCache] = weakref.WeakSet()
+        self._cache_names: weakref.WeakKeyDictionary[ReadCache, str] = weakref.WeakKeyDictionary()
+        registry.register(_CacheCollector(self))
         self._bound: dict[tuple[str, str], OperationMetrics] = {}
 
     @classmethod
@@ -103,3 +106,41 @@ class StoreMetrics:
 
     def error(self, store: str, operation: str, error: BaseException) -> None:
         self.errors.labels(store, operation, type(error).__name__).inc()
+
+    def watch_cache(self, store: str, cache: ReadCache) -> None:
+        """Exports the hit and miss counts of `cache` under `store` (read at scrape time, so
+        the hot path only bumps plain integers)."""
+        with self._lock:
+            self._caches.add(cache)
+            self._cache_names[cache] = store
+
+    def cache_counts(self) -> dict[str, tuple[int, int]]:
+        """(hits, misses) per store name, summed over its caches."""
+        totals: dict[str, tuple[int, int]] = {}
+        with self._lock:
+            caches = [(self._cache_names[c], c) for c in list(self._caches)]
+        for name, cache in caches:
+            hits, misses = totals.get(name, (0, 0))
+            totals[name] = (hits + cache.hits, misses + cache.misses)
+        return totals
+
+
+class _CacheCollector(Collector):
+    """Yields the read cache counters of one StoreMetrics at scrape time."""
+
+    def __init__(self, metrics: StoreMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        hits = CounterMetricFamily("floe_store_cache_hits", "Read cache hits.", labels=["store"])
+        misses = CounterMetricFamily("floe_store_cache_misses", "Read cache misses.", labels=["store"])
+        for store, (h, m) in sorted(self.metrics.cache_counts().items()):
+            hits.add_metric([store], h)
+            misses.add_metric([store], m)
+        return [hits, misses]
+
+    def describe(self) -> Iterable[Metric]:
+        return [
+            CounterMetricFamily("floe_store_cache_hits", "Read cache hits.", labels=["store"]),
+            CounterMetricFamily("floe_store_cache_misses", "Read cache misses.", labels=["store"]),
+        ]

@@ -98,3 +98,19 @@ def test_options_and_retry_validation() -> None:
         RetryPolicy(attempts=0)
     policy = RetryPolicy(attempts=5, base_delay=0.1, max_delay=0.3)
     assert [policy.delay(a) for a in (1, 2, 3, 4)] == [0.1, 0.2, 0.3, 0.3]
+
+
+def test_cache_counters_are_exported_at_scrape_time() -> None:
+    from floe_jobs.stores import CacheOptions, ReadCache
+
+    registry = CollectorRegistry()
+    metrics = StoreMetrics.for_registry(registry)
+    first, second = ReadCache(CacheOptions()), ReadCache(CacheOptions())
+    metrics.watch_cache("s", first)
+    metrics.watch_cache("s", second)
+    first.set("a", b"1")
+    first.get("a")
+    first.get("b")
+    second.get("a")
+    assert registry.get_sample_value("floe_store_cache_hits_total", {"store": "s"}) == 1
+    assert registry.get_sample_value("floe_store_cache_misses_total", {"store": "s"}) == 2
