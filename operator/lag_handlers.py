@@ -361,6 +361,17 @@ def session_source(provisioner: cassandra.Provisioner) -> lag.SessionFor:
     return session_for
 
 
+_process_metrics: lag_metrics.LagMetrics | None = None
+
+
+def process_metrics() -> lag_metrics.LagMetrics:
+    """The series on the process registry, created once (an operator restarted in-process reuses them)."""
+    global _process_metrics
+    if _process_metrics is None:
+        _process_metrics = lag_metrics.LagMetrics()
+    return _process_metrics
+
+
 def build_loop(deps: Any, options: Options, *, metrics: lag_metrics.LagMetrics | None = None) -> LagLoop:
     """A loop on the operator's shared clients (`reconcile.Deps`)."""
     inspector: kafka.Inspector = deps.kafka
@@ -371,7 +382,7 @@ def build_loop(deps: Any, options: Options, *, metrics: lag_metrics.LagMetrics |
         window_seconds=options.status_window_seconds,
         rate_seconds=options.rate_seconds,
     )
-    return LagLoop(cluster=deps.cluster, scraper=scraper, metrics=metrics or lag_metrics.LagMetrics(), options=options)
+    return LagLoop(cluster=deps.cluster, scraper=scraper, metrics=metrics or process_metrics(), options=options)
 
 
 @dataclass
