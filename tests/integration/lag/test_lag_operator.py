@@ -1,0 +1,144 @@
+"""The lag loop inside the running operator (Kopf's runner, the real API server, Kafka and Cassandra):
+status.lag and status.autoscaling written, the Lag printer column filled, series exported,
+and no scaling while the app's Deployment is still rolling out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kopf.testing
+import pytest
+import yaml
+from conftest import OffsetsRows, produce
+from floe_operator import handlers, lag_handlers, model
+from prometheus_client import REGISTRY
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
+
+ROOT = Path(__file__).resolve().parents[3]
+T = TypeVar("T")
+
+
+def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    proc = subprocess.run(
+        [binary, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def wait_for(fn: Callable[[], T | None], *, timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+@pytest.fixture(scope="module")
+def namespace(kubectl: str, kubeconfig: str) -> Iterator[str]:
+    run(kubectl, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds/streamingapp.yaml"))
+    run(
+        kubectl,
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/streamingapps.streaming.floe.dev",
+    )
+    name = f"floe-lag-op-{uuid.uuid4().hex[:6]}"
+    run(kubectl, kubeconfig, "create", "namespace", name)
+    yield name
+    run(kubectl, kubeconfig, "delete", "namespace", name, "--wait=false")
+
+
+def test_operator_writes_lag_status_and_holds_during_rollout(
+    namespace: str,
+    kubectl: str,
+    kubeconfig: str,
+    make_topic: Any,
+    producer: Any,
+    cql: Any,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+) -> None:
+    topic = make_topic(2)
+    keyspace = f"it_lag_op_{uuid.uuid4().hex[:6]}"
+    body = {
+        "apiVersion": model.API_VERSION,
+        "kind": model.KIND,
+        "metadata": {"name": "lagged", "namespace": namespace},
+        "spec": {
+            "image": "example/app:1",
+            "job": {"entrypoint": "m:f"},
+            "replicas": 2,
+            "kafka": {"bootstrapServers": kafka_bootstrap, "topics": [topic]},
+            "state": {"cassandra": {"hosts": cassandra_hosts, "port": cassandra_port, "keyspace": keyspace}},
+            "autoscaling": {"mode": "Native", "maxReplicas": 4},
+        },
+    }
+    started = threading.Event()
+    registry = handlers.build_registry(handlers.Options(resync_seconds=5.0, started=started))
+    lag_handlers.register(registry, lag_handlers.Options(interval_seconds=1.0, status_seconds=1.0))
+    runner = kopf.testing.KopfRunner(["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60)
+    try:
+        with runner:
+            assert started.wait(timeout=30)
+            run(
+                kubectl,
+                kubeconfig,
+                "apply",
+                "--server-side",
+                "--field-manager=floe-tests",
+                "-f",
+                "-",
+                stdin=yaml.safe_dump(body),
+            )
+
+            def get() -> dict[str, Any]:
+                return json.loads(
+                    run(kubectl, kubeconfig, "get", "streamingapp", "lagged", "-n", namespace, "-o", "json")
+                )
+
+            # The reconcile provisions the offsets table; then the app "commits" as its runtime would.
+            wait_for(lambda: (get().get("status") or {}).get("keyspace"), timeout=60, what="state provisioned")
+            app = model.StreamingApp.from_body(get())
+            produce(producer, topic, {0: 15, 1: 7})
+            OffsetsRows(cql, keyspace, app.app_id).commit(topic, {0: 10, 1: 7})
+
+            status = wait_for(
+                lambda: (s := get().get("status") or {}).get("lag", {}).get("records") == 5 and s,
+                timeout=30,
+                what="status.lag.records = 5",
+            )
+            assert status["lag"]["topics"][topic]["records"] == 5
+            assert status["lag"]["stale"] is False and status["lag"]["status"] in ("OK", "WARN")
+            auto = status["autoscaling"]
+            assert auto["mode"] == "Native"
+            # No kubelet in the stack: the Deployment never becomes available, so no decision is made.
+            assert auto["reason"] == "RolloutInProgress" and auto["desiredReplicas"] == 2
+            column = run(kubectl, kubeconfig, "get", "streamingapp", "lagged", "-n", namespace)
+            assert column.splitlines()[0].split()[3] == "LAG" and column.splitlines()[1].split()[3] == "5"
+            labels = {"namespace": namespace, "app": "lagged", "topic": topic, "partition": "0"}
+            assert REGISTRY.get_sample_value("floe_consumergroup_lag", labels) == 5
+            assert (
+                REGISTRY.get_sample_value("floe_consumergroup_sum_lag", {"namespace": namespace, "app": "lagged"}) == 5
+            )
+            assert get()["spec"]["replicas"] == 2
+            run(
+                kubectl, kubeconfig, "delete", "streamingapp", "lagged", "-n", namespace, "--wait=true", "--timeout=60s"
+            )
+    finally:
+        cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    assert runner.exception is None, runner.exception
