@@ -266,18 +266,21 @@ class _KeyValueStore(BaseStore[K, V]):
         for key, value in items:
             kb = self._encode_key(key, op, partition)
             latest[kb] = (key, None if value is None else self._encode_value(value, op, partition, key))
+        pk = self._pk(partition)
+        stmts: list[tuple[Any, tuple[Any, ...], Any, int]] = []  # statement, params, key, bytes
         if fence is None:
-            upserts = [(kb, k, vb) for kb, (k, vb) in latest.items() if vb is not None]
-            removals = [(kb, k) for kb, (k, vb) in latest.items() if vb is None]
-            stmts: list[tuple[Any, tuple[Any, ...], bytes, Any, int]] = [
-                (self._insert(ttl), self._insert_params(partition, kb, vb, ttl), kb, k, len(kb) + len(vb or b""))
-                for kb, k, vb in upserts
-            ]
-            if removals:
-                delete = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
-                stmts += [(delete, (*self._pk(partition), kb), kb, k, len(kb)) for kb, k in removals]
+            insert = self._insert(ttl)
+            tail: tuple[Any, ...] = () if ttl is None else (ttl,)
+            delete = None
+            for kb, (k, vb) in latest.items():
+                if vb is not None:
+                    stmts.append((insert, (*pk, kb, vb, *tail), k, len(kb) + len(vb)))
+                else:
+                    delete = delete or self._statement(
+                        "delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}"
+                    )
+                    stmts.append((delete, (*pk, kb), k, len(kb)))
         else:
-            stmts = []
             for kb, (k, vb) in latest.items():
                 row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
                 if row_ttl is None:
@@ -286,7 +289,7 @@ class _KeyValueStore(BaseStore[K, V]):
                 else:
                     stmt = self._statement("insert_fenced_ttl", self._insert_cql(ttl=True, fenced=True))
                     params = (partition, kb, vb, fence, row_ttl)
-                stmts.append((stmt, params, kb, k, len(kb) + len(vb or b"")))
+                stmts.append((stmt, params, k, len(kb) + len(vb or b"")))
         calls: list[Call] = []
         call_keys: list[Any] = []
         if self._partitioned and self.options.batch_max_rows > 1:
@@ -295,7 +298,7 @@ class _KeyValueStore(BaseStore[K, V]):
             batch: BatchStatement | None = None
             rows = size = 0
             first_key: Any = None
-            for stmt, params, _kb, k, nbytes in stmts:
+            for stmt, params, k, nbytes in stmts:
                 if batch is not None and (rows >= self.options.batch_max_rows
                                           or size + nbytes > self.options.batch_max_bytes):
                     calls.append((batch, ()))
@@ -312,10 +315,10 @@ class _KeyValueStore(BaseStore[K, V]):
                 calls.append((batch, ()))
                 call_keys.append(first_key)
         else:
-            calls = [(stmt, params) for stmt, params, _kb, _k, _n in stmts]
-            call_keys = [k for _s, _p, _kb, k, _n in stmts]
-        self._run_writes(op, partition, calls, call_keys, [(kb, vb) for kb, (_k, vb) in latest.items()],
-                         concurrency)
+            calls = [(stmt, params) for stmt, params, _k, _n in stmts]
+            call_keys = [k for _s, _p, k, _n in stmts]
+        effects = [(kb, vb) for kb, (_k, vb) in latest.items()] if self.cache is not None else []
+        self._run_writes(op, partition, calls, call_keys, effects, concurrency)
         self._done(m, started, len(latest))
 
     def _put_if_absent(self, partition: int | None, key: K, value: V, ttl: int | None) -> V | None:
