@@ -139,6 +139,7 @@ class Runner:
         self.deadline: float | None = None
         self._aborting = False
         self._in_batch = False
+        self._shutting_down = False
         self._avg_bytes: dict[str, float] = {}
         self._batches: dict[str, int] = {}
         self.spark: Any = None
@@ -167,6 +168,8 @@ class Runner:
     def _watchdog(self) -> None:
         assert self.deadline is not None
         while time.monotonic() < self.deadline:
+            if self._shutting_down:
+                return  # the batch committed; closing the consumer and Spark needs no deadline
             time.sleep(0.1)
         self.abort("drain deadline passed")
 
@@ -326,6 +329,8 @@ class Runner:
             except Exception:
                 failures += 1
                 log.exception("Batch failed failures=%d; its plan stays in flight and is replayed", failures)
+                with contextlib.suppress(Exception):
+                    self.spark.catalog.clearCache()
                 if failures >= 5:
                     return EXIT_FAILED
                 time.sleep(min(2**failures, 30))
@@ -476,6 +481,7 @@ class Runner:
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self) -> int:
+        self._shutting_down = True
         log.info("Shutting down app=%s member=%s", self.app, self.member)
         self.health.stopping = True
         leave = self.cfg.kafka.leave_group_on_close
