@@ -1,0 +1,304 @@
+"""Lag exporter benchmarks on the local Kafka and Cassandra.
+
+    .venv/bin/python tests/bench/lag_bench.py [--apps 50] [--partitions 24] [--runs 20] [--seconds 25]
+
+Writes bench/results/lag-<name>.json:
+
+- scrape-50x24: one scrape of every app (`lag.Scraper.scrape`: end offsets of all
+  partitions in one ListOffsets request per broker, committed offsets from the 50 apps'
+  offsets tables with concurrent queries). Baseline: the same numbers gathered app by app,
+  one ListOffsets request and one synchronous Cassandra read per app and topic, as a
+  per-app timer would. Target: <= 1 s.
+- time-lag-accuracy: a producer appends at a steady rate to one partition while the app's
+  committed offset trails it by a few seconds; at every scrape (1 s apart) the estimated
+  time lag is compared with the truth, now minus the CreateTime of the record at the
+  committed offset (read back from Kafka). Value: the 99th percentile of the relative error.
+  Baseline: lag ÷ input rate, the estimate without history. Target: <= 10 %.
+
+Topics (`floe-bench-lag-*`) and the keyspace `floe_bench_lag` are kept between runs.
+Needs the local stack (`make up`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cassandra.cluster import Cluster
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from floe_jobs import offsets
+from floe_operator import kafka, lag, model
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+KEYSPACE = "floe_bench_lag"
+
+
+def stack_env() -> dict[str, str]:
+    env = dict(os.environ)
+    path = ROOT / ".floe" / "stack.env"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if "=" in line and not line.startswith("#"):
+                key, value = line.split("=", 1)
+                env.setdefault(key.strip(), value.strip())
+    return env
+
+
+def percentile(values: list[float], q: float) -> float:
+    data = sorted(values)
+    return data[min(len(data) - 1, max(0, round(q * (len(data) - 1))))]
+
+
+def write(name: str, result: dict[str, Any]) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = {"name": name, **result, "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    (RESULTS / f"lag-{name}.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+
+
+def app_of(i: int, *, topic: str, bootstrap: str, hosts: list[str], port: int) -> model.StreamingApp:
+    return model.StreamingApp.from_body(
+        {
+            "metadata": {"name": f"bench-{i:03d}", "namespace": "bench", "uid": f"u-{i}"},
+            "spec": {
+                "image": "example/app:1",
+                "job": {"entrypoint": "m:f"},
+                "kafka": {"bootstrapServers": bootstrap, "topics": [topic]},
+                "state": {"cassandra": {"hosts": hosts, "port": port, "keyspace": KEYSPACE}},
+            },
+        }
+    )
+
+
+def ensure_topics(admin: AdminClient, names: list[str], partitions: int) -> None:
+    existing = set(admin.list_topics(timeout=10).topics)
+    missing = [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names if n not in existing]
+    for name, fut in (admin.create_topics(missing) if missing else {}).items():
+        try:
+            fut.result(timeout=60)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+        print(f"created {name}")
+
+
+def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) -> None:
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
+    hosts = env["FLOE_CASSANDRA_HOSTS"].split(",")
+    port = int(env["FLOE_CASSANDRA_PORT"])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [f"floe-bench-lag-{args.partitions}p-{i:03d}" for i in range(args.apps)]
+    ensure_topics(admin, topics, args.partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for t in topics:
+        for p in range(args.partitions):
+            for _ in range(10):
+                producer.produce(t, value=b"x", partition=p)
+        producer.poll(0)
+    producer.flush(60)
+    apps = [app_of(i, topic=t, bootstrap=bootstrap, hosts=hosts, port=port) for i, t in enumerate(topics)]
+    for a in apps:
+        offsets.ensure_offsets_table(session, keyspace=KEYSPACE, app_id=a.app_id)
+    for a, t in zip(apps, topics, strict=True):
+        stmt = session.prepare(
+            f"UPDATE {KEYSPACE}.{offsets.offsets_table(a.app_id)}"
+            " SET next_offset = ?, committed_at = toTimestamp(now()) WHERE topic = ? AND partition = ?"
+        )
+        for p in range(args.partitions):
+            session.execute(stmt, (5, t, p))
+    refs = [lag.app_ref(a, {}) for a in apps]
+    inspector = kafka.Inspector()
+    scraper = lag.Scraper(
+        kafka_offsets=lag.KafkaOffsets(),
+        cassandra_offsets=lag.CassandraOffsets(lambda target: session),
+        partitions_of=inspector.partitions_sync,
+    )
+
+    def per_app_baseline() -> float:
+        started = time.perf_counter()
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        kadmin = baseline_admin
+        for ref in refs:
+            counts = inspector.partitions_sync(ref.kafka, list(ref.topics))
+            req = {TopicPartition(t, p): OffsetSpec.latest() for t in ref.topics for p in range(counts[t] or 0)}
+            for fut in kadmin.list_offsets(req, request_timeout=5).values():
+                fut.result()
+            for t in ref.topics:
+                list(session.execute(baseline_stmts[ref.key], (t,)))
+        return time.perf_counter() - started
+
+    baseline_admin = AdminClient({"bootstrap.servers": bootstrap})
+    baseline_stmts = {
+        r.key: session.prepare(
+            f"SELECT partition, next_offset, committed_at FROM {KEYSPACE}.{offsets.offsets_table(r.app_id)}"
+            " WHERE topic = ?"
+        )
+        for r in refs
+    }
+    for _ in range(2):  # warm-up: connections, prepared statements, metadata
+        scrape = scraper.scrape(refs)
+        per_app_baseline()
+    assert not scrape.errors, scrape.errors
+    assert sum(len(a.partitions) for a in scrape.apps) == args.apps * args.partitions
+    assert all(a.total == args.partitions * 5 for a in scrape.apps)
+    times, base = [], []
+    for _ in range(args.runs):
+        times.append(scraper.scrape(refs).duration)
+        base.append(per_app_baseline())
+    value = statistics.median(times)
+    baseline = statistics.median(base)
+    write(
+        f"scrape-{args.apps}x{args.partitions}",
+        {
+            "metric": f"seconds for one lag scrape of {args.apps} apps x {args.partitions} partitions "
+            "(end offsets, committed offsets from Cassandra, time lag, status); lower is better",
+            "unit": "s",
+            "value": round(value, 4),
+            "baseline": "the same offsets gathered app by app: one ListOffsets request and one synchronous "
+            "Cassandra read per app",
+            "baseline_value": round(baseline, 4),
+            "ratio": round(value / baseline, 4),
+            "target": "<= 1.0 s",
+            "p50_s": round(percentile(times, 0.5), 4),
+            "p99_s": round(percentile(times, 0.99), 4),
+            "baseline_p50_s": round(percentile(base, 0.5), 4),
+            "runs": args.runs,
+            "memory_points": scraper.memory_points(),
+            "command": f".venv/bin/python tests/bench/lag_bench.py --apps {args.apps} --partitions {args.partitions} "
+            f"--runs {args.runs}",
+            "machine": "2 CPUs shared with the local stack (kube-apiserver, etcd, Kafka, Cassandra)",
+        },
+    )
+
+
+def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) -> None:
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
+    hosts = env["FLOE_CASSANDRA_HOSTS"].split(",")
+    port = int(env["FLOE_CASSANDRA_PORT"])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"floe-bench-lag-steady-{uuid.uuid4().hex[:6]}"
+    ensure_topics(admin, [topic], 1)
+    app = app_of(999, topic=topic, bootstrap=bootstrap, hosts=hosts, port=port)
+    offsets.ensure_offsets_table(session, keyspace=KEYSPACE, app_id=app.app_id)
+    commit = session.prepare(
+        f"UPDATE {KEYSPACE}.{offsets.offsets_table(app.app_id)} SET next_offset = ?, committed_at = toTimestamp(now())"
+        " WHERE topic = ? AND partition = 0"
+    )
+    rate, trail = args.rate, args.trail_seconds
+    produced: list[tuple[float, int]] = []  # (time, records acknowledged so far)
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        count = 0
+        tick = 0.05
+        next_at = time.time()
+        while not stop.is_set():
+            for _ in range(int(rate * tick)):
+                producer.produce(topic, value=b"x" * 32, partition=0)
+            producer.flush(5)
+            count += int(rate * tick)
+            produced.append((time.time(), count))
+            next_at += tick
+            time.sleep(max(0.0, next_at - time.time()))
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    scraper = lag.Scraper(
+        kafka_offsets=lag.KafkaOffsets(),
+        cassandra_offsets=lag.CassandraOffsets(lambda target: session),
+        partitions_of=kafka.Inspector().partitions_sync,
+    )
+    ref = lag.app_ref(app, {})
+    samples: list[tuple[int, float, float, float]] = []  # (committed, estimate, naive, scrape time)
+    started = time.time()
+    while time.time() - started < args.seconds:
+        # The app trails the producer by `trail` seconds (plus some jitter of its micro-batches).
+        behind = [c for t, c in produced if t <= time.time() - trail - (len(samples) % 3) * 0.3]
+        committed = behind[-1] if behind else 0
+        session.execute(commit, (committed, topic))
+        scrape = scraper.scrape([ref])
+        result = scrape.apps[0]
+        part = result.partitions[0] if result.partitions else None
+        if part is not None and time.time() - started > trail + 6 and part.lag > 0:
+            naive = part.lag / result.input_rate if result.input_rate else float("nan")
+            samples.append((committed, part.lag_seconds, naive, scrape.at))
+        time.sleep(1.0)
+    stop.set()
+    thread.join(timeout=10)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}"})
+    errors, naive_errors, abs_errors = [], [], []
+    for committed, estimate, naive, at in samples:
+        consumer.assign([TopicPartition(topic, 0, committed)])
+        msg = consumer.poll(10)
+        assert msg is not None and msg.offset() == committed, "record at the committed offset not found"
+        truth = at - msg.timestamp()[1] / 1000.0
+        errors.append(abs(estimate - truth) / truth)
+        naive_errors.append(abs(naive - truth) / truth)
+        abs_errors.append(abs(estimate - truth))
+    consumer.close()
+    admin.delete_topics([topic])
+    value = percentile(errors, 0.99)
+    baseline = percentile(naive_errors, 0.99)
+    write(
+        "time-lag-accuracy",
+        {
+            "metric": "relative error of the estimated time lag against the true age of the record at the "
+            f"committed offset, 99th percentile over {len(errors)} scrapes of a steady {rate:.0f} records/s "
+            f"producer with the app {trail:.0f} s behind; lower is better (p50_s/p99_s: absolute error in seconds)",
+            "unit": "ratio",
+            "value": round(value, 4),
+            "baseline": "lag / input rate (no history of end offsets)",
+            "baseline_value": round(baseline, 4),
+            "ratio": round(value / baseline, 4) if baseline else None,
+            "target": "<= 0.10",
+            "p50_s": round(percentile(abs_errors, 0.5), 4),
+            "p99_s": round(percentile(abs_errors, 0.99), 4),
+            "median_relative_error": round(statistics.median(errors), 4),
+            "samples": len(errors),
+            "command": f".venv/bin/python tests/bench/lag_bench.py --seconds {args.seconds} --rate {rate:.0f}",
+            "machine": "2 CPUs shared with the local stack (kube-apiserver, etcd, Kafka, Cassandra)",
+        },
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--apps", type=int, default=50)
+    parser.add_argument("--partitions", type=int, default=24)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=25.0, help="duration of the accuracy run")
+    parser.add_argument("--rate", type=float, default=1000.0, help="records/s of the steady producer")
+    parser.add_argument("--trail-seconds", type=float, default=4.0, help="how far the app trails the producer")
+    parser.add_argument("--only", choices=["scrape", "accuracy"], default=None)
+    args = parser.parse_args()
+    env = stack_env()
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    session = cluster.connect()
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {KEYSPACE}"
+        " WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    try:
+        if args.only in (None, "scrape"):
+            bench_scrape(args, env, session)
+        if args.only in (None, "accuracy"):
+            bench_accuracy(args, env, session)
+    finally:
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main()
