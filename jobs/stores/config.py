@@ -19,6 +19,7 @@ Every setting has an environment variable (read by `CassandraConfig.from_env`):
 | request_timeout       | FLOE_CASSANDRA_REQUEST_TIMEOUT (s)    | 10             |
 | ddl_timeout           | FLOE_CASSANDRA_DDL_TIMEOUT (s)        | 60             |
 | connect_timeout       | FLOE_CASSANDRA_CONNECT_TIMEOUT (s)    | 10             |
+| protocol_version      | FLOE_CASSANDRA_PROTOCOL_VERSION       | negotiated     |
 
 Credentials never appear in `repr`, logs or error messages.
 """
@@ -99,6 +100,9 @@ class CassandraConfig:
     request_timeout: float = 10.0
     ddl_timeout: float = 60.0
     connect_timeout: float = 10.0
+    protocol_version: int | None = None
+    """Native protocol version (5 for Cassandra 4/5, 4 for ScyllaDB); None negotiates (and the
+    driver logs a warning each time it steps down from its newest version)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.hosts, str):
@@ -151,6 +155,11 @@ class CassandraConfig:
         ):
             if (value := get(name)) is not None:
                 kwargs[attr] = value
+        if (protocol := get("PROTOCOL_VERSION")) is not None:
+            try:
+                kwargs["protocol_version"] = int(protocol)
+            except ValueError:
+                raise StoreConfigError(f"FLOE_CASSANDRA_PROTOCOL_VERSION: not a number: {protocol!r}") from None
         if (tls := get("TLS")) is not None:
             kwargs["tls"] = _bool(tls, "FLOE_CASSANDRA_TLS")
         if (verify := get("TLS_VERIFY_HOSTNAME")) is not None:
@@ -221,6 +230,9 @@ def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
     auth = None
     if config.username is not None and config.password is not None:
         auth = PlainTextAuthProvider(username=config.username, password=config.password)
+    extra: dict[str, Any] = {}
+    if config.protocol_version is not None:
+        extra["protocol_version"] = config.protocol_version
     cluster = Cluster(
         contact_points=list(config.hosts),
         port=config.port,
@@ -231,6 +243,7 @@ def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
         control_connection_timeout=config.connect_timeout,
         reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=30.0),
         max_schema_agreement_wait=int(config.ddl_timeout),
+        **extra,
     )
     try:
         session = cluster.connect(keyspace)

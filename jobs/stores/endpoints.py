@@ -153,7 +153,7 @@ class QueryHandler:
 def add_routes(app: web.Application, views: Mapping[str, QueryableView], *, prefix: str = "") -> QueryHandler:
     """Mounts the query routes on `app` (under `prefix`, e.g. "/query")."""
     handler = QueryHandler(views)
-    app.router.add_get(prefix + "/stores/{name}/keys/{key}", handler.get_key)
+    app.router.add_get(prefix + "/stores/{name}/keys/{key:.+}", handler.get_key)
     app.router.add_get(prefix + "/stores/{name}", handler.list_entries)
     return handler
 

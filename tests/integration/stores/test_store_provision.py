@@ -88,6 +88,52 @@ def test_concurrent_provisioning_from_several_processes(
         execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
 
 
+OPEN_WORKER = textwrap.dedent("""
+    import sys, time
+    from prometheus_client import CollectorRegistry
+    from floe_jobs.stores import CassandraConfig, PartitionedStore, StoreOptions, connect
+    hosts, port, keyspace, store, start = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
+    session = connect(CassandraConfig(hosts=hosts, port=port))
+    time.sleep(max(0.0, start - time.time()))
+    s = PartitionedStore(session, store, keyspace=keyspace, options=StoreOptions(create_table=False),
+                         registry=CollectorRegistry())
+    s.put_many_fenced(0, [(sys.argv[6].encode(), b"v")], batch=1)
+    session.cluster.shutdown()
+    print("opened")
+""")
+
+
+def test_concurrent_opening_of_a_java_table_adds_the_fence_once(
+    session: Session, cassandra_config: CassandraConfig, keyspace: str, store_name: str
+) -> None:
+    table = f"{keyspace}.{store_name.replace('-', '_')}_kstreams_store"
+    session.execute(
+        f"CREATE TABLE {table} (partition int, key blob, time timestamp, value blob, "
+        "PRIMARY KEY ((partition), key)) WITH compaction = { 'class' : 'LeveledCompactionStrategy' }",
+        execution_profile="floe-ddl",
+    )
+    start = time.time() + 8.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_WORKER, ",".join(cassandra_config.hosts), str(cassandra_config.port),
+             keyspace, store_name, str(start), f"worker-{i}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(4)
+    ]
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, err[-3000:]
+            assert "opened" in out
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    rows = session.execute(f"SELECT key, floe_batch FROM {table} WHERE partition = 0").all()
+    assert sorted((bytes(r[0]), r[1]) for r in rows) == [(f"worker-{i}".encode(), 1) for i in range(4)]
+
+
 def test_missing_keyspace_and_table_are_clear_errors(session: Session, keyspace: str, store_name: str) -> None:
     with pytest.raises(KeyspaceMissingError, match="does not exist"):
         provision(session, keyspace="it_absent_keyspace", replication=None, stores=SPECS, create_keyspace=False)

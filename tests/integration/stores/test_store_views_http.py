@@ -66,3 +66,31 @@ async def test_http_endpoint(counts: PartitionedStore[str, int], session: Sessio
         assert bad.status == 400 and "global" in (await bad.json())["error"]
     finally:
         await client.close()
+
+
+async def test_asyncio_faces(counts: PartitionedStore[str, int], session: Session, keyspace: str,
+                             registry: CollectorRegistry) -> None:
+    from floe_jobs.stores.aio import AsyncGlobalStore, AsyncPartitionedStore
+
+    store = AsyncPartitionedStore(counts)
+    assert await store.get(1, "banana") == 6
+    await store.put_all(1, [("fig", 3), ("grape", 5)])
+    assert await store.get_many(1, ["fig", "grape", "kiwi"]) == {"fig": 3, "grape": 5}
+    await store.put_many_fenced(1, [("fig", 4)], batch=9)
+    assert await store.get_many_fenced(1, ["fig"]) == {"fig": (4, 9)}
+    assert [k for k, _ in await store.range(1, "b", None, limit=2)] == ["banana", "date"]
+    assert await store.prefix_scan(1, "gr") == [("grape", 5)]
+    await store.delete(1, "fig")
+    assert await store.get(1, "fig") is None
+    glob = AsyncGlobalStore(GlobalStore(session, counts.name + "-ag", keyspace=keyspace, key_serde=serdes.STR,
+                                        value_serde=serdes.STR, registry=registry))
+    await glob.put("a/b", "slash")
+    assert await glob.get_many(["a/b"]) == {"a/b": "slash"}
+    app = make_app({"g": GlobalView(glob.store)})
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        resp = await client.get("/stores/g/keys/a%2Fb")
+        assert (await resp.json())["value"] == "slash"
+    finally:
+        await client.close()
