@@ -206,6 +206,7 @@ def test_operator_settings_reach_the_container(render: chartkit.Render) -> None:
         "operator": {
             "watchNamespaces": ["team-a", "team-b"],
             "resyncSeconds": 30,
+            "lagIntervalSeconds": 15,
             "checkKafka": False,
             "logLevel": "DEBUG",
             "metricsPort": 9090,
@@ -218,6 +219,7 @@ def test_operator_settings_reach_the_container(render: chartkit.Render) -> None:
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["FLOE_WATCH_NAMESPACES"] == "team-a,team-b"
     assert env["FLOE_RESYNC_SECONDS"] == "30"
+    assert env["FLOE_LAG_INTERVAL_SECONDS"] == "15"
     assert env["FLOE_CHECK_KAFKA"] == "false"
     assert env["FLOE_LOG_LEVEL"] == "DEBUG"
     assert env["FLOE_METRICS_PORT"] == "9090"

@@ -101,6 +101,7 @@ def test_optional_kinds_follow_their_switches(render: chartkit.Render) -> None:
     rules = one(render(), "ClusterRole")["rules"]
     assert grants(rules, "autoscaling", "horizontalpodautoscalers", "create")
     assert grants(rules, "keda.sh", "scaledobjects", "create")
+    assert grants(rules, "keda.sh", "triggerauthentications", "create")
     off = {"rbac": {"serviceMonitors": False, "hpa": False, "keda": False}}
     rules = one(render(off), "ClusterRole")["rules"]
     assert not grants(rules, "monitoring.coreos.com", "servicemonitors", "get")
