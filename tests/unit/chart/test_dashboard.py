@@ -13,6 +13,7 @@ from typing import Any
 import chartkit
 
 DASHBOARD = chartkit.CHART / "dashboards" / "floe.json"
+DEFINITION = re.compile(r"(?:Counter|Gauge|Histogram|Summary)(?:MetricFamily)?\(\s*\"(floe_[a-z0-9_]+)\"")
 SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created")
 
 
@@ -35,7 +36,7 @@ def _defined_metrics() -> set[str]:
     names: set[str] = set()
     for folder in ("jobs", "operator"):
         for path in (chartkit.ROOT / folder).rglob("*.py"):
-            for m in re.finditer(r"(?:Counter|Gauge|Histogram|Summary)(?:MetricFamily)?\(\s*\"(floe_[a-z0-9_]+)\"", path.read_text()):
+            for m in DEFINITION.finditer(path.read_text()):
                 names.add(_base(m.group(1)))
     return names
 
