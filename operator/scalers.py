@@ -54,6 +54,16 @@ def lag_threshold(app: model.StreamingApp) -> int:
     return app.spec.kafka.max_records_per_batch
 
 
+def quantity(value: int) -> str:
+    """An integer in the API server's canonical quantity form (20000 -> "20k"), so live equals desired."""
+    suffixes = ("", "k", "M", "G", "T", "P", "E")
+    exp = 0
+    while value and value % 1000 == 0 and exp < len(suffixes) - 1:
+        value //= 1000
+        exp += 1
+    return f"{value}{suffixes[exp]}"
+
+
 def max_replicas(app: model.StreamingApp, partitions: int | None) -> int:
     auto = app.spec.autoscaling
     assert auto is not None
@@ -111,7 +121,7 @@ def hpa(app: model.StreamingApp, *, partitions: int | None = None) -> Manifest:
                             "name": LAG_METRIC,
                             "selector": {"matchLabels": {"namespace": app.namespace, "app": app.name}},
                         },
-                        "target": {"type": "AverageValue", "averageValue": str(lag_threshold(app))},
+                        "target": {"type": "AverageValue", "averageValue": quantity(lag_threshold(app))},
                     },
                 }
             ],

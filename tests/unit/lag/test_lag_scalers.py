@@ -86,12 +86,23 @@ def test_hpa_targets_the_app_on_the_external_lag_metric_and_validates() -> None:
         "name": "floe_consumergroup_sum_lag",
         "selector": {"matchLabels": {"namespace": "shop", "app": "orders"}},
     }
-    assert metric["target"] == {"type": "AverageValue", "averageValue": "20000"}
+    assert metric["target"] == {"type": "AverageValue", "averageValue": "20k"}
     assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 600
     assert hpa["metadata"]["ownerReferences"][0]["kind"] == "StreamingApp"
     kubernetes_validate.validate(hpa, K8S_VERSION, strict=True)
     # allowIdle lifts the partition cap
     assert scalers.hpa(app(mode="HPA", allowIdle=True), partitions=12)["spec"]["maxReplicas"] == 20
+
+
+def test_quantities_are_canonical() -> None:
+    assert [scalers.quantity(v) for v in (0, 1500, 20000, 100000, 1000000, 2500000)] == [
+        "0",
+        "1500",
+        "20k",
+        "100k",
+        "1M",
+        "2500k",
+    ]
 
 
 def test_keda_only_when_its_crd_exists() -> None:
