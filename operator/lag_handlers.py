@@ -196,6 +196,13 @@ class LagLoop:
         if not mem.restored:
             self._restore(mem, app)
         status: dict[str, Any] = {"lag": self._lag_status(result, now, mem)}
+        # A merge patch keeps keys it does not mention: clear what no longer applies.
+        live_lag = app.status.get("lag") or {}
+        if not result.stale:
+            if "error" in live_lag:
+                status["lag"]["error"] = None
+            for topic in live_lag.get("topics") or {}:
+                status["lag"]["topics"].setdefault(topic, None)
         auto = app.spec.autoscaling
         decision: autoscale.Decision | None = None
         if auto is not None and auto.mode == "Native":
@@ -320,7 +327,9 @@ class LagLoop:
         self, app: model.StreamingApp, status: dict[str, Any], mem: AppMemory, now: float, *, urgent: bool
     ) -> None:
         def comparable(s: Mapping[str, Any]) -> Any:
-            lag_part = {k: v for k, v in (s.get("lag") or {}).items() if k != "updateTime"}
+            lag_part = {k: v for k, v in (s.get("lag") or {}).items() if k != "updateTime" and v is not None}
+            if isinstance(lag_part.get("topics"), dict):
+                lag_part["topics"] = {t: v for t, v in lag_part["topics"].items() if v is not None}
             auto = {k: v for k, v in (s.get("autoscaling") or {}).items() if k not in ("inputs", "message")}
             return lag_part, auto
 
