@@ -198,6 +198,11 @@ def scaled_object(app: model.StreamingApp) -> Manifest:
     }
 
 
+def wants_keda(app: model.StreamingApp) -> bool:
+    """Whether the spec asks for KEDA (then the caller checks that KEDA's CRD is installed)."""
+    return app.spec.autoscaling is not None and app.spec.autoscaling.mode == "KEDA"
+
+
 def children(app: model.StreamingApp, *, keda_available: bool, partitions: int | None = None) -> list[Manifest]:
     """The autoscaler children the spec asks for, hash-stamped like every other child (none for Native)."""
     auto = app.spec.autoscaling
