@@ -34,6 +34,13 @@ KEDA_API = "keda.sh/v1alpha1"
 LAG_METRIC = "floe_consumergroup_sum_lag"
 POLLING_SECONDS = 15
 
+# Kinds of the autoscaler children an app may own, to remove those the spec no longer asks for.
+CHILD_KINDS: tuple[tuple[str, str], ...] = (
+    (HPA_API, "HorizontalPodAutoscaler"),
+    (KEDA_API, "ScaledObject"),
+    (KEDA_API, "TriggerAuthentication"),
+)
+
 _SASL = {"PLAIN": "plaintext", "SCRAM-SHA-256": "scram_sha256", "SCRAM-SHA-512": "scram_sha512"}
 
 
