@@ -256,12 +256,12 @@ class Batch:
         fn = functools.partial(state.first_seen_partition_rows, ref=ref, fences=self._fences())
         verdicts = self._apply(first, fn, StructField("keep", _bool_type()))
         kept = verdicts.where("keep").select(F.col("partition").alias("_p"), F.col("key").alias("_k"))
-        firsts = first.join(kept, (first.partition == kept._p) & (first.key == kept._k)).select(
+        firsts = first.join(kept, (first["partition"] == kept["_p"]) & (first["key"] == kept["_k"])).select(
             F.col("partition").alias("_p2"), F.col("value").alias("_first_offset")
         )
         return keyed.join(
             firsts,
-            (keyed.partition == firsts._p2) & (keyed.offset == firsts._first_offset),
+            (keyed["partition"] == firsts["_p2"]) & (keyed["offset"] == firsts["_first_offset"]),
         ).drop("_p2", "_first_offset", "_floe_key")
 
     def lookup(
@@ -281,9 +281,8 @@ class Batch:
         fn = functools.partial(state.lookup_rows, ref=ref)
         found = self._apply(keys.distinct(), fn, StructField(as_column, _string_type()))
         found = found.withColumnRenamed("partition", "_lp").withColumnRenamed("key", "_lk")
-        return keyed.join(found, (keyed.partition == found._lp) & (keyed._floe_key == found._lk), "left").drop(
-            "_lp", "_lk", "_floe_key"
-        )
+        on = (keyed["partition"] == found["_lp"]) & (keyed["_floe_key"] == found["_lk"])
+        return keyed.join(found, on, "left").drop("_lp", "_lk", "_floe_key")
 
     # -- bad input ----------------------------------------------------------------------------
     def decode_json(self, df: DataFrame, schema: StructType | str) -> DataFrame:
@@ -361,7 +360,7 @@ def filter_applied(
     hw = spark.createDataFrame(marks, "_ht string, _hp int, _hs string, _ho long, _hi int")
     joined = tagged.join(
         F.broadcast(hw),
-        (tagged.topic == hw._ht) & (tagged.partition == hw._hp) & (tagged._src == hw._hs),
+        (tagged["topic"] == hw["_ht"]) & (tagged["partition"] == hw["_hp"]) & (tagged["_src"] == hw["_hs"]),
         "left",
     )
     keep = (
