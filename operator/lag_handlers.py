@@ -51,6 +51,7 @@ class Options:
     status_window_seconds: float = 120.0
     rate_seconds: float = 60.0
     status_seconds: float = 30.0
+    api_concurrency: int = 8
 
 
 def iso(at: float) -> str:
@@ -177,15 +178,18 @@ class LagLoop:
         self.metrics.update(scrape)
         for source, message in scrape.errors:
             log.warning("Lag scrape failed source=%s error=%s", source, message)
-        for result in scrape.apps:
-            app = apps.get(result.key)
-            if app is None:
-                continue
-            try:
-                await self._app(app, result, scrape.at)
-            except k8s.ApiError as exc:
-                if exc.status != 404:
-                    log.warning("Writing lag status failed app=%s/%s error=%s", app.namespace, app.name, exc)
+        slots = asyncio.Semaphore(self.options.api_concurrency)
+
+        async def one(app: model.StreamingApp, result: lag.AppLag) -> None:
+            async with slots:
+                try:
+                    await self._app(app, result, scrape.at)
+                except k8s.ApiError as exc:
+                    if exc.status != 404:
+                        log.warning("Writing lag status failed app=%s/%s error=%s", app.namespace, app.name, exc)
+
+        # Apps are independent: their status writes and scale calls go out together (bounded).
+        await asyncio.gather(*(one(apps[r.key], r) for r in scrape.apps if r.key in apps))
         for key in list(self.memory):
             if key not in apps:
                 del self.memory[key]
