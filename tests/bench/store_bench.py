@@ -109,6 +109,9 @@ def result(name: str, *, metric: str, unit: str, value: float, baseline: str, ba
         "p99_s": None if p99 is None else round(p99, 7),
         "command": command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        # The machine is shared (2 cores, other builds and tests running): say how busy it was.
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpu_count": os.cpu_count(),
         **extra,
     }
 
