@@ -1,0 +1,169 @@
+"""The lag loop's bookkeeping with its I/O replaced by recorders: when status is written, when the
+scale subresource is called, which events go out, how modes differ. The real sources and API
+server are exercised in tests/integration/lag."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from floe_operator import lag, lag_handlers, lag_metrics
+from prometheus_client import CollectorRegistry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Scraper:
+    """Hands the loop prepared results: end offsets grow by `rate`/s, committed by `consumed`/s."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.stale = False
+        self.end = 0
+        self.committed = 0
+
+    def scrape(self, refs: Sequence[lag.AppRef]) -> lag.Scrape:
+        apps = []
+        for ref in refs:
+            if self.stale:
+                apps.append(lag.AppLag(ref.namespace, ref.name, self.clock(), stale=True, error="Kafka down"))
+                continue
+            part = lag.PartitionLag(
+                topic="in",
+                partition=0,
+                end=self.end,
+                committed=self.committed,
+                source="cassandra",
+                lag=self.end - self.committed,
+                lag_seconds=0.0,
+                exact=True,
+                status="OK",
+            )
+            apps.append(
+                lag.AppLag(
+                    ref.namespace, ref.name, self.clock(), (part,), end_total=self.end, committed_total=self.committed
+                )
+            )
+        errors = (("kafka", "down"),) if self.stale else ()
+        return lag.Scrape(at=self.clock(), duration=0.0, apps=tuple(apps), errors=errors)
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+        self.scales: list[int] = []
+
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        self.patches.append(dict(status))
+        return {}
+
+    async def scale(self, namespace: str, name: str, replicas: int) -> dict[str, Any]:
+        self.scales.append(replicas)
+        return {}
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        return None
+
+
+def body(mode: str = "Native", replicas: int = 4, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "image": "i",
+            "job": {"entrypoint": "m:f"},
+            "replicas": replicas,
+            "kafka": {"bootstrapServers": "k:9092", "topics": ["in"]},
+            "state": {"cassandra": {"hosts": ["c"], "keyspace": "ks"}},
+            "autoscaling": {"mode": mode, "maxReplicas": 8, "stabilizationWindowSeconds": 60},
+        },
+        "status": {"replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas, **status},
+    }
+
+
+def make(mode: str = "Native", **kw: Any) -> tuple[lag_handlers.LagLoop, Clock, Scraper, Cluster, list[Any]]:
+    clock = Clock()
+    scraper = Scraper(clock)
+    cluster = Cluster()
+    events: list[Any] = []
+    loop = lag_handlers.LagLoop(
+        cluster=cluster,  # type: ignore[arg-type]
+        scraper=scraper,  # type: ignore[arg-type]
+        metrics=lag_metrics.LagMetrics(CollectorRegistry()),
+        options=lag_handlers.Options(interval_seconds=10, status_seconds=30),
+        emit=lambda obj, type_, reason, message: events.append((type_, reason, message)),
+    )
+    loop.track(body(mode, **kw))
+    return loop, clock, scraper, cluster, events
+
+
+def tick(loop: lag_handlers.LagLoop, clock: Clock, seconds: float = 10) -> None:
+    clock.now += seconds
+    asyncio.run(loop.tick())
+
+
+def test_status_is_written_on_change_and_throttled_otherwise() -> None:
+    loop, clock, scraper, cluster, _ = make(replicas=1)
+    tick(loop, clock)
+    assert cluster.patches[0]["lag"]["records"] == 0
+    assert cluster.patches[0]["autoscaling"]["reason"] == "CollectingMetrics"
+    tick(loop, clock)  # a new reason is written at once
+    assert len(cluster.patches) == 2 and cluster.patches[1]["autoscaling"]["reason"] == "WithinTarget"
+    tick(loop, clock)
+    assert len(cluster.patches) == 2  # nothing changed
+    scraper.end = 50  # lag appears: from zero to non-zero is written at once
+    tick(loop, clock)
+    assert len(cluster.patches) == 3 and cluster.patches[-1]["lag"]["records"] == 50
+    scraper.end = 60  # lag only moved: wait for status_seconds
+    tick(loop, clock)
+    assert len(cluster.patches) == 3
+    tick(loop, clock, 25)
+    assert len(cluster.patches) == 4 and cluster.patches[-1]["lag"]["records"] == 60
+    scraper.stale = True  # staleness flips are written at once, with the last values kept
+    tick(loop, clock)
+    last = cluster.patches[-1]
+    assert last["lag"]["stale"] is True and last["lag"]["records"] == 60
+    assert last["autoscaling"]["reason"] == "MetricsStale"
+
+
+def test_native_decision_scales_once_and_posts_an_event_with_inputs() -> None:
+    loop, clock, _, cluster, events = make(replicas=5)  # 5 replicas > 1 partition
+    tick(loop, clock)
+    assert cluster.scales == [1]
+    assert events[0][:2] == ("Normal", "ReplicasExceedPartitions") and "partitions=1" in events[0][2]
+    auto = cluster.patches[-1]["autoscaling"]
+    assert (auto["action"], auto["desiredReplicas"]) == ("ScaleDown", 1) and "lastScaleTime" in auto
+    # The watch has not shown the new count yet: no second scale from the stale body.
+    tick(loop, clock)
+    assert cluster.scales == [1]
+
+
+def test_hpa_mode_gets_lag_but_no_decision() -> None:
+    loop, clock, _, cluster, events = make(mode="HPA", replicas=10)
+    tick(loop, clock)
+    assert cluster.scales == [] and events == []
+    assert cluster.patches[-1]["autoscaling"] == {"mode": "HPA"}
+
+
+def test_capacity_and_last_scale_survive_a_restart() -> None:
+    loop, clock, _, _, _ = make()
+    loop.track(body(replicas=1, autoscaling={"capacityPerReplica": 123.0, "lastScaleTime": "2026-01-01T00:00:00Z"}))
+    tick(loop, clock)
+    mem = loop.memory[("ns", "a")]
+    assert mem.capacity == 123.0 and mem.last_scale_at == 1767225600.0
+
+
+def test_rollout_in_progress() -> None:
+    from floe_operator import model
+
+    app = model.StreamingApp.from_body(body())
+    assert not lag_handlers.rollout_in_progress(app, 4)
+    assert lag_handlers.rollout_in_progress(app, 5)
+    progressing = body(conditions=[{"type": "Progressing", "status": "True"}])
+    assert lag_handlers.rollout_in_progress(model.StreamingApp.from_body(progressing), 4)
