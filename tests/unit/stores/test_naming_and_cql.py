@@ -89,3 +89,17 @@ def test_keyspace_cql() -> None:
 
 def test_fence_column_cql() -> None:
     assert fence_column_cql("app", "t_kstreams_store") == "ALTER TABLE app.t_kstreams_store ADD floe_batch bigint"
+
+
+def test_describe_renders_the_whole_provisioning() -> None:
+    from floe_jobs.stores.schema import describe, options_json
+
+    script = describe([StoreSpec("a", "partitioned"), StoreSpec("b", "versioned-global", ttl_seconds=60)], "app")
+    lines = script.splitlines()
+    assert lines[0].startswith("CREATE KEYSPACE IF NOT EXISTS app")
+    assert lines[1].startswith("CREATE TABLE IF NOT EXISTS app.a_kstreams_store")
+    assert lines[2].startswith("CREATE TABLE IF NOT EXISTS app.b_kstreams_store")
+    assert all(line.endswith(";") for line in lines)
+    assert options_json(StoreSpec("b", "global", ttl_seconds=60)) == (
+        '{"compaction": {"class": "LeveledCompactionStrategy"}, "default_time_to_live": 60}'
+    )
