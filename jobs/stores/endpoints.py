@@ -21,7 +21,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
-from floe_jobs.stores.errors import SerdeError, StoreError, StoreUnavailableError, UnsupportedOperationError
+from floe_jobs.stores.errors import (
+    SerdeError,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailableError,
+    UnsupportedOperationError,
+)
 from floe_jobs.stores.serdes import Serde
 
 log = logging.getLogger(__name__)
@@ -56,7 +62,7 @@ def _error(status: int, message: str) -> web.Response:
 def _status_of(exc: StoreError) -> int:
     if isinstance(exc, StoreUnavailableError):
         return 503
-    return 400 if isinstance(exc, UnsupportedOperationError) else 500
+    return 400 if isinstance(exc, UnsupportedOperationError | StoreConfigError) else 500
 
 
 class QueryHandler:
