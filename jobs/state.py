@@ -56,11 +56,12 @@ def decide_latest(old: Fenced | None, new: Any, *, batch: int) -> tuple[Any, boo
 
 def decide_first_seen(old: Fenced | None, *, batch: int) -> tuple[bool, bool]:
     """De-duplication: (keep the record, write the marker). A marker written by an earlier
-    attempt of this same batch means the record was first seen in this batch: keep it."""
-    if old is None:
-        return True, True
+    attempt of this same batch means the record was first seen in this batch: keep it.
+    A missing row reads as (None, None)."""
     if already_applied(old, batch):
         return True, False
+    if old is None or old[0] is None:
+        return True, True
     return False, False
 
 

@@ -49,6 +49,11 @@ def test_min_max_combiners() -> None:
     assert decide_merge((4, 1), 2, batch=2, combine=COMBINERS["max"]) == (4, True)
 
 
+def test_missing_key_as_the_store_reports_it() -> None:
+    assert decide_merge((None, None), 3, batch=1, combine=ADD) == (3, True)
+    assert decide_latest((None, None), "x", batch=1) == ("x", True)
+
+
 def test_latest() -> None:
     assert decide_latest(None, "x", batch=1) == ("x", True)
     assert decide_latest(("old", 1), "x", batch=2) == ("x", True)
@@ -57,6 +62,7 @@ def test_latest() -> None:
 
 def test_first_seen() -> None:
     assert decide_first_seen(None, batch=3) == (True, True)
+    assert decide_first_seen((None, None), batch=3) == (True, True)  # how the store reports a missing key
     assert decide_first_seen((1, 2), batch=3) == (False, False)
     # written by an earlier attempt of this very batch: first seen here, keep (output at-least-once)
     assert decide_first_seen((1, 3), batch=3) == (True, False)
