@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import kopf.testing
 import pytest
 import yaml
-from conftest import OffsetsRows, produce
+from .conftest import OffsetsRows, produce
 from floe_operator import handlers, lag_handlers, model
 from prometheus_client import REGISTRY
 

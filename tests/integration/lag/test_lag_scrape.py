@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import FakeClock, OffsetsRows, commit_group, produce
+from .conftest import FakeClock, OffsetsRows, commit_group, produce
 from floe_operator import cassandra, kafka, lag, lag_metrics, model
 from prometheus_client import CollectorRegistry
 

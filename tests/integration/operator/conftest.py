@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from floe_operator import handlers
-from kube import Kubectl
+from .kube import Kubectl
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "streamingapp.yaml"

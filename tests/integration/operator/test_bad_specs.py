@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kube import Kubectl
+from .kube import Kubectl
 
 pytestmark = pytest.mark.k8s
 
@@ -112,7 +112,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "bad-store-name",
         _set("spec.state.stores", [{"name": "Counts!"}]),
-        "a store name must be lowercase letters, digits and '_'",
+        "a store name must be lowercase letters, digits, '_', '-' or '.'",
     ),
     (
         "zero-ttl",

@@ -8,8 +8,8 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import app_manifest
-from kube import Kubectl, condition, wait_for
+from .conftest import app_manifest
+from .kube import Kubectl, condition, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import RESYNC_SECONDS, app_manifest
+from .conftest import RESYNC_SECONDS, app_manifest
 from floe_jobs import config as job_config
 from floe_operator import k8s, render
-from kube import Kubectl, condition, wait_for
+from .kube import Kubectl, condition, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
 

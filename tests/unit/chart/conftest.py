@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import chartkit
 import pytest
+
+from . import chartkit
 
 
 @pytest.fixture

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import chartkit
 import pytest
 import yaml
+
+from . import chartkit
 
 ARGOCD = chartkit.CHART / "argocd"
 CASES = yaml.safe_load((ARGOCD / "health_test.yaml").read_text())["tests"]

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 import subprocess
+import uuid
 from typing import Any
 
-import chartkit
 import kubernetes_validate
 import pytest
 import yaml
-from chartkit import by_kind, one
+
+from . import chartkit
+from .chartkit import by_kind, one
 
 pytestmark = pytest.mark.helm
 
@@ -250,10 +252,11 @@ def test_dashboard_configmap_carries_the_dashboard_and_the_sidecar_label(render:
 
 
 def test_notes_render_with_next_steps(helm: str, kubeconfig: str) -> None:
+    release = f"notes-{uuid.uuid4().hex[:6]}"  # a name no installed release holds
     # helm template never prints NOTES; install --dry-run does (it asks the API server for its
     # version, and would refuse to adopt a CRD it does not own: leave the CRD out).
     proc = subprocess.run(
-        [helm, "install", "floe", str(chartkit.CHART), "-n", "ops", "--dry-run=client", "--set", "crds.enabled=false"],
+        [helm, "install", release, str(chartkit.CHART), "-n", "ops", "--dry-run=client", "--set", "crds.enabled=false"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -261,6 +264,6 @@ def test_notes_render_with_next_steps(helm: str, kubeconfig: str) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     notes = proc.stdout.split("NOTES:", 1)[1]
-    assert "kubectl -n ops rollout status deployment/floe" in notes
+    assert f"kubectl -n ops rollout status deployment/{release}-floe" in notes
     assert "kubectl explain streamingapp.spec" in notes
     assert "examples/word-count/streamingapp.yaml" in notes

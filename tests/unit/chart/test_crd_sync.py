@@ -7,7 +7,7 @@ import subprocess
 import sys
 from types import ModuleType
 
-import chartkit
+from . import chartkit
 
 SCRIPT = chartkit.CHART / "hack" / "sync-crd.py"
 

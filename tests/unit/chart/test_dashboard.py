@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-import chartkit
+from . import chartkit
 
 DASHBOARD = chartkit.CHART / "dashboards" / "floe.json"
 DEFINITION = re.compile(r"(?:Counter|Gauge|Histogram|Summary)(?:MetricFamily)?\(\s*\"(floe_[a-z0-9_]+)\"")

@@ -13,8 +13,9 @@ import shlex
 import tomllib
 from dataclasses import dataclass
 
-import chartkit
 import pytest
+
+from . import chartkit
 
 IMAGES = chartkit.ROOT / "images"
 DOCKERFILES = {"operator": IMAGES / "operator.Dockerfile", "job": IMAGES / "job.Dockerfile"}

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import chartkit
 import pytest
-from chartkit import by_kind, one
 from floe_operator import render as operator_render
+
+from . import chartkit
+from .chartkit import by_kind, one
 
 pytestmark = pytest.mark.helm
 

@@ -6,9 +6,10 @@ import json
 import re
 from typing import Any
 
-import chartkit
 import pytest
 import yaml
+
+from . import chartkit
 
 BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("replicas as text", {"replicaCount": "two"}, "replicaCount"),

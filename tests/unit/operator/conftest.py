@@ -10,7 +10,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import crdtools
+from . import crdtools
 
 CASES = Path(__file__).parent / "cases"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import crdtools
+from . import crdtools
 from floe_operator import crddoc
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import crdtools
+from . import crdtools
 import pytest
-from conftest import CASES, load_case
+from .conftest import CASES, load_case
 from floe_jobs import config
 from floe_operator import model, render
 from pydantic import BaseModel

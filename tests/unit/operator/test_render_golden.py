@@ -13,7 +13,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from conftest import CASES, load_case
+from .conftest import CASES, load_case
 from floe_operator import model, render
 
 GOLDEN = Path(__file__).parent / "golden"
