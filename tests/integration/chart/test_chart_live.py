@@ -1,0 +1,246 @@
+"""The chart against the local stack's kube-apiserver: install, upgrade, uninstall, RBAC.
+
+Each test installs its own release into fresh namespaces. The StreamingApp CRD is the one
+cluster-scoped object several releases and other tests share: the install test adopts it
+into its release for the duration of the test and gives it back its previous owner
+afterwards; every other test installs with crds.enabled=false. A release is never
+uninstalled with crds.keep=false here, since that would delete every StreamingApp in the
+cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .livekit import CHART, Run
+
+pytestmark = [pytest.mark.helm, pytest.mark.k8s]
+
+CRD = "streamingapps.streaming.floe.dev"
+
+
+def get_json(run: Run, kubectl: str, *args: str) -> dict[str, Any] | None:
+    proc = run(kubectl, "get", *args, "-o", "json", check=False)
+    if proc.returncode != 0:
+        assert "NotFound" in proc.stderr, proc.stderr
+        return None
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def env_of(deployment: dict[str, Any]) -> dict[str, str]:
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", "") for e in container["env"]}
+
+
+@pytest.fixture
+def crd_owner(run: Run, kubectl: str) -> Iterator[Callable[[str, str], None]]:
+    """adopt(release, namespace): hand the shared CRD to a release; restored afterwards."""
+    before = get_json(run, kubectl, "crd", CRD)
+    original_meta = (before or {}).get("metadata", {})
+    original = {"annotate": original_meta.get("annotations") or {}, "label": original_meta.get("labels") or {}}
+
+    def adopt(release: str, namespace: str) -> None:
+        if before is None:
+            return
+        run(
+            kubectl,
+            "annotate",
+            "crd",
+            CRD,
+            "--overwrite",
+            f"meta.helm.sh/release-name={release}",
+            f"meta.helm.sh/release-namespace={namespace}",
+        )
+        run(kubectl, "label", "crd", CRD, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+
+    yield adopt
+    after = get_json(run, kubectl, "crd", CRD)
+    if after is None:
+        return
+    # Back to the labels and annotations it had: the chart's go, the previous owner's return.
+    for verb, key in (("annotate", "annotations"), ("label", "labels")):
+        now = after["metadata"].get(key) or {}
+        changes = [f"{k}-" for k in now if k not in original[verb]]
+        changes += [f"{k}={v}" for k, v in original[verb].items() if now.get(k) != v]
+        if changes:
+            run(kubectl, verb, "crd", CRD, "--overwrite", *changes, check=False)
+
+
+def test_install_upgrade_uninstall_keeps_the_crd(
+    helm: str,
+    kubectl: str,
+    run: Run,
+    namespaces: Callable[[str], str],
+    crd_owner: Callable[[str, str], None],
+    install: Callable[..., str],
+) -> None:
+    ns = namespaces("floe-chart")
+    release = install("chart", ns, "--set", "crds.enabled=true,crds.keep=true", before=lambda name: crd_owner(name, ns))
+    status = json.loads(run(helm, "status", release, "-n", ns, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed"
+    assert "kubectl explain streamingapp.spec" in status["info"]["notes"]
+
+    deployment = get_json(run, kubectl, "deployment", f"{release}-floe", "-n", ns)
+    assert deployment is not None
+    assert deployment["spec"]["replicas"] == 1
+    assert env_of(deployment)["FLOE_RESYNC_SECONDS"] == "60"
+    for kind, name in [("serviceaccount", f"{release}-floe"), ("service", f"{release}-floe")]:
+        assert get_json(run, kubectl, kind, name, "-n", ns) is not None, kind
+    assert get_json(run, kubectl, "clusterrole", f"{release}-floe") is not None
+    assert get_json(run, kubectl, "clusterrolebinding", f"{release}-floe") is not None
+    crd = get_json(run, kubectl, "crd", CRD)
+    assert crd is not None
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert crd["metadata"]["annotations"]["meta.helm.sh/release-name"] == release
+    established = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert established.get("Established") == "True"
+
+    # A changed value reaches the cluster, and the pods roll (the template changed).
+    run(
+        helm,
+        "upgrade",
+        release,
+        str(CHART),
+        "--namespace",
+        ns,
+        "--reuse-values",
+        "--set",
+        "operator.resyncSeconds=30,operator.logLevel=DEBUG",
+    )
+    upgraded = get_json(run, kubectl, "deployment", f"{release}-floe", "-n", ns)
+    assert upgraded is not None
+    assert env_of(upgraded)["FLOE_RESYNC_SECONDS"] == "30"
+    assert env_of(upgraded)["FLOE_LOG_LEVEL"] == "DEBUG"
+    assert upgraded["metadata"]["generation"] > deployment["metadata"]["generation"]
+    history = json.loads(run(helm, "history", release, "-n", ns, "-o", "json").stdout)
+    assert [h["revision"] for h in history] == [1, 2]
+    assert history[-1]["status"] == "deployed"
+
+    run(helm, "uninstall", release, "--namespace", ns, "--wait")
+    assert get_json(run, kubectl, "deployment", f"{release}-floe", "-n", ns) is None
+    assert get_json(run, kubectl, "serviceaccount", f"{release}-floe", "-n", ns) is None
+    assert get_json(run, kubectl, "clusterrole", f"{release}-floe") is None
+    assert get_json(run, kubectl, "clusterrolebinding", f"{release}-floe") is None
+    assert get_json(run, kubectl, "crd", CRD) is not None, "crds.keep=true must leave the CRD in place"
+
+
+def can_i(run: Run, kubectl: str, sa: str, verb: str, resource: str, namespace: str | None) -> bool:
+    args = [kubectl, "auth", "can-i", verb, resource, f"--as={sa}"]
+    if "/" in resource:
+        resource, sub = resource.split("/", 1)
+        args = [kubectl, "auth", "can-i", verb, resource, f"--subresource={sub}", f"--as={sa}"]
+    args += ["-n", namespace] if namespace else []
+    proc = run(*args, check=False)
+    answer = proc.stdout.strip()
+    assert answer in ("yes", "no"), f"{args}: {proc.stdout} {proc.stderr}"
+    return answer == "yes"
+
+
+# (verb, resource) the operator needs in every namespace it manages.
+NEEDED = [
+    ("get", "streamingapps.streaming.floe.dev"),
+    ("list", "streamingapps.streaming.floe.dev"),
+    ("watch", "streamingapps.streaming.floe.dev"),
+    ("patch", "streamingapps.streaming.floe.dev"),
+    ("patch", "streamingapps.streaming.floe.dev/status"),
+    ("patch", "streamingapps.streaming.floe.dev/scale"),
+    ("update", "streamingapps.streaming.floe.dev/finalizers"),
+    ("create", "deployments.apps"),
+    ("patch", "deployments.apps"),
+    ("watch", "deployments.apps"),
+    ("create", "configmaps"),
+    ("patch", "configmaps"),
+    ("create", "services"),
+    ("delete", "services"),
+    ("create", "poddisruptionbudgets.policy"),
+    ("get", "secrets"),
+    ("create", "events"),
+    ("get", "serviceaccounts"),
+    ("get", "roles.rbac.authorization.k8s.io"),
+    ("get", "rolebindings.rbac.authorization.k8s.io"),
+    ("create", "horizontalpodautoscalers.autoscaling"),
+    # ServiceMonitors and ScaledObjects too, but kubectl cannot name kinds whose CRDs are not
+    # installed here; tests/unit/chart/test_rbac_rules.py checks those rules.
+]
+# (verb, resource) it never needs.
+REFUSED = [
+    ("list", "secrets"),
+    ("watch", "secrets"),
+    ("create", "secrets"),
+    ("delete", "pods"),
+    ("create", "pods"),
+    ("get", "pods"),
+    ("delete", "deployments.apps"),
+    ("delete", "configmaps"),
+    ("create", "serviceaccounts"),
+    ("create", "roles.rbac.authorization.k8s.io"),
+    ("escalate", "roles.rbac.authorization.k8s.io"),
+    ("bind", "roles.rbac.authorization.k8s.io"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"),
+    ("create", "streamingapps.streaming.floe.dev"),
+    ("delete", "streamingapps.streaming.floe.dev"),
+    ("create", "persistentvolumeclaims"),
+]
+
+
+def test_rbac_cluster_wide_allows_what_the_operator_needs_and_no_more(
+    kubectl: str, run: Run, namespaces: Callable[[str], str], install: Callable[..., str]
+) -> None:
+    ns = namespaces("floe-rbac")
+    elsewhere = namespaces("floe-apps")
+    release = install("rbac", ns, "--set", "crds.enabled=false")
+    sa = f"system:serviceaccount:{ns}:{release}-floe"
+    wrong = [(v, r) for v, r in NEEDED if not can_i(run, kubectl, sa, v, r, elsewhere)]
+    assert not wrong, f"denied but needed: {wrong}"
+    wrong = [(v, r) for v, r in REFUSED if can_i(run, kubectl, sa, v, r, elsewhere)]
+    assert not wrong, f"allowed but never needed: {wrong}"
+    # Cluster-scoped.
+    assert can_i(run, kubectl, sa, "list", "customresourcedefinitions.apiextensions.k8s.io", None)
+    assert can_i(run, kubectl, sa, "watch", "customresourcedefinitions.apiextensions.k8s.io", None)
+    assert not can_i(run, kubectl, sa, "create", "customresourcedefinitions.apiextensions.k8s.io", None)
+    assert not can_i(run, kubectl, sa, "delete", "customresourcedefinitions.apiextensions.k8s.io", None)
+    assert not can_i(run, kubectl, sa, "list", "namespaces", None)
+    assert not can_i(run, kubectl, sa, "get", "nodes", None)
+    assert not can_i(run, kubectl, sa, "create", "clusterroles.rbac.authorization.k8s.io", None)
+
+
+def test_rbac_for_a_list_of_namespaces_stays_inside_them(
+    kubectl: str, run: Run, namespaces: Callable[[str], str], install: Callable[..., str]
+) -> None:
+    ns = namespaces("floe-rbac")
+    watched = namespaces("floe-watched")
+    other = namespaces("floe-other")
+    release = install("scoped", ns, "--set", f"crds.enabled=false,operator.watchNamespaces={{{watched}}}")
+    sa = f"system:serviceaccount:{ns}:{release}-floe"
+    for verb, resource in NEEDED:
+        assert can_i(run, kubectl, sa, verb, resource, watched), f"{verb} {resource} in {watched}"
+        assert not can_i(run, kubectl, sa, verb, resource, other), f"{verb} {resource} in {other}"
+    for verb, resource in REFUSED:
+        assert not can_i(run, kubectl, sa, verb, resource, watched), f"{verb} {resource} in {watched}"
+    assert not can_i(run, kubectl, sa, "list", "streamingapps.streaming.floe.dev", None), "no cluster-wide list"
+    assert can_i(run, kubectl, sa, "list", "namespaces", None), "Kopf follows the watched namespaces"
+
+
+def test_operator_pod_is_admitted_under_restricted_pod_security(
+    kubectl: str, run: Run, namespaces: Callable[[str], str], install: Callable[..., str]
+) -> None:
+    ns = namespaces("floe-psa")
+    run(kubectl, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
+    release = install("psa", ns, "--set", "crds.enabled=false")
+    # The ReplicaSet creates the pod only if admission accepts it; there is no kubelet, so it
+    # stays Pending, which is enough.
+    deadline = time.monotonic() + 60
+    pods: list[Any] = []
+    while time.monotonic() < deadline:
+        listed = get_json(run, kubectl, "pods", "-n", ns, "-l", f"app.kubernetes.io/instance={release}")
+        pods = (listed or {}).get("items", [])
+        if pods:
+            break
+        time.sleep(0.5)
+    events = run(kubectl, "get", "events", "-n", ns, "-o", "json").stdout
+    assert pods, f"no operator pod was admitted: {[e['message'] for e in json.loads(events)['items']]}"
