@@ -1,0 +1,186 @@
+"""The real operator, logged in as the chart's ServiceAccount, manages an app end to end.
+
+`kubectl auth can-i` proves single verbs; this proves the set is complete: floe-operator
+runs as a local process with a token of the ServiceAccount the chart created (watching one
+namespace, the least-privileged mode), provisions the app's state in the real Cassandra,
+checks its topic in the real Kafka, creates every child, follows a scale, and finalizes a
+deletion, without a single request the RBAC refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .livekit import ROOT, Run
+
+pytestmark = [pytest.mark.helm, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def service_account_kubeconfig(admin_kubeconfig: str, token: str, path: Path) -> Path:
+    """A kubeconfig with the admin's cluster entry and the ServiceAccount's token."""
+    admin = yaml.safe_load(Path(admin_kubeconfig).read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])["context"]
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])["cluster"]
+    ca = cluster.get("certificate-authority")
+    if ca and not Path(ca).is_absolute():
+        cluster = {**cluster, "certificate-authority": str(Path(admin_kubeconfig).parent / ca)}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster}],
+        "users": [{"name": "operator", "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "operator"}}],
+        "current-context": "operator",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def kafka_topics(kafka_bootstrap: str) -> Iterator[Callable[[str, int], None]]:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    made: list[str] = []
+
+    def create(name: str, partitions: int) -> None:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
+        made.append(name)
+
+    yield create
+    if made:
+        for future in admin.delete_topics(made).values():
+            future.exception(timeout=30)
+
+
+@pytest.fixture
+def keyspace(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[str]:
+    from cassandra.cluster import Cluster
+
+    name = f"floe_chart_{uuid.uuid4().hex[:6]}"
+    yield name
+    cluster = Cluster(cassandra_hosts, port=cassandra_port)
+    try:
+        cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {name}")
+    finally:
+        cluster.shutdown()
+
+
+def wait_for(what: str, probe: Callable[[], Any], *, timeout: float, log: Path) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; operator log:\n{log.read_text()[-4000:]}")
+
+
+def test_operator_manages_an_app_with_only_the_charts_rbac(
+    kubectl: str,
+    kubeconfig: str,
+    run: Run,
+    namespaces: Callable[[str], str],
+    install: Callable[..., str],
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    kafka_topics: Callable[[str, int], None],
+    keyspace: str,
+    tmp_path: Path,
+) -> None:
+    run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
+    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+    operator_ns = namespaces("floe-op")
+    apps_ns = namespaces("floe-apps")
+    release = install("oprbac", operator_ns, "--set", f"crds.enabled=false,operator.watchNamespaces={{{apps_ns}}}")
+    token = run(kubectl, "create", "token", f"{release}-floe", "-n", operator_ns, "--duration=1h").stdout.strip()
+    sa_kubeconfig = service_account_kubeconfig(kubeconfig, token, tmp_path / "operator.kubeconfig")
+
+    app = f"wc-{uuid.uuid4().hex[:6]}"
+    kafka_topics(f"{app}-input", 3)
+    kafka_topics(f"{app}-output", 3)
+    manifest = yaml.safe_load((ROOT / "examples" / "word-count" / "streamingapp.yaml").read_text())
+    manifest["metadata"] = {"name": app, "namespace": apps_ns}
+    spec = manifest["spec"]
+    spec["replicas"] = 1
+    spec["kafka"].update(bootstrapServers=kafka_bootstrap, topics=[f"{app}-input"], outputTopics=[f"{app}-output"])
+    spec["state"]["cassandra"].update(hosts=cassandra_hosts, port=cassandra_port, keyspace=keyspace)
+    spec["state"]["deletionPolicy"] = "Delete"
+    (tmp_path / "app.yaml").write_text(yaml.safe_dump(manifest))
+
+    log = tmp_path / "operator.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
+    env.update(
+        KUBECONFIG=str(sa_kubeconfig),
+        FLOE_WATCH_NAMESPACES=apps_ns,
+        FLOE_METRICS_PORT=str(free_port()),
+        FLOE_LIVENESS_PORT=str(free_port()),
+        FLOE_RESYNC_SECONDS="5",
+        FLOE_LAG_INTERVAL_SECONDS="5",
+    )
+    script = Path(sys.executable).parent / "floe-operator"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(script)], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        run(kubectl, "apply", "-f", str(tmp_path / "app.yaml"))
+
+        def status() -> dict[str, Any]:
+            body = json.loads(run(kubectl, "get", "streamingapp", app, "-n", apps_ns, "-o", "json").stdout)
+            return body.get("status") or {}
+
+        def conditions() -> dict[str, str]:
+            return {c["type"]: c["status"] for c in status().get("conditions", [])}
+
+        wait_for("StateProvisioned=True", lambda: conditions().get("StateProvisioned") == "True", timeout=120, log=log)
+        children = [f"deployment/{app}", f"configmap/{app}-config", f"service/{app}", f"poddisruptionbudget/{app}"]
+        for child in children:
+
+            def exists(child: str = child) -> bool:
+                return run(kubectl, "get", child, "-n", apps_ns, check=False).returncode == 0
+
+            wait_for(child, exists, timeout=60, log=log)
+        assert status().get("observedGeneration") == 1
+
+        # A scale through the subresource reaches the Deployment.
+        run(kubectl, "scale", "streamingapp", app, "-n", apps_ns, "--replicas=2")
+
+        def deployment_replicas() -> int:
+            out = run(kubectl, "get", "deployment", app, "-n", apps_ns, "-o", "jsonpath={.spec.replicas}").stdout
+            return int(out or 0)
+
+        wait_for("the Deployment at 2 replicas", lambda: deployment_replicas() == 2, timeout=60, log=log)
+
+        # Deletion runs the finalizer (dropping the store tables) under the same RBAC.
+        run(kubectl, "delete", "streamingapp", app, "-n", apps_ns, "--timeout=90s")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    text = log.read_text()
+    assert f"Finalized app={apps_ns}/{app}" in text, text[-4000:]
+    for refusal in ("Forbidden", "forbidden", "HTTP 403", "Not enough permissions"):
+        assert refusal not in text, f"the operator was refused something ({refusal}):\n{text[-4000:]}"
