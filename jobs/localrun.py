@@ -196,6 +196,14 @@ class Replica:
         assert self.proc is not None
         return self.proc.pid
 
+    def commits_since_start(self) -> int:
+        """Batches this process (its latest start) has committed, from its log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return 0
+        return text.rsplit("==== start", 1)[-1].count("Committed stage=")
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
