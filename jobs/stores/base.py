@@ -8,12 +8,14 @@ which is what makes a table created by the Java library usable for exactly-once 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from cassandra import InvalidRequest
 from cassandra.cluster import Session
 from cassandra.query import PreparedStatement
 from floe_jobs.stores import schema
@@ -30,6 +32,8 @@ from floe_jobs.stores.execution import TRANSIENT_ERRORS, Executor, RetryPolicy
 from floe_jobs.stores.metrics import OperationMetrics, StoreMetrics
 from floe_jobs.stores.serdes import BYTES, Serde
 from prometheus_client import CollectorRegistry
+
+log = logging.getLogger(__name__)
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -158,13 +162,22 @@ class BaseStore(Generic[K, V]):
         while True:
             try:
                 return self.session.prepare(cql)
-            except TRANSIENT_ERRORS as exc:
-                if attempt >= self.options.retry.attempts:
-                    raise self.executor.fail(f"prepare {name}", exc, attempts=attempt) from exc
-                time.sleep(self.options.retry.delay(attempt))
-                attempt += 1
             except Exception as exc:
-                raise self.executor.fail(f"prepare {name}", exc, attempts=attempt) from exc
+                # A schema change made by another process (the table, or the fence column)
+                # can be visible in system_schema a moment before the coordinator serves it,
+                # and on other nodes a moment later: "unconfigured table" and "undefined
+                # column" are retried like transient errors.
+                lagging = isinstance(exc, InvalidRequest) and any(
+                    text in str(exc).lower() for text in ("unconfigured table", "undefined column")
+                )
+                if not (isinstance(exc, TRANSIENT_ERRORS) or lagging) or attempt >= self.options.retry.attempts:
+                    raise self.executor.fail(f"prepare {name}", exc, attempts=attempt) from exc
+                log.warning(
+                    "Retried preparing a statement store=%s statement=%s attempt=%d error=%s",
+                    self.name, name, attempt, exc,
+                )
+                time.sleep(max(0.25, self.options.retry.delay(attempt)))
+                attempt += 1
 
     # -- serdes ---------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@ for the rest."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from cassandra.cluster import Session
 from floe_jobs.stores import GlobalStore, StoreOptions, UnsupportedOperationError, serdes
@@ -42,6 +44,11 @@ def test_global_ttl_and_lwt(session: Session, keyspace: str, store_name: str, re
     assert store.put_if_absent("k", "v", ttl=30) is None
     assert store.put_if_absent("k", "w") == "v"
     assert store.get("k") == "v"
+    store.put("short", "x", ttl=1)
+    store.put_all([("short-too", "y")], ttl=1)
+    assert store.get_many(["short", "short-too"]) == {"short": "x", "short-too": "y"}
+    time.sleep(2.1)
+    assert store.get_many(["short", "short-too", "k"]) == {"k": "v"}
 
 
 @pytest.mark.parametrize("operation", ["range", "reverse_range", "reverse_all", "prefix_scan"])
