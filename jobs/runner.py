@@ -317,9 +317,14 @@ class Runner:
                 continue
             worked = 0
             try:
-                for stage in self.job.stages:
+                for i, stage in enumerate(self.job.stages):
                     if self.stop_requested.is_set():
                         break
+                    if i:
+                        # between two stages' batches is a boundary too: take assignment changes now
+                        self.membership.poll(0)
+                        owned = self.membership.owned
+                        self._note_assignment(owned)
                     topics = set(self._stage_topics(stage))
                     tps = [tp for tp in owned if tp[0] in topics]
                     if tps:
