@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
-from .conftest import FakeClock, OffsetsRows, produce
 from floe_operator import autoscale, k8s, kafka, lag, lag_handlers, lag_metrics, model
 from prometheus_client import CollectorRegistry
+
+from .conftest import FakeClock, OffsetsRows, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 

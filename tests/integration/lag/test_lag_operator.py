@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 import kopf.testing
 import pytest
 import yaml
-from .conftest import OffsetsRows, produce
 from floe_operator import handlers, lag_handlers, model
 from prometheus_client import REGISTRY
+
+from .conftest import OffsetsRows, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 

@@ -11,9 +11,10 @@ import uuid
 from typing import Any
 
 import pytest
-from .conftest import FakeClock, OffsetsRows, commit_group, produce
 from floe_operator import cassandra, kafka, lag, lag_metrics, model
 from prometheus_client import CollectorRegistry
+
+from .conftest import FakeClock, OffsetsRows, commit_group, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra]
 
