@@ -27,6 +27,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -145,6 +146,43 @@ class Bench:
         )
         assert all(ok for ok, _ in results)
 
+    def raw_untimed(self, statement: Any, params: list[tuple[Any, ...]]) -> None:
+        """The raw driver sending the same statements without a per-request client timer
+        (`timeout=None`), each completion sending the next: the store's batched path minus
+        the store, for an apples-to-apples overhead figure."""
+        n = len(params)
+        state = {"next": 0, "done": 0}
+        lock = threading.Lock()
+        finished = threading.Event()
+
+        def send() -> None:
+            with lock:
+                i = state["next"]
+                if i >= n:
+                    return
+                state["next"] = i + 1
+            future = self.session.execute_async(statement, params[i], timeout=None, execution_profile=DML_PROFILE)
+            future.add_callbacks(done, failed)
+
+        def done(_rows: Any) -> None:
+            with lock:
+                state["done"] += 1
+                if state["done"] == n:
+                    finished.set()
+            send()
+
+        errors: list[BaseException] = []
+
+        def failed(exc: BaseException) -> None:
+            errors.append(exc)
+            finished.set()
+
+        for _ in range(min(self.args.concurrency, n)):
+            send()
+        finished.wait()
+        if errors:
+            raise SystemExit(f"raw statement failed: {errors[0]!r}")
+
     def put_get(self) -> list[dict[str, Any]]:
         a, c, n = self.args, self.args.concurrency, self.args.ops
         store = self.store("bench-kv", batch_max_rows=1, in_chunk_size=1)
@@ -157,6 +195,8 @@ class Bench:
         store.put_all(0, items[:500])
         self.raw_concurrent(insert, raw_put_params[:500])
         put_store, put_raw, get_store, get_raw = [], [], [], []
+        put_untimed: list[float] = []
+        get_untimed: list[float] = []
         cpu: dict[str, list[float]] = {"put": [], "put_raw": [], "get": [], "get_raw": []}
 
         def run_store_put() -> None:
@@ -181,12 +221,18 @@ class Bench:
             get_raw.append(n / wall)
             cpu["get_raw"].append(used / n)
 
+        def run_untimed_put() -> None:
+            put_untimed.append(n / timed(self.raw_untimed, insert, raw_put_params))
+
+        def run_untimed_get() -> None:
+            get_untimed.append(n / timed(self.raw_untimed, select, raw_get_params))
+
         for run in range(a.runs):
-            # Alternate which side goes first, so load changes on this shared machine hit both.
-            pairs = [(run_store_put, run_raw_put), (run_store_get, run_raw_get)]
-            for first, second in pairs:
-                (first if run % 2 == 0 else second)()
-                (second if run % 2 == 0 else first)()
+            # Rotate which side goes first, so load changes on this shared machine hit all.
+            for group in ([run_store_put, run_raw_put, run_untimed_put], [run_store_get, run_raw_get, run_untimed_get]):
+                shift = run % len(group)
+                for fn in group[shift:] + group[:shift]:
+                    fn()
         m = min(n, 2000)
         lat_put = latencies(lambda i: store.put(0, keys[i], VALUE), m)
         lat_put_raw = latencies(lambda i: self.session.execute(insert, raw_put_params[i],
@@ -205,6 +251,9 @@ class Bench:
                    baseline_p50_s=round(percentile(lat_put_raw, 0.5), 7),
                    baseline_p99_s=round(percentile(lat_put_raw, 0.99), 7),
                    runs_value=[round(x) for x in put_store], runs_baseline=[round(x) for x in put_raw],
+                   untimed_baseline="raw driver, same statements and concurrency, no per-request client timer",
+                   untimed_baseline_value=round(statistics.median(put_untimed), 1),
+                   untimed_ratio=round(statistics.median(put_store) / statistics.median(put_untimed), 4),
                    client_cpu_s_per_op=round(statistics.median(cpu["put"]), 8),
                    baseline_client_cpu_s_per_op=round(statistics.median(cpu["put_raw"]), 8), **common),
             result("get", metric="get throughput, store get_many (one SELECT per key) vs raw driver "
@@ -216,6 +265,9 @@ class Bench:
                    baseline_p50_s=round(percentile(lat_get_raw, 0.5), 7),
                    baseline_p99_s=round(percentile(lat_get_raw, 0.99), 7),
                    runs_value=[round(x) for x in get_store], runs_baseline=[round(x) for x in get_raw],
+                   untimed_baseline="raw driver, same statements and concurrency, no per-request client timer",
+                   untimed_baseline_value=round(statistics.median(get_untimed), 1),
+                   untimed_ratio=round(statistics.median(get_store) / statistics.median(get_untimed), 4),
                    client_cpu_s_per_op=round(statistics.median(cpu["get"]), 8),
                    baseline_client_cpu_s_per_op=round(statistics.median(cpu["get_raw"]), 8), **common),
         ]
@@ -300,8 +352,9 @@ def main() -> None:
         for out in outputs:
             path = RESULTS / f"store-{out['name']}.json"
             path.write_text(json.dumps(out, indent=2) + "\n")
+            untimed = f"  untimed-raw ratio {out['untimed_ratio']}" if "untimed_ratio" in out else ""
             print(f"{out['name']:>12}: {out['value']:>12.1f} {out['unit']:<7} vs {out['baseline_value']:>12.1f}  "
-                  f"ratio {out['ratio']}  (target {out['target']})  -> {path.relative_to(ROOT)}")
+                  f"ratio {out['ratio']}  (target {out['target']}){untimed}  -> {path.relative_to(ROOT)}")
     finally:
         execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
         session.cluster.shutdown()
