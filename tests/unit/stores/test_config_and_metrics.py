@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from floe_jobs.stores import CassandraConfig, StoreConfigError, StoreMetrics, StoreOptions
 from floe_jobs.stores.config import DDL_PROFILE, DML_PROFILE, execution_profiles
@@ -114,3 +116,28 @@ def test_cache_counters_are_exported_at_scrape_time() -> None:
     second.get("a")
     assert registry.get_sample_value("floe_store_cache_hits_total", {"store": "s"}) == 1
     assert registry.get_sample_value("floe_store_cache_misses_total", {"store": "s"}) == 2
+
+
+def test_tls_context_from_files(tmp_path: Path) -> None:
+    import shutil
+    import ssl
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    assert openssl, "this test needs the openssl command to make a throwaway CA"
+    ca_key, ca_pem = tmp_path / "ca.key", tmp_path / "ca.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
+                    "-out", str(ca_pem), "-days", "1", "-subj", "/CN=floe-test-ca"],
+                   check=True, capture_output=True)
+    config = CassandraConfig.from_env({
+        "FLOE_CASSANDRA_TLS_CA": str(ca_pem),
+        "FLOE_CASSANDRA_TLS_CERT": str(ca_pem),
+        "FLOE_CASSANDRA_TLS_KEY": str(ca_key),
+        "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME": "false",
+    })
+    context = config.ssl_context()
+    assert context is not None
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.check_hostname is False
+    assert len(context.get_ca_certs()) == 1
+    assert CassandraConfig().ssl_context() is None
