@@ -126,8 +126,8 @@ def test_tls_context_from_files(tmp_path: Path) -> None:
     openssl = shutil.which("openssl")
     assert openssl, "this test needs the openssl command to make a throwaway CA"
     ca_key, ca_pem = tmp_path / "ca.key", tmp_path / "ca.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key),
-                    "-out", str(ca_pem), "-days", "1", "-subj", "/CN=floe-test-ca"],
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(ca_key), "-out", str(ca_pem), "-days", "1", "-subj", "/CN=floe-test-ca"],
                    check=True, capture_output=True)
     config = CassandraConfig.from_env({
         "FLOE_CASSANDRA_TLS_CA": str(ca_pem),
