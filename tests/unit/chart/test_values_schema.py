@@ -101,3 +101,19 @@ def test_every_key_of_values_yaml_has_a_comment() -> None:
         if not above.startswith("#") and not is_group:
             missing.append(".".join(path))
     assert not missing, f"keys without a comment in values.yaml: {missing}"
+
+
+def test_docs_list_every_value() -> None:
+    schema = json.loads((chartkit.CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((chartkit.CHART / "values.yaml").read_text())
+    doc = (chartkit.ROOT / "docs" / "chart.md").read_text()
+    missing = []
+    for path in _value_paths(values):
+        node: dict[str, Any] = schema
+        for part in path:
+            node = (node.get("properties") or {}).get(part) or {}
+        if not node or node.get("properties"):
+            continue  # free-form content, or a group whose keys are listed one by one
+        if f"`{'.'.join(path)}`" not in doc:
+            missing.append(".".join(path))
+    assert not missing, f"docs/chart.md does not list: {missing}"
