@@ -100,24 +100,31 @@ def offsets_table(app: model.StreamingApp) -> str:
 class Provisioner:
     """Shared sessions (one per cluster) and serialized DDL."""
 
-    def __init__(self, *, connect_timeout: float = 5.0) -> None:
+    def __init__(self, *, connect_timeout: float = 5.0, concurrency: int = 4) -> None:
         self._sessions: dict[Target, Any] = {}
         self._locks: dict[Target, threading.Lock] = {}
         self._guard = threading.Lock()
         self._connect_timeout = connect_timeout
         self._ca_files: list[Any] = []
+        # The store library's DDL is safe to run concurrently; this only bounds the load on Cassandra.
+        self._slots = threading.BoundedSemaphore(concurrency)
 
     def _lock(self, target: Target) -> threading.Lock:
         with self._guard:
             return self._locks.setdefault(target, threading.Lock())
 
     def _session(self, target: Target) -> Any:
+
+        with self._lock(target):
+            session = self._sessions.get(target)
+            if session is not None and not session.is_shutdown:
+                return session
+            return self._connect(target)
+
+    def _connect(self, target: Target) -> Any:
         from cassandra.cluster import NoHostAvailable, OperationTimedOut
         from floe_jobs.stores import config
 
-        session = self._sessions.get(target)
-        if session is not None and not session.is_shutdown:
-            return session
         ca_path = None
         if target.ca_pem:
             handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=True)  # noqa: SIM115
@@ -161,8 +168,8 @@ class Provisioner:
             )
             for s in app.spec.state.stores
         ]
-        with self._lock(target):
-            session = self._session(target)
+        session = self._session(target)
+        with self._slots:
             try:
                 schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
                 offsets.ensure_offsets_table(session, keyspace=keyspace, app_id=app.app_id)
@@ -181,8 +188,8 @@ class Provisioner:
         from floe_jobs.stores import errors, schema
 
         schema.check_identifier(keyspace, "keyspace")
-        with self._lock(target):
-            session = self._session(target)
+        session = self._session(target)
+        with self._slots:
             for table in tables:
                 schema.check_identifier(table, "table")
                 try:

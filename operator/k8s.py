@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import kubernetes
+import urllib3
 from floe_operator import model
 from prometheus_client import Counter
 
@@ -97,8 +98,12 @@ class Cluster:
         method, url, headers, body, _ = self._client.param_serialize(
             method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"]
         )
-        response = self._client.call_api(method, url, headers, body, _request_timeout=30)
-        data = response.read()  # type: ignore[no-untyped-call]
+        try:
+            response = self._client.call_api(method, url, headers, body, _request_timeout=30)
+            data = response.read()  # type: ignore[no-untyped-call]
+        except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            # No HTTP answer at all (connection refused, timeout, TLS): status 0, retried by the caller.
+            raise ApiError(0, f"API server unreachable: {exc}") from exc  # type: ignore[no-untyped-call]
         text = data.decode() if isinstance(data, bytes) else str(data or "")
         parsed: Any = json.loads(text) if text.startswith("{") else text
         return int(response.status), parsed

@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 # Kinds the handlers keep in watch-fed indexes; other kinds are read on demand.
 INDEXED_KINDS = ("ConfigMap", "Deployment", "Service", "PodDisruptionBudget")
+# Applied before the others: a pod needs them to start.
+MOUNTED_KINDS = ("ConfigMap", "ServiceAccount", "Role", "RoleBinding")
 # Children that exist only for some specs; removed when the spec stops asking for them.
 OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
     ("v1", "ServiceAccount"),
@@ -107,6 +109,23 @@ def in_sync(desired: Mapping[str, Any], live: Mapping[str, Any] | None) -> bool:
         return False
     fields = ("spec", "data", "rules", "roleRef", "subjects")
     return all(is_subset(desired[k], live.get(k)) for k in fields if k in desired)
+
+
+async def _converge_child(
+    app: model.StreamingApp, deps: Deps, children: Children, obj: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, k8s.ApiError | None]:
+    """Apply one child unless it is in sync; returns (stored object or None if untouched, error)."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    try:
+        if kind in INDEXED_KINDS:
+            live = _find(children, kind, name)
+        else:
+            live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name)
+        if in_sync(obj, live):
+            return None, None
+        return await deps.cluster.apply(obj), None
+    except k8s.ApiError as exc:
+        return None, exc
 
 
 def _find(children: Children, kind: str, name: str) -> Mapping[str, Any] | None:
@@ -258,23 +277,25 @@ async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children)
     if fault is None:
         sm_available = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)
         desired = render.children(app, service_monitor_available=sm_available)
-        for obj in desired:
-            kind, name = obj["kind"], obj["metadata"]["name"]
-            if kind in INDEXED_KINDS:
-                live = _find(children, kind, name)
-            else:
-                live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name)
-            if in_sync(obj, live):
-                continue
-            try:
-                stored = await deps.cluster.apply(obj)
-            except k8s.ApiError as exc:
-                fault = conditions.Fault(conditions.APPLY_FAILED, f"Applying {kind} {name} failed: {exc.message}")
+        # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
+        first = [o for o in desired if o["kind"] in MOUNTED_KINDS]
+        rest = [o for o in desired if o["kind"] not in MOUNTED_KINDS]
+        for batch in (first, rest):
+            results = await asyncio.gather(*(_converge_child(app, deps, children, obj) for obj in batch))
+            for obj, (stored, error) in zip(batch, results, strict=True):
+                kind, name = obj["kind"], obj["metadata"]["name"]
+                if error is not None:
+                    fault = fault or conditions.Fault(
+                        conditions.APPLY_FAILED, f"Applying {kind} {name} failed: {error.message}"
+                    )
+                elif stored is not None:
+                    applied.append(f"{kind}/{name}")
+                    if kind == "Deployment":
+                        deployment = stored
+            if fault is not None:
                 break
-            applied.append(f"{kind}/{name}")
-            if kind == "Deployment":
-                deployment = stored
-        if fault is None and app.generation != app.status.get("observedGeneration"):
+        previous = app.status.get("observedGeneration")
+        if fault is None and previous is not None and app.generation != previous:
             try:
                 await _prune(app, deps, desired)
             except k8s.ApiError as exc:

@@ -1,0 +1,438 @@
+"""Operator benchmark: creation latency, memory, and writes of an unchanged resync.
+
+    .venv/bin/python tests/bench/operator_bench.py [--apps 200] [--total 500] [--resync 15]
+
+Against the local stack (real kube-apiserver + controller-manager, Kafka, Cassandra), with the
+operator as its own process (`floe-operator`, watching one fresh namespace):
+
+1. baseline: the same number of Deployments created directly, apply → ADDED seen by a watch;
+2. `--apps` StreamingApps created at once, each needing its own offsets table in Cassandra:
+   apply → Deployment ADDED, p50/p99 (`operator-deployment-latency-<n>`);
+3. the same apps deleted (deletionPolicy Retain) and created again, their tables already there:
+   the operator's own latency (`operator-deployment-latency-<n>-provisioned`);
+4. more apps up to `--total`, then the operator's RSS (`operator-rss-<total>`);
+5. two resync periods of the unchanged apps: the operator's write calls (its own counter),
+   and every resourceVersion of apps and children compared (`operator-resync-writes-<total>`).
+
+Results go to bench/results/operator-*.json. The namespace and the keyspace are removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+sys.path.insert(0, str(ROOT))
+
+from floe_stack import envfile  # noqa: E402
+
+CHILDREN_PER_APP = 4  # ConfigMap, Service, PodDisruptionBudget, Deployment
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, env: dict[str, str]) -> None:
+        import kubernetes
+
+        self.args = args
+        self.env = env
+        os.environ["KUBECONFIG"] = env["KUBECONFIG"]
+        kubernetes.config.load_kube_config(config_file=env["KUBECONFIG"])
+        configuration = kubernetes.client.Configuration.get_default_copy()
+        configuration.connection_pool_maxsize = 32
+        self.client = kubernetes.client.ApiClient(configuration)
+        self.core = kubernetes.client.CoreV1Api(self.client)
+        self.apps_api = kubernetes.client.AppsV1Api(self.client)
+        self.custom = kubernetes.client.CustomObjectsApi(self.client)
+        suffix = uuid.uuid4().hex[:6]
+        self.namespace = f"floe-opbench-{suffix}"
+        self.keyspace = f"floe_opbench_{suffix}"
+        self.topic = f"floe-opbench-{suffix}"
+        self.seen: dict[str, float] = {}
+        self.seen_lock = threading.Lock()
+        self.operator: subprocess.Popen[bytes] | None = None
+        self.metrics_port = free_port()
+
+    # --- set-up ------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        subprocess.run(
+            [self.env["FLOE_KUBECTL"], "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds")],
+            check=True,
+            capture_output=True,
+        )
+        self.core.create_namespace({"metadata": {"name": self.namespace}})
+        admin = AdminClient({"bootstrap.servers": self.env["FLOE_KAFKA_BOOTSTRAP"]})
+        admin.create_topics([NewTopic(self.topic, num_partitions=3, replication_factor=1)])[self.topic].result(30)
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        import kubernetes
+
+        while True:
+            try:
+                for event in kubernetes.watch.Watch().stream(
+                    self.apps_api.list_namespaced_deployment, self.namespace, timeout_seconds=600
+                ):
+                    if event["type"] == "ADDED":
+                        with self.seen_lock:
+                            self.seen.setdefault(event["object"].metadata.name, time.monotonic())
+            except Exception:  # a dropped watch is restarted; the set keeps the first sighting
+                time.sleep(0.2)
+
+    def start_operator(self) -> None:
+        env = {**os.environ, "KUBECONFIG": self.env["KUBECONFIG"], "FLOE_LOG_LEVEL": "WARNING"}
+        self.operator = subprocess.Popen(
+            [
+                str(ROOT / ".venv" / "bin" / "floe-operator"),
+                "--namespace",
+                self.namespace,
+                "--metrics-port",
+                str(self.metrics_port),
+                "--liveness-port",
+                str(free_port()),
+                "--resync-seconds",
+                str(self.args.resync),
+                "--lag-interval-seconds",
+                str(self.args.lag_interval),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(RESULTS / ".operator-bench.log", "wb"),  # noqa: SIM115
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self.writes()
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("the operator did not start serving metrics")
+
+    # --- measurements ------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("floe_operator_kube_writes_total"):
+                key, value = line.rsplit(" ", 1)
+                out[key] = float(value)
+        return out
+
+    def writes(self) -> float:
+        return sum(self.metrics().values())
+
+    def rss_mib(self) -> float:
+        assert self.operator is not None
+        for line in Path(f"/proc/{self.operator.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS")
+
+    def app(self, name: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "streaming.floe.dev/v1alpha1",
+            "kind": "StreamingApp",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": {
+                "image": "registry.example.com/floe/bench:1.0.0",
+                "job": {"entrypoint": "bench.app:transform"},
+                "replicas": 1,
+                "kafka": {"bootstrapServers": self.env["FLOE_KAFKA_BOOTSTRAP"], "topics": [self.topic]},
+                "state": {
+                    "cassandra": {
+                        "hosts": self.env["FLOE_CASSANDRA_HOSTS"].split(","),
+                        "port": int(self.env["FLOE_CASSANDRA_PORT"]),
+                        "keyspace": self.keyspace,
+                    },
+                    "stores": [{"name": "counts"}],
+                },
+            },
+        }
+
+    def create_all(self, bodies: list[dict[str, Any]], create: Any) -> dict[str, float]:
+        """Create all objects at once (16 client threads); returns name → time the create returned."""
+        started: dict[str, float] = {}
+
+        def one(body: dict[str, Any]) -> None:
+            create(body)
+            started[body["metadata"]["name"]] = time.monotonic()
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+            list(pool.map(one, bodies))
+        return started
+
+    def wait_seen(self, names: list[str], timeout: float) -> dict[str, float]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.seen_lock:
+                if all(n in self.seen for n in names):
+                    return {n: self.seen[n] for n in names}
+            time.sleep(0.1)
+        with self.seen_lock:
+            missing = [n for n in names if n not in self.seen]
+        raise RuntimeError(f"{len(missing)} Deployments never appeared, e.g. {missing[:3]}")
+
+    def latencies(self, names: list[str], started: dict[str, float], timeout: float) -> list[float]:
+        seen = self.wait_seen(names, timeout)
+        return [max(0.0, seen[n] - started[n]) for n in names]
+
+    def create_apps(self, names: list[str]) -> dict[str, float]:
+        return self.create_all(
+            [self.app(n) for n in names],
+            lambda body: self.custom.create_namespaced_custom_object(
+                "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps", body
+            ),
+        )
+
+    def baseline(self, count: int) -> list[float]:
+        from floe_operator import model, render
+
+        bodies = []
+        for i in range(count):
+            body = self.app(f"direct-{i:03d}")
+            body["metadata"]["uid"] = "x"
+            app = model.StreamingApp.from_body(body)
+            dep = render.deployment(app, config_digest="direct")
+            dep["metadata"].pop("ownerReferences")
+            dep["metadata"]["labels"] = {"bench": "direct"}  # not the operator's: it must ignore them
+            bodies.append(dep)
+        started = self.create_all(
+            bodies, lambda body: self.apps_api.create_namespaced_deployment(self.namespace, body)
+        )
+        result = self.latencies([b["metadata"]["name"] for b in bodies], started, 120)
+        self.apps_api.delete_collection_namespaced_deployment(self.namespace, label_selector="bench=direct")
+        return result
+
+    def settled(self, names: list[str]) -> bool:
+        items = self.custom.list_namespaced_custom_object(
+            "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
+        )["items"]
+        done = {
+            i["metadata"]["name"]
+            for i in items
+            if (i.get("status") or {}).get("observedGeneration") == i["metadata"]["generation"]
+            and (i.get("status") or {}).get("replicas") == 1
+        }
+        return set(names) <= done
+
+    def versions(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        apps = self.custom.list_namespaced_custom_object(
+            "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
+        )["items"]
+        out.update({f"StreamingApp/{i['metadata']['name']}": i["metadata"]["resourceVersion"] for i in apps})
+        for kind, lister in (
+            ("Deployment", self.apps_api.list_namespaced_deployment),
+            ("ConfigMap", self.core.list_namespaced_config_map),
+            ("Service", self.core.list_namespaced_service),
+        ):
+            for obj in lister(self.namespace, label_selector="app.kubernetes.io/managed-by=floe-operator").items:
+                out[f"{kind}/{obj.metadata.name}"] = obj.metadata.resource_version
+        from kubernetes.client import PolicyV1Api
+
+        for obj in PolicyV1Api(self.client).list_namespaced_pod_disruption_budget(self.namespace).items:
+            out[f"PodDisruptionBudget/{obj.metadata.name}"] = obj.metadata.resource_version
+        return out
+
+    # --- clean-up ----------------------------------------------------------------------
+
+    def cleanup(self) -> None:
+        try:
+            self.custom.delete_collection_namespaced_custom_object(
+                "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
+            )
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and self.custom.list_namespaced_custom_object(
+                "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
+            )["items"]:
+                time.sleep(1)
+        finally:
+            if self.operator is not None:
+                self.operator.send_signal(signal.SIGTERM)
+                try:
+                    self.operator.wait(30)
+                except subprocess.TimeoutExpired:
+                    self.operator.kill()
+            self.core.delete_namespace(self.namespace)
+            from cassandra.cluster import Cluster
+
+            cluster = Cluster(self.env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(self.env["FLOE_CASSANDRA_PORT"]))
+            try:
+                cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {self.keyspace}", timeout=120)
+            finally:
+                cluster.shutdown()
+
+
+def result(name: str, **fields: Any) -> dict[str, Any]:
+    base = {
+        "name": name,
+        "command": ".venv/bin/python tests/bench/operator_bench.py " + " ".join(sys.argv[1:]),
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "p50_s": None,
+        "p99_s": None,
+    }
+    base.update(fields)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(base, indent=2) + "\n")
+    print(json.dumps(base))
+    return base
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--apps", type=int, default=200, help="apps created at once (latency)")
+    parser.add_argument("--total", type=int, default=500, help="apps alive for the memory and resync measurements")
+    parser.add_argument("--resync", type=float, default=15.0, help="operator resync interval, seconds")
+    parser.add_argument("--lag-interval", type=float, default=10.0, help="operator lag loop interval; 0 = off")
+    args = parser.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    env = envfile.ensure_stack(ROOT)
+    bench = Bench(args, env)
+    bench.setup()
+    machine = f"{os.cpu_count()} CPUs shared with the local stack (kube-apiserver, etcd, Kafka, Cassandra)"
+    try:
+        bench.start_operator()
+        idle_rss = bench.rss_mib()
+
+        base = bench.baseline(args.apps)
+        names = [f"app-{i:03d}" for i in range(args.apps)]
+        started = bench.create_apps(names)
+        cold = bench.latencies(names, started, 900)
+        result(
+            f"operator-deployment-latency-{args.apps}",
+            metric=f"seconds from creating {args.apps} StreamingApps at once to each one's Deployment existing, "
+            "each app provisioning its own Cassandra offsets table first (p99; lower is better)",
+            unit="s",
+            value=round(percentile(cold, 0.99), 3),
+            p50_s=round(percentile(cold, 0.50), 3),
+            p99_s=round(percentile(cold, 0.99), 3),
+            baseline=f"{args.apps} Deployments created directly by a client, create → watch ADDED (p99)",
+            baseline_value=round(percentile(base, 0.99), 3),
+            ratio=round(percentile(cold, 0.99) / max(percentile(base, 0.99), 1e-3), 2),
+            target="p99 <= 2 s",
+            machine=machine,
+        )
+        deadline = time.monotonic() + 600
+        while not bench.settled(names):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the apps' status did not follow their Deployments within 600 s")
+            time.sleep(2)
+
+        # Same apps again: their tables exist, so this is the operator's own path.
+        bench.custom.delete_collection_namespaced_custom_object(
+            "streaming.floe.dev", "v1alpha1", bench.namespace, "streamingapps"
+        )
+        deadline = time.monotonic() + 600
+        while bench.custom.list_namespaced_custom_object(
+            "streaming.floe.dev", "v1alpha1", bench.namespace, "streamingapps"
+        )["items"] or bench.apps_api.list_namespaced_deployment(bench.namespace).items:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the apps and their Deployments were not gone within 600 s")
+            time.sleep(1)
+        with bench.seen_lock:
+            bench.seen.clear()
+        started = bench.create_apps(names)
+        warm = bench.latencies(names, started, 900)
+        result(
+            f"operator-deployment-latency-{args.apps}-provisioned",
+            metric=f"seconds from creating {args.apps} StreamingApps at once to each one's Deployment existing, "
+            "their Cassandra tables already present (p99; lower is better)",
+            unit="s",
+            value=round(percentile(warm, 0.99), 3),
+            p50_s=round(percentile(warm, 0.50), 3),
+            p99_s=round(percentile(warm, 0.99), 3),
+            baseline=f"{args.apps} Deployments created directly by a client, create → watch ADDED (p99)",
+            baseline_value=round(percentile(base, 0.99), 3),
+            ratio=round(percentile(warm, 0.99) / max(percentile(base, 0.99), 1e-3), 2),
+            target="p99 <= 2 s",
+            machine=machine,
+        )
+
+        more = [f"app-{i:03d}" for i in range(args.apps, args.total)]
+        started = bench.create_apps(more)
+        bench.latencies(more, started, 1800)
+        all_names = names + more
+        deadline = time.monotonic() + 900
+        while not bench.settled(all_names):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the apps' status did not follow their Deployments within 900 s")
+            time.sleep(2)
+        time.sleep(args.resync * 2)  # let the first resync after creation pass
+        rss = bench.rss_mib()
+        result(
+            f"operator-rss-{args.total}",
+            metric=f"resident memory of the operator process with {args.total} StreamingApps and their children "
+            "reconciled (lower is better)",
+            unit="MiB",
+            value=round(rss, 1),
+            baseline="the same operator process with no StreamingApp",
+            baseline_value=round(idle_rss, 1),
+            ratio=round(rss / idle_rss, 2),
+            target="<= 250 MiB",
+            machine=machine,
+        )
+
+        versions_before, writes_before = bench.versions(), bench.metrics()
+        window = args.resync * 2 + 2
+        time.sleep(window)
+        versions_after, writes_after = bench.versions(), bench.metrics()
+        changed = sorted(k for k in versions_before if versions_after.get(k) != versions_before[k])
+        by_call = {
+            k: writes_after.get(k, 0.0) - writes_before.get(k, 0.0)
+            for k in writes_after
+            if writes_after.get(k, 0.0) != writes_before.get(k, 0.0)
+        }
+        writes = sum(by_call.values())
+        naive = len(all_names) * CHILDREN_PER_APP * int(window // args.resync)
+        result(
+            f"operator-resync-writes-{args.total}",
+            metric=f"write calls the operator made to the Kubernetes API during {window:.0f} s "
+            f"(>= 2 resyncs of {args.resync:.0f} s) of {args.total} unchanged StreamingApps (lower is better)",
+            unit="calls",
+            value=writes,
+            baseline="an operator that server-side-applies every child on every resync (4 per app per resync)",
+            baseline_value=naive,
+            ratio=round(writes / naive, 4),
+            target="0",
+            writes_by_call=by_call,
+            objects_checked=len(versions_before),
+            objects_changed=len(changed),
+            changed_examples=changed[:10],
+            machine=machine,
+        )
+    finally:
+        bench.cleanup()
+
+
+if __name__ == "__main__":
+    main()
