@@ -128,7 +128,7 @@ def handover_once(env: dict[str, str], *, protocol: str, leave: bool, window: fl
         watcher = threading.Thread(target=monitor, daemon=True)
         try:
             feeder.start()
-            deadline = time.monotonic() + 240
+            deadline = time.monotonic() + 900
             while not all(r.ready() for r in replicas):
                 if time.monotonic() > deadline:
                     raise TimeoutError("replicas not ready")
