@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
-from floe_operator import cassandra, conditions, k8s, kafka, model, render
+from floe_operator import cassandra, conditions, k8s, kafka, model, render, scalers
 from kubernetes.utils import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("v1", "Service"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    *scalers.CHILD_KINDS,
 )
 
 Children = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -207,6 +208,7 @@ async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[
         ("RoleBinding", render.spark_service_account_name(app)),
         ("Service", render.driver_service_name(app)),
         ("ServiceMonitor", app.name),
+        *((kind, name) for _, kind, name in scalers.candidates(app)),
     }
     for api_version, kind in OPTIONAL_CHILDREN:
         for cand_kind, name in candidates:
@@ -277,6 +279,8 @@ async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children)
     if fault is None:
         sm_available = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)
         desired = render.children(app, service_monitor_available=sm_available)
+        keda = scalers.wants_keda(app) and await deps.cluster.crd_exists(scalers.KEDA_CRD)
+        desired += scalers.children(app, keda_available=keda, partitions=partitions or app.status.get("partitions"))
         # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
         first = [o for o in desired if o["kind"] in MOUNTED_KINDS]
         rest = [o for o in desired if o["kind"] not in MOUNTED_KINDS]
