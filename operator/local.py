@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import base64
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -113,6 +114,7 @@ def local_processes(
     argv = list(container.get("command") or []) + list(container.get("args") or [])
     if not argv:
         raise LocalRunError("the pod template's container has no command; the runtime needs `floe-job`")
+    argv[0] = _executable(argv[0])
     out = []
     for i in range(replicas):
         name = f"{deployment['metadata']['name']}-local-{i}"
@@ -126,6 +128,14 @@ def local_processes(
         env["FLOE_LOCAL_RUN"] = "true"
         out.append(LocalProcess(name=name, argv=argv, env=env))
     return out
+
+
+def _executable(command: str) -> str:
+    """The image puts the console scripts on PATH; locally they sit next to this Python."""
+    if os.sep in command or shutil.which(command):
+        return command
+    beside = Path(sys.executable).parent / command
+    return str(beside) if beside.exists() else command
 
 
 def _env_value(

@@ -7,7 +7,8 @@ sample text, and prints the top words from the output topic and from Cassandra n
 true counts, and the app's lag as the operator's metrics report it.
 
 Each run uses fresh topics and a fresh keyspace (suffixed with the run id), so the counts it
-prints are this run's alone.
+prints are this run's alone; the previous run's app is deleted first (deletionPolicy Delete
+drops its keyspace).
 """
 
 from __future__ import annotations
@@ -143,8 +144,11 @@ def main() -> int:
 
         with steps.step("Installing the Helm chart: CRD, ServiceAccount and least-privilege RBAC"):
             _adopt_crd(env, kubectl)
+            ns = _run([kubectl, "create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml"], env=env)
+            _run([kubectl, "apply", "-f", "-"], env=env, input=ns)
             _run([helm, "upgrade", "--install", "floe", str(root / "charts" / "floe"), "-n", RELEASE_NAMESPACE,
-                  "--create-namespace", "--set", "replicaCount=0", "--wait"], env=env)
+                  "--create-namespace", "--set", "replicaCount=0", "--set", f"operator.watchNamespaces={{{NAMESPACE}}}",
+                  "--wait"], env=env)
             _run([kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
                   "--timeout=60s"], env=env)
 
@@ -175,8 +179,10 @@ def main() -> int:
             spec["kafka"].update(bootstrapServers=bootstrap, topics=[topic_in], outputTopics=[topic_out])
             spec["state"]["cassandra"].update(hosts=env["FLOE_CASSANDRA_HOSTS"].split(","),
                                               port=int(env["FLOE_CASSANDRA_PORT"]), keyspace=keyspace)
-            ns = _run([kubectl, "create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml"], env=env)
-            _run([kubectl, "apply", "-f", "-"], env=env, input=ns)
+            # The demo's state is disposable: the previous run's app goes, and its keyspace with it.
+            spec["state"]["deletionPolicy"] = "Delete"
+            _run([kubectl, "-n", NAMESPACE, "delete", "streamingapp", APP, "--ignore-not-found", "--wait=true",
+                  "--timeout=120s"], env=env)
             _run([kubectl, "apply", "-f", "-"], env=env, input=yaml.safe_dump(body))
 
         with steps.step("Waiting for the operator: Cassandra tables provisioned, Deployment rendered"):
@@ -215,7 +221,7 @@ def main() -> int:
                     return localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
                 except Exception:
                     return {}
-            _wait(lambda: store() == dict(truth), what="the counts in Cassandra to match the text", timeout=240,
+            _wait(lambda: store() == dict(truth), what="the counts in Cassandra to match the text", timeout=420,
                   log=run_log)
             from_cassandra = store()
             cluster.shutdown()
