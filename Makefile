@@ -43,6 +43,7 @@ test: venv lint up ## Lint, then every test against the real local stack
 
 bench: venv up ## Benchmarks; JSON results under bench/results/
 	@set -e; for b in tests/bench/*_bench.py; do echo "make: $$b"; $(BIN)/python $$b; done
+	$(BIN)/python -m floe_stack.benchtable
 
 demo: venv up ## Floe end to end: chart, operator, word-count StreamingApp, replicas, counts and lag
 	@$(BIN)/python -m floe_stack.demo

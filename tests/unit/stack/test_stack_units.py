@@ -87,3 +87,14 @@ def test_wait_until_fails_fast_when_the_process_died(tmp_path: Path) -> None:
     log.write_text("boom: bad config\n")
     with pytest.raises(component.StackError, match=r"(?s)exited during start-up.*boom: bad config"):
         component.wait_until(lambda: False, what="X", timeout=30, alive=lambda: False, log=str(log))
+
+
+def test_readme_benchmark_table_matches_the_results() -> None:
+    from floe_stack import benchtable
+
+    root = Path(__file__).resolve().parents[3]
+    readme = (root / "README.md").read_text()
+    assert benchtable.START in readme, "README.md lost its benchmark table markers"
+    assert benchtable.render(readme, root / "bench" / "results") == readme, (
+        "README.md's benchmark table is stale: run `make bench` (or python -m floe_stack.benchtable)"
+    )

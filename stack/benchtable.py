@@ -1,0 +1,57 @@
+"""The README's benchmark table, generated from bench/results/*.json so it never drifts.
+
+`make bench` runs every benchmark and then this; tests/unit/stack checks the README holds the
+table these files give.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+AREAS = ("store", "operator", "handover", "scaleout", "throughput", "lag")
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table(results: Path) -> str:
+    rows = ["| benchmark | value | baseline | ratio | target | p50 / p99 | measured |", "|---|---|---|---|---|---|---|"]
+    files = sorted(results.glob("*.json"), key=lambda p: (AREAS.index(p.stem.split("-")[0])
+                                                           if p.stem.split("-")[0] in AREAS else len(AREAS), p.stem))
+    for path in files:
+        r = json.loads(path.read_text())
+        lat = f"{_fmt(r['p50_s'])} s / {_fmt(r['p99_s'])} s" if r.get("p50_s") is not None else "—"
+        rows.append(
+            f"| `{path.stem}`: {r['metric']} | {_fmt(r['value'])} {r.get('unit', '')} | "
+            f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')}) | {_fmt(r.get('ratio'))} | "
+            f"{_fmt(r.get('target'))} | {lat} | {str(r.get('date', ''))[:10]} |"
+        )
+    return "\n".join(rows)
+
+
+def render(readme: str, results: Path) -> str:
+    head, _, rest = readme.partition(START)
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}\n{table(results)}\n{END}{tail}"
+
+
+def main() -> int:
+    root = Path.cwd()
+    readme = root / "README.md"
+    text = readme.read_text()
+    if START not in text:
+        print(f"benchtable: README.md has no {START} marker", file=sys.stderr)
+        return 1
+    readme.write_text(render(text, root / "bench" / "results"))
+    print("benchtable: README.md benchmark table updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
