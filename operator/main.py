@@ -83,7 +83,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 class _QuietRoutine(logging.Filter):
     """Drops Kopf's per-object note for every resync tick and Deployment status change."""
 
-    ROUTINE = ("Timer 'resync' succeeded", "Handler 'deployment_changed' succeeded")
+    ROUTINE = (
+        "Timer 'resync' succeeded",
+        "Handler 'deployment_changed' succeeded",
+        "Handler 'lag_track' succeeded",
+    )
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.levelno <= logging.INFO and record.getMessage().startswith(self.ROUTINE))
