@@ -373,6 +373,10 @@ class CassandraOffsets:
 
         stmt = self._prepared.get((target, table))
         if stmt is None:
+            keyspace, name = table.split(".", 1)
+            known = session.cluster.metadata.keyspaces.get(keyspace)
+            if known is None or name not in known.tables:
+                return None  # not provisioned yet (checked first: a failed prepare is logged as an error)
             try:
                 stmt = session.prepare(f"SELECT partition, next_offset, committed_at FROM {table} WHERE topic = ?")
             except InvalidRequest:

@@ -143,3 +143,76 @@ def test_operator_writes_lag_status_and_holds_during_rollout(
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
     assert runner.exception is None, runner.exception
+
+
+def test_hpa_mode_gets_an_hpa_and_switching_back_to_native_removes_it(
+    namespace: str,
+    kubectl: str,
+    kubeconfig: str,
+    make_topic: Any,
+    cql: Any,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+) -> None:
+    topic = make_topic(3)
+    keyspace = f"it_lag_op_{uuid.uuid4().hex[:6]}"
+    body = {
+        "apiVersion": model.API_VERSION,
+        "kind": model.KIND,
+        "metadata": {"name": "hpa", "namespace": namespace},
+        "spec": {
+            "image": "example/app:1",
+            "job": {"entrypoint": "m:f"},
+            "replicas": 1,
+            "kafka": {"bootstrapServers": kafka_bootstrap, "topics": [topic], "maxRecordsPerBatch": 5000},
+            "state": {"cassandra": {"hosts": cassandra_hosts, "port": cassandra_port, "keyspace": keyspace}},
+            "autoscaling": {"mode": "HPA", "maxReplicas": 10},
+        },
+    }
+    started = threading.Event()
+    registry = handlers.build_registry(handlers.Options(resync_seconds=2.0, started=started))
+    lag_handlers.register(registry, lag_handlers.Options(interval_seconds=1.0))
+    runner = kopf.testing.KopfRunner(["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60)
+
+    def hpa() -> dict[str, Any] | None:
+        out = run(kubectl, kubeconfig, "get", "hpa", "hpa", "-n", namespace, "-o", "json", "--ignore-not-found")
+        return json.loads(out) if out.strip() else None
+
+    try:
+        with runner:
+            assert started.wait(timeout=30)
+            run(
+                kubectl,
+                kubeconfig,
+                "apply",
+                "--server-side",
+                "--field-manager=floe-tests",
+                "-f",
+                "-",
+                stdin=yaml.safe_dump(body),
+            )
+            live = wait_for(hpa, timeout=60, what="the HPA")
+            spec = live["spec"]
+            assert spec["scaleTargetRef"] == {"apiVersion": model.API_VERSION, "kind": model.KIND, "name": "hpa"}
+            assert (spec["minReplicas"], spec["maxReplicas"]) == (1, 3)  # capped at the 3 partitions
+            assert spec["metrics"][0]["external"]["target"]["averageValue"] == "5k"
+            owner = live["metadata"]["ownerReferences"][0]
+            assert (owner["kind"], owner["name"]) == (model.KIND, "hpa")
+
+            body["spec"]["autoscaling"]["mode"] = "Native"
+            run(
+                kubectl,
+                kubeconfig,
+                "apply",
+                "--server-side",
+                "--field-manager=floe-tests",
+                "-f",
+                "-",
+                stdin=yaml.safe_dump(body),
+            )
+            wait_for(lambda: hpa() is None or None, timeout=60, what="the HPA removed")
+            run(kubectl, kubeconfig, "delete", "streamingapp", "hpa", "-n", namespace, "--wait=true", "--timeout=60s")
+    finally:
+        cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    assert runner.exception is None, runner.exception
