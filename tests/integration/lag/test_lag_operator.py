@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None) -> str:
     proc = subprocess.run(
-        [binary, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True, text=True, timeout=60
+        [binary, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -138,7 +138,15 @@ def test_operator_writes_lag_status_and_holds_during_rollout(
             )
             assert get()["spec"]["replicas"] == 2
             run(
-                kubectl, kubeconfig, "delete", "streamingapp", "lagged", "-n", namespace, "--wait=true", "--timeout=60s"
+                kubectl,
+                kubeconfig,
+                "delete",
+                "streamingapp",
+                "lagged",
+                "-n",
+                namespace,
+                "--wait=true",
+                "--timeout=100s",
             )
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
@@ -212,7 +220,7 @@ def test_hpa_mode_gets_an_hpa_and_switching_back_to_native_removes_it(
                 stdin=yaml.safe_dump(body),
             )
             wait_for(lambda: hpa() is None or None, timeout=60, what="the HPA removed")
-            run(kubectl, kubeconfig, "delete", "streamingapp", "hpa", "-n", namespace, "--wait=true", "--timeout=60s")
+            run(kubectl, kubeconfig, "delete", "streamingapp", "hpa", "-n", namespace, "--wait=true", "--timeout=100s")
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
     assert runner.exception is None, runner.exception
