@@ -71,6 +71,23 @@ def _slim(body: Mapping[str, Any], *, keep_status: bool) -> dict[str, Any]:
     return slim
 
 
+def _deployment_mark(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The parts of a Deployment that a reconcile reacts to."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    conds = tuple((c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or [])
+    return (
+        meta.get("generation"),
+        (meta.get("annotations") or {}).get(render.APPLIED_HASH),
+        (body.get("spec") or {}).get("replicas"),
+        tuple(
+            status.get(k)
+            for k in ("observedGeneration", "replicas", "readyReplicas", "updatedReplicas", "availableReplicas")
+        ),
+        conds,
+    )
+
+
 def _children(namespace: str, name: str, indexes: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
     result: dict[str, list[Mapping[str, Any]]] = {}
     for _, _, _, kind in CHILD_INDEXES:
@@ -133,10 +150,9 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             await asyncio.to_thread(deps.provisioner.close)
 
     @kopf.index(group, version, plural, registry=registry, id="apps_idx")
-    def apps_idx(
-        namespace: str | None, name: str, body: kopf.Body, **_: Any
-    ) -> dict[tuple[str, str], dict[str, Any]]:
-        return {(namespace or "", name): _slim(body, keep_status=False) | {"metadata": dict(body.metadata)}}
+    def apps_idx(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+        meta = {k: v for k, v in body.metadata.items() if k != "managedFields"}
+        return {(namespace or "", name): _slim(body, keep_status=False) | {"metadata": meta}}
 
     for idx_group, idx_version, idx_plural, kind in CHILD_INDEXES:
         keep_status = kind == "Deployment"
@@ -147,9 +163,9 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             app = labels.get(render.APP_LABEL)
             return {(namespace or "", app): _slim(body, keep_status=_keep)} if app else {}
 
-        kopf.index(
-            idx_group, idx_version, idx_plural, labels=MANAGED, registry=registry, id=_index_name(kind)
-        )(child_idx)
+        kopf.index(idx_group, idx_version, idx_plural, labels=MANAGED, registry=registry, id=_index_name(kind))(
+            child_idx
+        )
 
     async def converge(body: kopf.Body, memo: kopf.Memo, kwargs: Mapping[str, Any]) -> reconcile.Outcome:
         deps: reconcile.Deps = memo.deps
@@ -179,14 +195,30 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         # A fault is retried by the next tick; raising would make Kopf write retry state.
         await converge(body, memo, kwargs)
 
+    seen: dict[tuple[str, str], tuple[Any, ...]] = {}
+
     @kopf.on.event("apps", "v1", "deployments", labels=MANAGED, registry=registry, id="deployment_changed")
     async def deployment_changed(
-        namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo, **kwargs: Any
+        type: str | None,
+        body: kopf.Body,
+        namespace: str | None,
+        labels: Mapping[str, str],
+        memo: kopf.Memo,
+        **kwargs: Any,
     ) -> None:
         name = labels.get(render.APP_LABEL)
         deps: reconcile.Deps | None = getattr(memo, "deps", None)
         if not name or not namespace or deps is None:
             return
+        key = (namespace, name)
+        if type == "DELETED":
+            seen.pop(key, None)
+        # Only what the app's status or drift checks read; Kopf's initial listing is left to resume.
+        mark = _deployment_mark(body)
+        if type is None or seen.get(key) == mark:
+            seen[key] = mark
+            return
+        seen[key] = mark
         apps = kwargs.get("apps_idx")
         if apps is None or not list(apps.get((namespace, name), [])):
             return

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
-from .conftest import RESYNC_SECONDS, app_manifest
 from floe_jobs import config as job_config
 from floe_operator import k8s, render
+
+from .conftest import RESYNC_SECONDS, app_manifest
 from .kube import Kubectl, condition, wait_for
 
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
@@ -170,9 +171,11 @@ def test_image_change_rolls_out(app: dict[str, Any], kube: Kubectl, namespace: s
     rs = wait_for(new_set, what="a new ReplicaSet")
     assert rs["spec"]["template"]["spec"]["containers"][0]["image"] == image
     obj = wait_for(
-        lambda: (o := kube.get("streamingapp", APP, namespace))
-        and condition(o, "Progressing").get("observedGeneration") == o["metadata"]["generation"]
-        and o,
+        lambda: (
+            (o := kube.get("streamingapp", APP, namespace))
+            and condition(o, "Progressing").get("observedGeneration") == o["metadata"]["generation"]
+            and o
+        ),
         what="status of the new generation",
     )
     assert condition(obj, "Progressing")["reason"] == "RollingOut"
@@ -185,9 +188,11 @@ def test_image_change_rolls_out(app: dict[str, Any], kube: Kubectl, namespace: s
 def test_replicas_beyond_partitions_warn(app: dict[str, Any], kube: Kubectl, namespace: str) -> None:
     kube.run("scale", "streamingapp", APP, "-n", namespace, "--replicas=5")
     obj = wait_for(
-        lambda: (o := kube.get("streamingapp", APP, namespace))
-        and condition(o, "ReplicasWithinPartitions").get("status") == "False"
-        and o,
+        lambda: (
+            (o := kube.get("streamingapp", APP, namespace))
+            and condition(o, "ReplicasWithinPartitions").get("status") == "False"
+            and o
+        ),
         what="the partitions warning",
     )
     assert condition(obj, "ReplicasWithinPartitions")["reason"] == "ReplicasExceedPartitions"
@@ -228,3 +233,38 @@ def test_delete_policy_drops_only_own_tables(
     assert len({t for t in tables if t.startswith("floe_offsets_")}) == len(offsets_before) - 1
     events = [e for e in kube.list("event", namespace) if e["involvedObject"]["name"] == DROPPED]
     assert any(e["reason"] == "StateDropped" for e in events)
+
+
+def test_spark_on_kubernetes_children_come_and_go(
+    kube: Kubectl, spec_args: dict[str, Any], namespace: str, operator: object
+) -> None:
+    name = "sparky"
+    body = app_manifest(name, **spec_args)
+    body["spec"]["spark"] = {"master": "k8s://https://kubernetes.default.svc:443", "executor": {"instances": 2}}
+    kube.apply(body)
+    sa = f"{name}-spark"
+    for kind, obj_name in (
+        ("serviceaccount", sa),
+        ("role", sa),
+        ("rolebinding", sa),
+        ("service", f"{name}-driver"),
+    ):
+        wait_for(lambda k=kind, n=obj_name: kube.get(k, n, namespace), what=f"{kind} {obj_name}")
+    dep = wait_for(lambda: kube.get("deployment", name, namespace), what="the Deployment")
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == sa
+    role = kube.get("role", sa, namespace)
+    assert role is not None and any("pods" in r["resources"] for r in role["rules"])
+
+    body["spec"]["spark"] = {"master": "local[2]"}
+    kube.apply(body)
+    for kind, obj_name in (("serviceaccount", sa), ("role", sa), ("rolebinding", sa), ("service", f"{name}-driver")):
+        wait_for(lambda k=kind, n=obj_name: kube.get(k, n, namespace) is None, what=f"{kind} {obj_name} removed")
+    dep = wait_for(
+        lambda: (
+            (d := kube.get("deployment", name, namespace))
+            and d["spec"]["template"]["spec"].get("serviceAccountName", "default") == "default"
+            and d
+        ),
+        what="the Deployment without the Spark service account",
+    )
+    assert dep["spec"]["template"]["spec"]["automountServiceAccountToken"] is False

@@ -198,3 +198,18 @@ def test_tables_to_drop_keeps_tables_shared_with_other_apps() -> None:
 def test_render_children_are_deterministic() -> None:
     app = model.StreamingApp.from_body(load_case("full"))
     assert render.children(app) == render.children(app)
+
+
+def test_deployment_mark_ignores_what_the_status_does_not_read() -> None:
+    from floe_operator import handlers
+
+    dep = {
+        "metadata": {"generation": 2, "resourceVersion": "10", "annotations": {render.APPLIED_HASH: "abc"}},
+        "spec": {"replicas": 2},
+        "status": {"observedGeneration": 2, "replicas": 2, "readyReplicas": 0, "updatedReplicas": 2},
+    }
+    moved = copy.deepcopy(dep)
+    moved["metadata"]["resourceVersion"] = "11"
+    assert handlers._deployment_mark(dep) == handlers._deployment_mark(moved)
+    moved["status"]["readyReplicas"] = 1
+    assert handlers._deployment_mark(dep) != handlers._deployment_mark(moved)
