@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import load_case
 from floe_operator import conditions, model
+
+from .conftest import load_case
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import crdtools
 from floe_operator import crddoc
+
+from . import crdtools
 
 
 def _walk(node: dict[str, Any], path: str, out: list[tuple[str, dict[str, Any]]]) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import crdtools
 import pytest
-from .conftest import CASES, load_case
 from floe_jobs import config
 from floe_operator import model, render
 from pydantic import BaseModel
+
+from . import crdtools
+from .conftest import CASES, load_case
 
 NAMES = sorted(p.stem for p in CASES.glob("*.yaml"))
 

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from .conftest import load_case
 from floe_operator import cassandra, conditions, kafka, model, reconcile, render
+
+from .conftest import load_case
 
 
 class FakeCluster:

@@ -13,8 +13,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from .conftest import CASES, load_case
 from floe_operator import model, render
+
+from .conftest import CASES, load_case
 
 GOLDEN = Path(__file__).parent / "golden"
 NAMES = sorted(p.stem for p in CASES.glob("*.yaml"))
