@@ -224,3 +224,86 @@ def test_hpa_mode_gets_an_hpa_and_switching_back_to_native_removes_it(
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
     assert runner.exception is None, runner.exception
+
+
+def test_keda_mode_gets_a_scaled_object_once_keda_is_installed(
+    namespace: str,
+    kubectl: str,
+    kubeconfig: str,
+    make_topic: Any,
+    cql: Any,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+) -> None:
+    crds = ROOT / "tests/unit/lag/keda-crds.yaml"
+    installed = bool(run(kubectl, kubeconfig, "get", "crd", "scaledobjects.keda.sh", "--ignore-not-found").strip())
+    if not installed:
+        run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(crds))
+        run(
+            kubectl,
+            kubeconfig,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/scaledobjects.keda.sh",
+            "crd/triggerauthentications.keda.sh",
+        )
+    topic = make_topic(2)
+    keyspace = f"it_lag_op_{uuid.uuid4().hex[:6]}"
+    body = {
+        "apiVersion": model.API_VERSION,
+        "kind": model.KIND,
+        "metadata": {"name": "keda", "namespace": namespace},
+        "spec": {
+            "image": "example/app:1",
+            "job": {"entrypoint": "m:f"},
+            "replicas": 1,
+            "kafka": {"bootstrapServers": kafka_bootstrap, "topics": [topic]},
+            "state": {"cassandra": {"hosts": cassandra_hosts, "port": cassandra_port, "keyspace": keyspace}},
+            "autoscaling": {"mode": "KEDA", "minReplicas": 0, "maxReplicas": 4},
+        },
+    }
+    started = threading.Event()
+    registry = handlers.build_registry(handlers.Options(resync_seconds=2.0, started=started))
+    runner = kopf.testing.KopfRunner(["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60)
+
+    def scaled_object() -> dict[str, Any] | None:
+        out = run(
+            kubectl,
+            kubeconfig,
+            "get",
+            "scaledobjects.keda.sh",
+            "keda",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            "--ignore-not-found",
+        )
+        return json.loads(out) if out.strip() else None
+
+    try:
+        with runner:
+            assert started.wait(timeout=30)
+            run(
+                kubectl,
+                kubeconfig,
+                "apply",
+                "--server-side",
+                "--field-manager=floe-tests",
+                "-f",
+                "-",
+                stdin=yaml.safe_dump(body),
+            )
+            so = wait_for(scaled_object, timeout=60, what="the ScaledObject")
+            assert so["spec"]["scaleTargetRef"]["kind"] == model.KIND
+            trigger = so["spec"]["triggers"][0]
+            assert trigger["type"] == "kafka" and trigger["metadata"]["topic"] == topic
+            assert trigger["metadata"]["consumerGroup"] == f"floe.{namespace}.keda"
+            run(kubectl, kubeconfig, "delete", "streamingapp", "keda", "-n", namespace, "--wait=true", "--timeout=100s")
+    finally:
+        cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        if not installed:
+            run(kubectl, kubeconfig, "delete", "-f", str(crds), "--wait=false")
+    assert runner.exception is None, runner.exception
