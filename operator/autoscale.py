@@ -36,6 +36,7 @@ outside [minReplicas, cap] are corrected at once.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import math
@@ -144,15 +145,9 @@ class Point:
     want_up: int | None  # recommendation at u + band (before bounds): the scale-up trigger
 
 
-def _base(samples: Sequence[Sample], i: int, seconds: float) -> int:
+def _base(times: Sequence[float], i: int, seconds: float) -> int:
     """Index of the latest sample at least `seconds` before sample i (or the oldest one)."""
-    at = samples[i].at - seconds
-    j = 0
-    for k in range(i - 1, -1, -1):
-        if samples[k].at <= at:
-            j = k
-            break
-    return j
+    return max(0, bisect.bisect_right(times, times[i] - seconds, 0, i) - 1)
 
 
 def _mean_replicas(window: Sequence[Sample]) -> float:
@@ -180,10 +175,11 @@ def points(samples: Sequence[Sample], policy: Policy, capacity: float | None = N
     out: list[Point] = []
     mu = capacity
     high = min(1.0, policy.target_utilization + policy.band)
+    times = [x.at for x in samples]
     for i, s in enumerate(samples):
         if i == 0:
             continue
-        j = _base(samples, i, policy.rate_seconds)
+        j = _base(times, i, policy.rate_seconds)
         dt = s.at - samples[j].at
         if dt <= 0:
             continue
@@ -193,7 +189,7 @@ def points(samples: Sequence[Sample], policy: Policy, capacity: float | None = N
         floor = max(policy.activation_lag, kappa * policy.saturation_seconds)
         backlog = all(w.lag >= floor for w in window)
         # Growth is judged over the up window only, so a burst after a quiet spell is seen at once.
-        k = next(n for n in range(i + 1) if samples[n].at >= s.at - policy.up_seconds)
+        k = bisect.bisect_left(times, s.at - policy.up_seconds, 0, i)
         recent = samples[k : i + 1]
         span = s.at - samples[k].at
         recent_lambda = (s.end - samples[k].end) / span if span > 0 else 0.0

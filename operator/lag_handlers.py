@@ -38,7 +38,7 @@ from floe_operator import autoscale, cassandra, conditions, k8s, kafka, lag, lag
 log = logging.getLogger(__name__)
 
 SECRET_TTL = 60.0
-MAX_SAMPLES = 4000
+MAX_SAMPLES = 9000  # a 24 h stabilization window at a 10 s interval
 
 EventSink = Callable[[Mapping[str, Any], str, str, str], None]
 
