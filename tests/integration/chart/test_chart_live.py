@@ -22,6 +22,8 @@ from .livekit import CHART, Run
 pytestmark = [pytest.mark.helm, pytest.mark.k8s]
 
 CRD = "streamingapps.streaming.floe.dev"
+# Cluster-scoped objects every release of the chart (and other tests) share.
+SHARED_CRDS = (CRD, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
 
 
 def get_json(run: Run, kubectl: str, *args: str) -> dict[str, Any] | None:
@@ -39,36 +41,32 @@ def env_of(deployment: dict[str, Any]) -> dict[str, str]:
 
 @pytest.fixture
 def crd_owner(run: Run, kubectl: str) -> Iterator[Callable[[str, str], None]]:
-    """adopt(release, namespace): hand the shared CRD to a release; restored afterwards."""
-    before = get_json(run, kubectl, "crd", CRD)
-    original_meta = (before or {}).get("metadata", {})
-    original = {"annotate": original_meta.get("annotations") or {}, "label": original_meta.get("labels") or {}}
+    """adopt(release, namespace): hand the shared CRDs to a release; restored afterwards."""
+    before = {name: get_json(run, kubectl, "crd", name) for name in SHARED_CRDS}
+    original = {
+        name: {"annotate": body["metadata"].get("annotations") or {}, "label": body["metadata"].get("labels") or {}}
+        for name, body in before.items()
+        if body is not None
+    }
 
     def adopt(release: str, namespace: str) -> None:
-        if before is None:
-            return
-        run(
-            kubectl,
-            "annotate",
-            "crd",
-            CRD,
-            "--overwrite",
-            f"meta.helm.sh/release-name={release}",
-            f"meta.helm.sh/release-namespace={namespace}",
-        )
-        run(kubectl, "label", "crd", CRD, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+        for name in original:
+            owner = [f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}"]
+            run(kubectl, "annotate", "crd", name, "--overwrite", *owner)
+            run(kubectl, "label", "crd", name, "--overwrite", "app.kubernetes.io/managed-by=Helm")
 
     yield adopt
-    after = get_json(run, kubectl, "crd", CRD)
-    if after is None:
-        return
-    # Back to the labels and annotations it had: the chart's go, the previous owner's return.
-    for verb, key in (("annotate", "annotations"), ("label", "labels")):
-        now = after["metadata"].get(key) or {}
-        changes = [f"{k}-" for k in now if k not in original[verb]]
-        changes += [f"{k}={v}" for k, v in original[verb].items() if now.get(k) != v]
-        if changes:
-            run(kubectl, verb, "crd", CRD, "--overwrite", *changes, check=False)
+    # Back to the labels and annotations they had: the chart's go, the previous owner's return.
+    for name, meta in original.items():
+        after = get_json(run, kubectl, "crd", name)
+        if after is None:
+            continue
+        for verb, key in (("annotate", "annotations"), ("label", "labels")):
+            now = after["metadata"].get(key) or {}
+            changes = [f"{k}-" for k in now if k not in meta[verb]]
+            changes += [f"{k}={v}" for k, v in meta[verb].items() if now.get(k) != v]
+            if changes:
+                run(kubectl, verb, "crd", name, "--overwrite", *changes, check=False)
 
 
 def test_install_upgrade_uninstall_keeps_the_crd(
@@ -244,3 +242,35 @@ def test_operator_pod_is_admitted_under_restricted_pod_security(
         time.sleep(0.5)
     events = run(kubectl, "get", "events", "-n", ns, "-o", "json").stdout
     assert pods, f"no operator pod was admitted: {[e['message'] for e in json.loads(events)['items']]}"
+
+
+def test_two_replicas_meet_in_the_peering_object(
+    kubectl: str,
+    run: Run,
+    namespaces: Callable[[str], str],
+    crd_owner: Callable[[str, str], None],
+    install: Callable[..., str],
+) -> None:
+    ns = namespaces("floe-peering")
+    watched = namespaces("floe-watched")
+    release = install(
+        "peer",
+        ns,
+        "--set",
+        f"replicaCount=2,peering.enabled=true,operator.watchNamespaces={{{watched}}}",
+        before=lambda name: crd_owner(name, ns),
+    )
+    # The peering kinds exist, and the hook created the object the pods meet in.
+    for name in ("kopfpeerings.kopf.dev", "clusterkopfpeerings.kopf.dev"):
+        crd = get_json(run, kubectl, "crd", name)
+        assert crd is not None, name
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    peering = get_json(run, kubectl, "kopfpeerings.kopf.dev", "default", "-n", watched)
+    assert peering is not None, "the post-install hook did not create the KopfPeering"
+    deployment = get_json(run, kubectl, "deployment", f"{release}-floe", "-n", ns)
+    assert deployment is not None
+    assert deployment["spec"]["replicas"] == 2
+    assert env_of(deployment)["FLOE_PEERING"] == "true"
+    sa = f"system:serviceaccount:{ns}:{release}-floe"
+    assert can_i(run, kubectl, sa, "patch", "kopfpeerings.kopf.dev", watched)
+    assert not can_i(run, kubectl, sa, "patch", "kopfpeerings.kopf.dev", ns)

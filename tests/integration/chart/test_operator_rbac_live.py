@@ -171,7 +171,12 @@ def test_operator_manages_an_app_with_only_the_charts_rbac(
         wait_for("the Deployment at 2 replicas", lambda: deployment_replicas() == 2, timeout=60, log=log)
 
         # Deletion runs the finalizer (dropping the store tables) under the same RBAC.
-        run(kubectl, "delete", "streamingapp", app, "-n", apps_ns, "--timeout=90s")
+        run(kubectl, "delete", "streamingapp", app, "-n", apps_ns, "--wait=false")
+
+        def gone() -> bool:
+            return run(kubectl, "get", "streamingapp", app, "-n", apps_ns, check=False).returncode != 0
+
+        wait_for("the app's finalizer", gone, timeout=180, log=log)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
