@@ -78,6 +78,12 @@ def timed(fn: Callable[..., Any], *args: Any) -> float:
     return time.perf_counter() - started
 
 
+def paired(values: list[float], baselines: list[float]) -> float:
+    """Median of the per-run ratios: each run's sides ran back to back, so a ratio within a
+    run is less exposed to the machine's load swings than a ratio of medians."""
+    return round(statistics.median(v / b for v, b in zip(values, baselines, strict=True)), 4)
+
+
 def measure(fn: Callable[..., Any], *args: Any) -> tuple[float, float]:
     """Wall-clock and this process's CPU seconds of one call."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -259,6 +265,8 @@ class Bench:
                    untimed_baseline="raw driver, same statements and concurrency, no per-request client timer",
                    untimed_baseline_value=round(statistics.median(put_untimed), 1),
                    untimed_ratio=round(statistics.median(put_store) / statistics.median(put_untimed), 4),
+                   paired_ratio_median=paired(put_store, put_raw),
+                   paired_untimed_ratio_median=paired(put_store, put_untimed),
                    client_cpu_s_per_op=round(statistics.median(cpu["put"]), 8),
                    baseline_client_cpu_s_per_op=round(statistics.median(cpu["put_raw"]), 8),
                    untimed_baseline_client_cpu_s_per_op=round(statistics.median(cpu["put_untimed"]), 8), **common),
@@ -274,6 +282,8 @@ class Bench:
                    untimed_baseline="raw driver, same statements and concurrency, no per-request client timer",
                    untimed_baseline_value=round(statistics.median(get_untimed), 1),
                    untimed_ratio=round(statistics.median(get_store) / statistics.median(get_untimed), 4),
+                   paired_ratio_median=paired(get_store, get_raw),
+                   paired_untimed_ratio_median=paired(get_store, get_untimed),
                    client_cpu_s_per_op=round(statistics.median(cpu["get"]), 8),
                    baseline_client_cpu_s_per_op=round(statistics.median(cpu["get_raw"]), 8),
                    untimed_baseline_client_cpu_s_per_op=round(statistics.median(cpu["get_untimed"]), 8), **common),
