@@ -129,7 +129,8 @@ def handover_once(env: dict[str, str], *, protocol: str, leave: bool, window: fl
         try:
             feeder.start()
             deadline = time.monotonic() + 900
-            while not all(r.ready() for r in replicas):
+            # every replica owns partitions and has committed a batch: warm, in steady state
+            while not all(r.ready() and r.commits_since_start() >= 2 for r in replicas):
                 if time.monotonic() > deadline:
                     raise TimeoutError("replicas not ready")
                 time.sleep(1)
