@@ -60,4 +60,4 @@ def install(helm: str, run: Run) -> Iterator[Callable[..., str]]:
 
     yield _install
     for release, namespace in installed:
-        run(helm, "uninstall", release, "--namespace", namespace, "--wait", check=False)
+        run(helm, "uninstall", release, "--namespace", namespace, check=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -139,6 +140,15 @@ def can_i(run: Run, kubectl: str, sa: str, verb: str, resource: str, namespace: 
     return answer == "yes"
 
 
+def can_i_all(
+    run: Run, kubectl: str, sa: str, checks: list[tuple[str, str]], namespace: str | None
+) -> dict[tuple[str, str], bool]:
+    """can_i for many (verb, resource) pairs at once; each is its own `kubectl auth can-i`."""
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        answers = pool.map(lambda check: can_i(run, kubectl, sa, check[0], check[1], namespace), checks)
+        return dict(zip(checks, answers, strict=True))
+
+
 # (verb, resource) the operator needs in every namespace it manages.
 NEEDED = [
     ("get", "streamingapps.streaming.floe.dev"),
@@ -193,9 +203,10 @@ def test_rbac_cluster_wide_allows_what_the_operator_needs_and_no_more(
     elsewhere = namespaces("floe-apps")
     release = install("rbac", ns, "--set", "crds.enabled=false")
     sa = f"system:serviceaccount:{ns}:{release}-floe"
-    wrong = [(v, r) for v, r in NEEDED if not can_i(run, kubectl, sa, v, r, elsewhere)]
+    answers = can_i_all(run, kubectl, sa, NEEDED + REFUSED, elsewhere)
+    wrong = [check for check in NEEDED if not answers[check]]
     assert not wrong, f"denied but needed: {wrong}"
-    wrong = [(v, r) for v, r in REFUSED if can_i(run, kubectl, sa, v, r, elsewhere)]
+    wrong = [check for check in REFUSED if answers[check]]
     assert not wrong, f"allowed but never needed: {wrong}"
     # Cluster-scoped.
     assert can_i(run, kubectl, sa, "list", "customresourcedefinitions.apiextensions.k8s.io", None)
@@ -215,11 +226,11 @@ def test_rbac_for_a_list_of_namespaces_stays_inside_them(
     other = namespaces("floe-other")
     release = install("scoped", ns, "--set", f"crds.enabled=false,operator.watchNamespaces={{{watched}}}")
     sa = f"system:serviceaccount:{ns}:{release}-floe"
-    for verb, resource in NEEDED:
-        assert can_i(run, kubectl, sa, verb, resource, watched), f"{verb} {resource} in {watched}"
-        assert not can_i(run, kubectl, sa, verb, resource, other), f"{verb} {resource} in {other}"
-    for verb, resource in REFUSED:
-        assert not can_i(run, kubectl, sa, verb, resource, watched), f"{verb} {resource} in {watched}"
+    inside = can_i_all(run, kubectl, sa, NEEDED + REFUSED, watched)
+    outside = can_i_all(run, kubectl, sa, NEEDED, other)
+    assert not [c for c in NEEDED if not inside[c]], f"denied in {watched}"
+    assert not [c for c in REFUSED if inside[c]], f"allowed in {watched} but never needed"
+    assert not [c for c in NEEDED if outside[c]], f"allowed in {other}, which is not watched"
     assert not can_i(run, kubectl, sa, "list", "streamingapps.streaming.floe.dev", None), "no cluster-wide list"
     assert can_i(run, kubectl, sa, "list", "namespaces", None), "Kopf follows the watched namespaces"
 
