@@ -97,6 +97,27 @@ def offsets_table(app: model.StreamingApp) -> str:
     return offsets.offsets_table(app.app_id)
 
 
+def _already_provisioned(session: Any, app: model.StreamingApp) -> bool:
+    """Whether the driver's schema metadata already shows every table this app needs.
+
+    Lets an app whose tables exist (a re-created app, a new app on shared stores) skip the DDL
+    round trips; anything missing goes through the store library as usual.
+    """
+    from floe_jobs.stores import schema
+
+    keyspace = session.cluster.metadata.keyspaces.get(app.spec.state.cassandra.keyspace)
+    if keyspace is None:
+        return False
+    tables = keyspace.tables
+    if offsets_table(app) not in tables:
+        return False
+    for store in app.spec.state.stores:
+        table = tables.get(schema.table_name(store.name))
+        if table is None or (store.type == "partitioned" and schema.FENCE_COLUMN not in table.columns):
+            return False
+    return True
+
+
 class Provisioner:
     """Shared sessions (one per cluster) and serialized DDL."""
 
@@ -107,7 +128,9 @@ class Provisioner:
         self._connect_timeout = connect_timeout
         self._ca_files: list[Any] = []
         # The store library's DDL is safe to run concurrently; this only bounds the load on Cassandra.
-        self._slots = threading.BoundedSemaphore(concurrency)
+        # Waiting happens in the event loop, so a queued provisioning never holds a worker thread.
+        self._concurrency = concurrency
+        self._slots: asyncio.Semaphore | None = None
 
     def _lock(self, target: Target) -> threading.Lock:
         with self._guard:
@@ -169,18 +192,25 @@ class Provisioner:
             for s in app.spec.state.stores
         ]
         session = self._session(target)
-        with self._slots:
-            try:
-                schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
-                offsets.ensure_offsets_table(session, keyspace=keyspace, app_id=app.app_id)
-            except (errors.StoreConfigError, InvalidRequest, Unauthorized) as exc:
-                raise ProvisioningRejected(f"keyspace {keyspace}: {exc}") from exc
-            except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
-                raise CassandraUnavailable(f"keyspace {keyspace}: {exc}") from exc
+        if _already_provisioned(session, app):
+            return
+        try:
+            schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
+            offsets.ensure_offsets_table(session, keyspace=keyspace, app_id=app.app_id)
+        except (errors.StoreConfigError, InvalidRequest, Unauthorized) as exc:
+            raise ProvisioningRejected(f"keyspace {keyspace}: {exc}") from exc
+        except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
+            raise CassandraUnavailable(f"keyspace {keyspace}: {exc}") from exc
+
+    def _slot(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._concurrency)
+        return self._slots
 
     async def provision(self, target: Target, app: model.StreamingApp) -> None:
         """Keyspace, store tables and offsets table, created if absent (idempotent)."""
-        await asyncio.to_thread(self.provision_sync, target, app)
+        async with self._slot():
+            await asyncio.to_thread(self.provision_sync, target, app)
 
     def drop_sync(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
         from cassandra import DriverException
@@ -189,19 +219,19 @@ class Provisioner:
 
         schema.check_identifier(keyspace, "keyspace")
         session = self._session(target)
-        with self._slots:
-            for table in tables:
-                schema.check_identifier(table, "table")
-                try:
-                    schema.execute_ddl(
-                        session, f"DROP TABLE IF EXISTS {keyspace}.{table}", what=f"drop {keyspace}.{table}"
-                    )
-                except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
-                    raise CassandraUnavailable(f"dropping {keyspace}.{table}: {exc}") from exc
+        for table in tables:
+            schema.check_identifier(table, "table")
+            try:
+                schema.execute_ddl(
+                    session, f"DROP TABLE IF EXISTS {keyspace}.{table}", what=f"drop {keyspace}.{table}"
+                )
+            except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
+                raise CassandraUnavailable(f"dropping {keyspace}.{table}: {exc}") from exc
 
     async def drop(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
         """Drop tables (absent ones are fine); the keyspace itself is never dropped."""
-        await asyncio.to_thread(self.drop_sync, target, keyspace=keyspace, tables=tables)
+        async with self._slot():
+            await asyncio.to_thread(self.drop_sync, target, keyspace=keyspace, tables=tables)
 
     def close(self) -> None:
         for session in self._sessions.values():

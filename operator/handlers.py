@@ -42,7 +42,7 @@ class Options:
 
     resync_seconds: float = 60.0
     check_kafka: bool = True
-    api_workers: int = 16
+    api_workers: int = 48
     # Set once the operator is configured; lets an embedding process (tests, benchmarks) wait for it.
     started: threading.Event | None = None
 

@@ -7,8 +7,10 @@ templating its command line.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
+import sys
 from collections.abc import Sequence
 
 import kopf
@@ -104,7 +106,20 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     return registry
 
 
+def _limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's per-thread malloc arenas: the API and Cassandra worker threads would otherwise
+    each grow an arena, multiplying the resident memory for no speed gain (same as MALLOC_ARENA_MAX)."""
+    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-8, arenas)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    _limit_malloc_arenas()
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("kopf.objects").addFilter(_QuietRoutine())
