@@ -251,6 +251,7 @@ def test_dashboard_configmap_carries_the_dashboard_and_the_sidecar_label(render:
     assert by_kind(render(), "ConfigMap") == []
 
 
+@pytest.mark.k8s  # install --dry-run asks the API server for its version
 def test_notes_render_with_next_steps(helm: str, kubeconfig: str) -> None:
     release = f"notes-{uuid.uuid4().hex[:6]}"  # a name no installed release holds
     # helm template never prints NOTES; install --dry-run does (it asks the API server for its
