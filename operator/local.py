@@ -10,7 +10,9 @@ few substitutions a process needs where a pod has its own network and files:
 - `fieldRef` values take local answers (pod name `<deployment>-local-<i>`, pod IP 127.0.0.1);
 - `secretKeyRef` values are read from the API server (never printed);
 - each replica gets its own metrics port (`FLOE_METRICS_PORT`), since processes share one
-  network namespace, and `FLOE_LOCAL_RUN=true` so logs and metrics say what they are;
+  network namespace, its own scratch directory standing in for the pod's emptyDir `/tmp`
+  (`TMPDIR`, and `SPARK_LOCAL_DIRS`, which Spark prefers to `spark.local.dir`), and
+  `FLOE_LOCAL_RUN=true` so logs and metrics say what they are;
 - `FLOE_SPARK_JARS` comes from the local stack, standing in for the job image's jars.
 
 This is the inner loop for job authors and how the demo runs pods while the local stack has
@@ -106,6 +108,7 @@ def local_processes(
     read_secret: SecretReader,
     base_env: Mapping[str, str],
     ports: Callable[[], int] = free_port,
+    scratch: Path | None = None,
 ) -> list[LocalProcess]:
     """The replicas of ``deployment`` as local processes (pure but for ``read_secret``/``ports``)."""
     template = deployment["spec"]["template"]
@@ -126,6 +129,11 @@ def local_processes(
                                            read_secret=read_secret)
         env["FLOE_METRICS_PORT"] = str(ports())
         env["FLOE_LOCAL_RUN"] = "true"
+        if scratch is not None:
+            tmp = scratch / name
+            (tmp / "spark").mkdir(parents=True, exist_ok=True)
+            env["TMPDIR"] = str(tmp)
+            env["SPARK_LOCAL_DIRS"] = str(tmp / "spark")
         out.append(LocalProcess(name=name, argv=argv, env=env))
     return out
 
@@ -315,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         base = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
         base["FLOE_SPARK_JARS"] = os.environ.get("FLOE_SPARK_JARS") or _stack_jars()
         procs = local_processes(deployment, mounts=mounts, replicas=replicas, read_secret=api_secret_reader(),
-                                base_env=base)
+                                base_env=base, scratch=tmp / "scratch")
     except (LocalRunError, OSError, ValueError) as exc:
         print(f"floe run: {exc}", file=sys.stderr)
         return 2

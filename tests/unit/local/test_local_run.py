@@ -28,7 +28,7 @@ def test_replicas_run_the_rendered_command_with_the_rendered_config(tmp_path: Pa
     mounts = local.materialize_config_maps(deployment["spec"]["template"], {cm["metadata"]["name"]: cm}, tmp_path)
     ports = iter([9501, 9502, 9503])
     procs = local.local_processes(deployment, mounts=mounts, replicas=3, read_secret=_no_secrets,
-                                  base_env={"PATH": "/bin"}, ports=lambda: next(ports))
+                                  base_env={"PATH": "/bin"}, ports=lambda: next(ports), scratch=tmp_path / "s")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     argv = container["command"] + container.get("args", [])
     assert [[Path(p.argv[0]).name, *p.argv[1:]] for p in procs] == [argv] * 3
@@ -38,6 +38,8 @@ def test_replicas_run_the_rendered_command_with_the_rendered_config(tmp_path: Pa
     assert config_path.read_text() == cm["data"][render.CONFIG_FILE]
     assert [p.env["FLOE_METRICS_PORT"] for p in procs] == ["9501", "9502", "9503"]
     assert procs[1].env["FLOE_POD_NAME"] == "word-count-local-1"
+    scratch = {p.env["SPARK_LOCAL_DIRS"] for p in procs}
+    assert len(scratch) == 3 and all(Path(d).is_dir() for d in scratch), "replicas must not share Spark's dirs"
     assert procs[1].env["FLOE_POD_NAMESPACE"] == "team-a"
     assert all(p.env["FLOE_LOCAL_RUN"] == "true" and p.env["PATH"] == "/bin" for p in procs)
     rendered_names = {e["name"] for e in container["env"]}
