@@ -322,9 +322,10 @@ def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
         ],
     }
     service_account = pod_service_account(app)
-    if service_account is not None:
-        pod_spec["serviceAccountName"] = service_account
-    else:
+    # Always explicit: dropping the field would let the API server keep the old name through
+    # the deprecated serviceAccount alias.
+    pod_spec["serviceAccountName"] = service_account or "default"
+    if service_account is None:
         pod_spec["automountServiceAccountToken"] = False
     if spec.pod.node_selector:
         pod_spec["nodeSelector"] = dict(spec.pod.node_selector)
