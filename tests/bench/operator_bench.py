@@ -166,7 +166,9 @@ class Bench:
             "spec": {
                 "image": "registry.example.com/floe/bench:1.0.0",
                 "job": {"entrypoint": "bench.app:transform"},
-                "replicas": 1,
+                # Zero replicas: the Deployment exists and completes at once, without hundreds of
+                # Pending pods (no kubelet here) or their progress deadlines changing it later.
+                "replicas": 0,
                 "kafka": {"bootstrapServers": self.env["FLOE_KAFKA_BOOTSTRAP"], "topics": [self.topic]},
                 "state": {
                     "cassandra": {
@@ -241,7 +243,9 @@ class Bench:
             i["metadata"]["name"]
             for i in items
             if (i.get("status") or {}).get("observedGeneration") == i["metadata"]["generation"]
-            and (i.get("status") or {}).get("replicas") == 1
+            and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in (i.get("status") or {}).get("conditions", [])
+            )
         }
         return set(names) <= done
 

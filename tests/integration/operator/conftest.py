@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from floe_operator import handlers
+
 from .kube import Kubectl
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,8 +52,16 @@ def topic(kafka_bootstrap: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def keyspace() -> str:
-    return f"floe_op_it_{uuid.uuid4().hex[:6]}"
+def keyspace(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[str]:
+    from cassandra.cluster import Cluster
+
+    name = f"floe_op_it_{uuid.uuid4().hex[:6]}"
+    yield name
+    cluster = Cluster(cassandra_hosts, port=cassandra_port)
+    try:
+        cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=120)
+    finally:
+        cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
