@@ -374,13 +374,17 @@ def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
 
 
 def service(app: model.StreamingApp) -> Manifest:
-    """ClusterIP Service of the runtime's HTTP port: metrics, health and the state query endpoint."""
+    """Headless Service of the runtime's HTTP port: metrics, health and the state query endpoint.
+
+    Headless because every pod answers every query (the state is in Cassandra) and Prometheus
+    scrapes each pod anyway: no virtual IP to allocate and program for hundreds of apps.
+    """
     ports = [{"name": "http", "port": app.spec.metrics.port, "targetPort": "http", "protocol": "TCP"}]
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(app, service_name(app)),
-        "spec": {"type": "ClusterIP", "selector": selector_labels(app), "ports": ports},
+        "spec": {"type": "ClusterIP", "clusterIP": "None", "selector": selector_labels(app), "ports": ports},
     }
 
 

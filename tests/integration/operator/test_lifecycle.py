@@ -90,7 +90,8 @@ def test_create_makes_children(
     assert cfg.cassandra.keyspace == keyspace
     annotations = spec["template"]["metadata"]["annotations"]
     assert annotations[render.CONFIG_HASH] == render.config_hash(cm)
-    assert kube.get("service", APP, namespace) is not None
+    svc = kube.get("service", APP, namespace)
+    assert svc is not None and svc["spec"]["clusterIP"] == "None"
     assert kube.get("poddisruptionbudget", APP, namespace) is not None
     wait_for(lambda: kube.list("replicaset", namespace, f"{render.APP_LABEL}={APP}"), what="a ReplicaSet")
 
