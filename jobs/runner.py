@@ -50,6 +50,24 @@ EXIT_UNREACHABLE = 3
 EXIT_ABORTED = 4
 
 
+def crash_point(name: str) -> None:
+    """Fault injection for the tests: SIGKILL this process at a named point, once per point.
+
+    FLOE_TEST_CRASH_POINTS lists points (`<stage>:after-state`, `<stage>:after-emit`);
+    FLOE_TEST_CRASH_DIR holds a marker per point already used, so a restarted process goes on.
+    """
+    points = os.environ.get("FLOE_TEST_CRASH_POINTS")
+    if not points or name not in points.split(","):
+        return
+    marker = Path(os.environ.get("FLOE_TEST_CRASH_DIR", ".")) / f"crashed-{name.replace(':', '-')}"
+    if marker.exists():
+        return
+    marker.write_text(str(os.getpid()))
+    log.warning("Crashing at point=%s (fault injection)", name)
+    logging.shutdown()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class StartupError(RuntimeError):
     """A dependency is unreachable or missing at start; the message says which."""
 
@@ -410,6 +428,10 @@ class Runner:
             tagged = api.filter_applied(df, self.spark, before).persist()
             persisted.append(tagged)
             seen = api.seen_positions(tagged)
+            skipped = plan.records - tagged.count()
+            if skipped > 0:
+                health.RECORDS_DEDUPED.labels(self.app).inc(skipped)
+                log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
             positions = {
                 p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
             }
@@ -425,7 +447,9 @@ class Runner:
         t_fn = time.monotonic()
         result = stage.fn(batch)
         t_emit = time.monotonic()
+        crash_point(f"{stage.name}:after-state")
         out = self._emit(result)
+        crash_point(f"{stage.name}:after-emit")
         t_commit = time.monotonic()
         self.offsets.commit(plan.partitions, positions)
         self.membership.commit({p.tp: p.end for p in plan.partitions})

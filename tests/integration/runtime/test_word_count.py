@@ -150,3 +150,37 @@ def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None
         stop.set()
         for p in procs:
             p.stop()
+
+
+def test_crash_points_replay_exactly(word_count_app: localrun.App, session: Any, tmp_path: Any) -> None:
+    """SIGKILL at chosen instants: after stage 1 wrote the repartition topic (its replay duplicates
+    records there, which stage 2 must drop), after stage 2 applied state (the fence must skip it),
+    after stage 2 emitted (its output is repeated, the state not)."""
+    app = word_count_app
+    app.extra_env.update(
+        {
+            "FLOE_TEST_CRASH_POINTS": "split:after-emit,count:after-state,count:after-emit",
+            "FLOE_TEST_CRASH_DIR": str(tmp_path),
+            "FLOE_KAFKA_SESSION_TIMEOUT_MS": "6000",
+            "FLOE_KAFKA_HEARTBEAT_INTERVAL_MS": "1500",
+        }
+    )
+    lines = localrun.word_lines(2000, seed=23)
+    localrun.produce(app.bootstrap, app.topics[0], lines)
+    replica = localrun.Replica(app, "r0").start()
+    try:
+        deadline = time.monotonic() + 1200
+        while not localrun.caught_up(session, app, topics_of(app)):
+            assert time.monotonic() < deadline, "did not catch up"
+            if not replica.alive():
+                assert replica.proc is not None and replica.proc.returncode == -signal.SIGKILL
+                replica.start()
+            time.sleep(1)
+        crashed = sorted(p.name for p in tmp_path.glob("crashed-*"))
+        assert crashed == ["crashed-count-after-emit", "crashed-count-after-state", "crashed-split-after-emit"]
+        check_counts(session, app, dict(localrun.word_truth(lines)))
+        log = replica.log_path.read_text()
+        assert "Dropped already-applied repartition records" in log
+        assert log.count("Replaying stage=") >= 3
+    finally:
+        replica.stop()
