@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from .kube import Kubectl
 
 pytestmark = pytest.mark.k8s

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from .conftest import app_manifest
 from .kube import Kubectl, condition, wait_for
 
