@@ -152,6 +152,7 @@ def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None
             p.stop()
 
 
+@pytest.mark.timeout(2400)
 def test_crash_points_replay_exactly(word_count_app: localrun.App, session: Any, tmp_path: Any) -> None:
     """SIGKILL at chosen instants: after stage 1 wrote the repartition topic (its replay duplicates
     records there, which stage 2 must drop), after stage 2 applied state (the fence must skip it),
