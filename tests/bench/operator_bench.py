@@ -14,7 +14,8 @@ operator as its own process (`floe-operator`, watching one fresh namespace):
 5. two resync periods of the unchanged apps: the operator's write calls (its own counter),
    and every resourceVersion of apps and children compared (`operator-resync-writes-<total>`).
 
-Results go to bench/results/operator-*.json. The namespace and the keyspace are removed at the end.
+Results go to bench/results/operator-*.json, the operator's log to $TMPDIR/floe-operator-bench.log.
+The namespace and the keyspace are removed at the end.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -126,7 +128,7 @@ class Bench:
             ],
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=open(RESULTS / ".operator-bench.log", "wb"),  # noqa: SIM115
+            stderr=open(Path(tempfile.gettempdir()) / "floe-operator-bench.log", "wb"),  # noqa: SIM115
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
