@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -68,6 +70,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="Coordinate several operator replicas through Kopf peering (needs its CRDs; env FLOE_PEERING).",
     )
     parser.add_argument(
+        "--peering-name",
+        default=env.get("FLOE_PEERING_NAME", "default"),
+        help="Name of the Kopf peering object the replicas meet in (env FLOE_PEERING_NAME, default 'default').",
+    )
+    parser.add_argument(
+        "--peering-priority",
+        type=int,
+        default=int(env["FLOE_PEERING_PRIORITY"]) if env.get("FLOE_PEERING_PRIORITY") else None,
+        help="This replica's peering priority; the highest live replica works, the others stand by "
+        "(env FLOE_PEERING_PRIORITY; default derived from POD_ID, so replicas differ).",
+    )
+    parser.add_argument(
         "--lag-interval-seconds",
         type=float,
         default=float(env.get("FLOE_LAG_INTERVAL_SECONDS", "10")),
@@ -118,6 +132,13 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
         pass
 
 
+def peering_priority(pod_id: str | None = None) -> int:
+    """A priority that differs between replicas: Kopf pauses every operator that sees a live peer
+    of equal or higher priority, so replicas with one shared priority would all stand still."""
+    ident = pod_id or os.environ.get("POD_ID") or socket.gethostname()
+    return int(hashlib.sha256(ident.encode()).hexdigest()[:6], 16)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     _limit_malloc_arenas()
     args = parse_args(argv)
@@ -130,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     kopf.run(
         registry=registry,
         standalone=not args.peering,
+        peering_name=args.peering_name,
+        priority=args.peering_priority if args.peering_priority is not None else peering_priority(),
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,
