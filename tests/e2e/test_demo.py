@@ -16,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.kafka
 @pytest.mark.cassandra
 @pytest.mark.spark
-@pytest.mark.slow
 def test_demo_counts_match_the_produced_text(stack_env: dict[str, str]) -> None:
     proc = subprocess.run([sys.executable, "-m", "floe_stack.demo"], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
