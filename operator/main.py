@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import kopf
 from floe_operator import handlers
@@ -139,6 +140,15 @@ def peering_priority(pod_id: str | None = None) -> int:
     return int(hashlib.sha256(ident.encode()).hexdigest()[:6], 16)
 
 
+def peering_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Kopf's peering settings, only when peering is on: given to a standalone operator, a peering
+    name makes Kopf wait for that peering object instead of working."""
+    if not args.peering:
+        return {}
+    priority = args.peering_priority if args.peering_priority is not None else peering_priority()
+    return {"peering_name": args.peering_name, "priority": priority}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     _limit_malloc_arenas()
     args = parse_args(argv)
@@ -151,8 +161,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     kopf.run(
         registry=registry,
         standalone=not args.peering,
-        peering_name=args.peering_name,
-        priority=args.peering_priority if args.peering_priority is not None else peering_priority(),
+        **peering_options(args),
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,

@@ -19,3 +19,10 @@ def test_peering_flags_come_from_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("FLOE_PEERING_PRIORITY", "42")
     args = main.parse_args([])
     assert (args.peering, args.peering_name, args.peering_priority) == (True, "floe-ops", 42)
+
+
+def test_a_standalone_operator_gets_no_peering_settings() -> None:
+    """Handed a peering name, a standalone Kopf operator waits for the peering object and never works."""
+    assert main.peering_options(main.parse_args([])) == {}
+    opts = main.peering_options(main.parse_args(["--peering", "--peering-priority", "7"]))
+    assert opts == {"peering_name": "default", "priority": 7}
