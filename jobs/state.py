@@ -150,62 +150,67 @@ def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
     return grouped
 
 
+# What to emit for a key, what to store for it, and whether to write: from the stored
+# (value, fence), the batch's input for the key, and the batch's sequence number.
+Decide = Callable[[Fenced | None, Any, int], tuple[Any, Any, bool]]
+
+
+def _apply_fenced(
+    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], decide: Decide
+) -> Iterator[tuple[int, Any, Any]]:
+    """The one read-decide-write loop behind every stateful helper: per partition and chunk,
+    read the keys with their fences, let ``decide`` answer, write what changed under the
+    partition's batch sequence."""
+    store = open_store(ref)
+    for partition, items in _group(rows).items():
+        batch = fences[partition]
+        for chunk in _chunks(items):
+            old = store.get_many_fenced(partition, [k for k, _ in chunk])
+            writes = []
+            for key, incoming in chunk:
+                emitted, stored, write = decide(old.get(key), incoming, batch)
+                if write:
+                    writes.append((key, stored))
+                yield partition, key, emitted
+            if writes:
+                store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+
+
 def merge_partition_rows(
     rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], combine: str
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, delta) → merged into the store → (partition, key, new value)."""
     fn = COMBINERS[combine]
-    store = open_store(ref)
-    ttl = ref.ttl_seconds
-    for partition, items in _group(rows).items():
-        batch = fences[partition]
-        for chunk in _chunks(items):
-            old = store.get_many_fenced(partition, [k for k, _ in chunk])
-            writes = []
-            for key, delta in chunk:
-                value, write = decide_merge(old.get(key), delta, batch=batch, combine=fn)
-                if write:
-                    writes.append((key, value))
-                yield partition, key, value
-            if writes:
-                store.put_many_fenced(partition, writes, batch=batch, ttl=ttl)
+
+    def decide(old: Fenced | None, delta: Any, batch: int) -> tuple[Any, Any, bool]:
+        value, write = decide_merge(old, delta, batch=batch, combine=fn)
+        return value, value, write
+
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide)
 
 
 def latest_partition_rows(
     rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int]
 ) -> Iterator[tuple[int, Any, Any]]:
-    store = open_store(ref)
-    for partition, items in _group(rows).items():
-        batch = fences[partition]
-        for chunk in _chunks(items):
-            old = store.get_many_fenced(partition, [k for k, _ in chunk])
-            writes = []
-            for key, new in chunk:
-                value, write = decide_latest(old.get(key), new, batch=batch)
-                if write:
-                    writes.append((key, value))
-                yield partition, key, value
-            if writes:
-                store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+    """(partition, key, value) → the latest value kept per key → (partition, key, value)."""
+
+    def decide(old: Fenced | None, new: Any, batch: int) -> tuple[Any, Any, bool]:
+        value, write = decide_latest(old, new, batch=batch)
+        return value, value, write
+
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide)
 
 
 def first_seen_partition_rows(
     rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int]
 ) -> Iterator[tuple[int, Any, bool]]:
     """(partition, key, marker) → (partition, key, keep?) with markers written under the TTL."""
-    store = open_store(ref)
-    for partition, items in _group(rows).items():
-        batch = fences[partition]
-        for chunk in _chunks(items):
-            old = store.get_many_fenced(partition, [k for k, _ in chunk])
-            writes = []
-            for key, marker in chunk:
-                keep, write = decide_first_seen(old.get(key), batch=batch)
-                if write:
-                    writes.append((key, marker))
-                yield partition, key, keep
-            if writes:
-                store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+
+    def decide(old: Fenced | None, marker: Any, batch: int) -> tuple[Any, Any, bool]:
+        keep, write = decide_first_seen(old, batch=batch)
+        return keep, marker, write
+
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide)
 
 
 def lookup_rows(rows: Iterable[Any], *, ref: StoreRef) -> Iterator[tuple[int, Any, Any]]:
