@@ -226,8 +226,16 @@ def main() -> int:
             from_cassandra = store()
             cluster.shutdown()
 
-        output = localrun.last_values(localrun.read_topic(bootstrap, topic_out))
-        from_topic = {k: int(v) for k, v in output.items()}
+        from_topic: dict[str, int] = {}
+
+        def topic_matches() -> bool:
+            nonlocal from_topic
+            output = localrun.last_values(localrun.read_topic(bootstrap, topic_out, timeout=10))
+            from_topic = {k: int(v) for k, v in output.items()}
+            return from_topic == dict(truth)
+
+        with steps.step(f"Reading the latest count of every word from {topic_out}"):
+            _wait(topic_matches, what="the output topic to carry every final count", timeout=120, log=run_log)
         top = truth.most_common(TOP)
         print(f"     {'word':<12}{'true count':>11}{'output topic':>14}{'Cassandra':>11}")
         for word, count in top:
@@ -235,14 +243,17 @@ def main() -> int:
         exact = from_cassandra == dict(truth) and from_topic == dict(truth)
         print(f"     {len(truth)} distinct words; Cassandra and the output topic match the text exactly: {exact}")
 
-        with steps.step("Reading the app's lag from the operator's metrics"):
-            labels = {"namespace": NAMESPACE, "app": APP, "topic": topic_in}
+        labels = {"namespace": NAMESPACE, "app": APP, "topic": topic_in}
+        with steps.step("Reading the app's lag from the operator's metrics"), contextlib.suppress(DemoError):
             _wait(lambda: _metric_sum(metrics_port, "floe_consumergroup_lag", labels) == 0.0,
-                  what="lag 0 in the operator's metrics", timeout=60, log=op_log)
+                  what="lag 0 in the operator's metrics", timeout=120, log=op_log)
         lag = _metric_sum(metrics_port, "floe_consumergroup_lag", labels)
         lag_s = _metric_sum(metrics_port, "floe_consumergroup_lag_seconds", labels)
-        print(f"     floe_consumergroup_lag{{app=\"{APP}\",topic=\"{topic_in}\"}} summed over partitions = {lag:.0f} "
-              f"records, time lag {lag_s or 0:.1f} s")
+        if lag is None:
+            print(f"     the operator has not reported lag for {APP} yet; see {op_log}")
+        else:
+            print(f"     floe_consumergroup_lag{{app=\"{APP}\",topic=\"{topic_in}\"}} summed over partitions = "
+                  f"{lag:.0f} records, time lag {lag_s or 0:.1f} s")
         print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps"], env=env)))
         if not exact:
             raise DemoError("the counts did not match the produced text")
