@@ -111,3 +111,17 @@ def app_manifest(
     for key, value in spec.items():
         body["spec"][key] = value
     return body
+
+
+@pytest.fixture(scope="module")
+def spec_args(
+    namespace: str, topic: str, keyspace: str, kafka_bootstrap: str, cassandra_hosts: list[str], cassandra_port: int
+) -> dict[str, Any]:
+    return {
+        "namespace": namespace,
+        "topic": topic,
+        "keyspace": keyspace,
+        "kafka": kafka_bootstrap,
+        "hosts": cassandra_hosts,
+        "port": cassandra_port,
+    }

@@ -15,20 +15,6 @@ from .kube import Kubectl, condition, wait_for
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
 
 
-@pytest.fixture(scope="module")
-def args(
-    namespace: str, topic: str, keyspace: str, kafka_bootstrap: str, cassandra_hosts: list[str], cassandra_port: int
-) -> dict[str, Any]:
-    return {
-        "namespace": namespace,
-        "topic": topic,
-        "keyspace": keyspace,
-        "kafka": kafka_bootstrap,
-        "hosts": cassandra_hosts,
-        "port": cassandra_port,
-    }
-
-
 def _degraded(kube: Kubectl, name: str, namespace: str, reason: str) -> dict[str, Any]:
     return wait_for(
         lambda: (
@@ -50,9 +36,9 @@ def _warning(kube: Kubectl, name: str, namespace: str, reason: str) -> None:
     )
 
 
-def test_missing_secret_then_key_then_recovery(kube: Kubectl, args: dict[str, Any], operator: object) -> None:
-    ns = args["namespace"]
-    body = app_manifest("needs-secret", **args)
+def test_missing_secret_then_key_then_recovery(kube: Kubectl, spec_args: dict[str, Any], operator: object) -> None:
+    ns = spec_args["namespace"]
+    body = app_manifest("needs-secret", **spec_args)
     body["spec"]["state"]["cassandra"]["credentialsSecretRef"] = {"name": "cass-creds"}
     kube.apply(body)
     obj = _degraded(kube, "needs-secret", ns, "SecretNotFound")
@@ -93,13 +79,13 @@ def test_missing_secret_then_key_then_recovery(kube: Kubectl, args: dict[str, An
 
 
 def test_missing_topic_then_recovery(
-    kube: Kubectl, args: dict[str, Any], kafka_bootstrap: str, operator: object
+    kube: Kubectl, spec_args: dict[str, Any], kafka_bootstrap: str, operator: object
 ) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    ns = args["namespace"]
+    ns = spec_args["namespace"]
     missing = f"floe-op-missing-{uuid.uuid4().hex[:6]}"
-    kube.apply(app_manifest("needs-topic", **{**args, "topic": missing}))
+    kube.apply(app_manifest("needs-topic", **{**spec_args, "topic": missing}))
     obj = _degraded(kube, "needs-topic", ns, "TopicNotFound")
     assert f"Input topic {missing} not found" in condition(obj, "Degraded")["message"]
     assert kube.get("deployment", "needs-topic", ns) is None
@@ -118,12 +104,12 @@ def test_missing_topic_then_recovery(
 
 
 def test_unreachable_services_degrade_without_blocking_others(
-    kube: Kubectl, args: dict[str, Any], operator: object
+    kube: Kubectl, spec_args: dict[str, Any], operator: object
 ) -> None:
-    ns = args["namespace"]
-    kube.apply(app_manifest("no-cassandra", **{**args, "port": 1}))
-    kube.apply(app_manifest("no-kafka", **{**args, "kafka": "127.0.0.1:1"}))
-    kube.apply(app_manifest("healthy", **args))
+    ns = spec_args["namespace"]
+    kube.apply(app_manifest("no-cassandra", **{**spec_args, "port": 1}))
+    kube.apply(app_manifest("no-kafka", **{**spec_args, "kafka": "127.0.0.1:1"}))
+    kube.apply(app_manifest("healthy", **spec_args))
     wait_for(lambda: kube.get("deployment", "healthy", ns), what="the healthy app's Deployment")
     obj = _degraded(kube, "no-cassandra", ns, "CassandraUnavailable")
     assert "127.0.0.1:1" in condition(obj, "Degraded")["message"]

@@ -23,20 +23,6 @@ DROPPED = "wc-drop"
 
 
 @pytest.fixture(scope="module")
-def spec_args(
-    namespace: str, topic: str, keyspace: str, kafka_bootstrap: str, cassandra_hosts: list[str], cassandra_port: int
-) -> dict[str, Any]:
-    return {
-        "namespace": namespace,
-        "topic": topic,
-        "keyspace": keyspace,
-        "kafka": kafka_bootstrap,
-        "hosts": cassandra_hosts,
-        "port": cassandra_port,
-    }
-
-
-@pytest.fixture(scope="module")
 def app(kube: Kubectl, spec_args: dict[str, Any], operator: object) -> dict[str, Any]:
     body = app_manifest(APP, **spec_args)
     kube.apply(body)
