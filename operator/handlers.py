@@ -125,6 +125,9 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
+        # A deleted app keeps its finalizer until its resync timer has returned; Kopf checks for
+        # that every 60 s by default, which would hold every `kubectl delete` for up to a minute.
+        settings.background.cancellation_polling = 1.0
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(max_workers=options.api_workers, thread_name_prefix="floe-api")
         )

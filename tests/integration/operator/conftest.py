@@ -86,7 +86,7 @@ def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]
         assert started.wait(timeout=30), "the operator did not start"
         yield runner
         # Delete the apps while the operator still runs, so their finalizers are honoured.
-        kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=90s")
+        kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
     assert runner.exception is None, runner.exception
 
 

@@ -18,13 +18,16 @@ class Kubectl:
         self.binary = binary
         self.kubeconfig = kubeconfig
 
-    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl; `timeout` must exceed any `--timeout` passed to kubectl itself."""
         proc = subprocess.run(
             [self.binary, "--kubeconfig", self.kubeconfig, *args],
             input=stdin,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=timeout,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")

@@ -197,7 +197,7 @@ def test_replicas_beyond_partitions_warn(app: dict[str, Any], kube: Kubectl, nam
 def test_delete_collects_children_and_retains_state(
     app: dict[str, Any], kube: Kubectl, namespace: str, keyspace: str, cql: Any
 ) -> None:
-    kube.run("delete", "streamingapp", APP, "-n", namespace, "--wait=true", "--timeout=60s")
+    kube.run("delete", "streamingapp", APP, "-n", namespace, "--wait=true", "--timeout=45s")
     for kind, name in (("deployment", APP), ("configmap", f"{APP}-config"), ("service", APP)):
         wait_for(lambda k=kind, n=name: kube.get(k, n, namespace) is None, what=f"{kind} {name} to be collected")
     assert {"counts_kstreams_store", "latest_kstreams_store"} <= _tables(cql, keyspace)
@@ -213,7 +213,7 @@ def test_delete_policy_drops_only_own_tables(
     wait_for(lambda: kube.get("deployment", DROPPED, namespace), what="the Deployment")
     assert "dedup_kstreams_store" in _tables(cql, keyspace)
     offsets_before = {t for t in _tables(cql, keyspace) if t.startswith("floe_offsets_")}
-    kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=60s")
+    kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=45s")
     tables = _tables(cql, keyspace)
     assert "dedup_kstreams_store" not in tables
     assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables  # the other app's state stays
