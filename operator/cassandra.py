@@ -207,8 +207,16 @@ class Provisioner:
             self._slots = asyncio.Semaphore(self._concurrency)
         return self._slots
 
+    def _known(self, target: Target, app: model.StreamingApp) -> bool:
+        """Whether an open session's schema metadata already shows the app's tables (no I/O)."""
+        session = self._sessions.get(target)
+        return session is not None and not session.is_shutdown and _already_provisioned(session, app)
+
     async def provision(self, target: Target, app: model.StreamingApp) -> None:
         """Keyspace, store tables and offsets table, created if absent (idempotent)."""
+        # Apps whose tables exist neither queue behind DDL nor wait for a worker thread.
+        if self._known(target, app):
+            return
         async with self._slot():
             await asyncio.to_thread(self.provision_sync, target, app)
 

@@ -61,7 +61,11 @@ def _slim(body: Mapping[str, Any], *, keep_status: bool) -> dict[str, Any]:
     slim: dict[str, Any] = {
         "apiVersion": body.get("apiVersion"),
         "kind": body.get("kind"),
-        "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations", "generation") if k in meta},
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "labels", "annotations", "generation", "ownerReferences")
+            if k in meta
+        },
     }
     for key in ("spec", "data", "rules", "roleRef", "subjects"):
         if key in body:
@@ -97,11 +101,18 @@ def _children(namespace: str, name: str, indexes: Mapping[str, Any]) -> dict[str
     return result
 
 
+def _observed(memo: kopf.Memo, namespace: str | None, kind: str, name: str, body: kopf.Body) -> None:
+    """Tell the memory of recent writes which version a watch has just delivered."""
+    deps: reconcile.Deps | None = getattr(memo, "deps", None)
+    if deps is not None:
+        deps.recent.observed(namespace or "", kind, name, body.metadata.get("resourceVersion"))
+
+
 async def _report(deps: reconcile.Deps, body: Mapping[str, Any], outcome: reconcile.Outcome) -> None:
     meta = body.get("metadata") or {}
     if outcome.status_patch:
         try:
-            await deps.cluster.patch_status(meta["namespace"], meta["name"], outcome.status_patch)
+            deps.recent.remember(await deps.cluster.patch_status(meta["namespace"], meta["name"], outcome.status_patch))
         except k8s.ApiError as exc:
             if exc.status != 404:
                 raise
@@ -153,16 +164,27 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             await asyncio.to_thread(deps.provisioner.close)
 
     @kopf.index(group, version, plural, registry=registry, id="apps_idx")
-    def apps_idx(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    def apps_idx(
+        namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        _observed(memo, namespace, model.KIND, name, body)
         meta = {k: v for k, v in body.metadata.items() if k != "managedFields"}
-        return {(namespace or "", name): _slim(body, keep_status=False) | {"metadata": meta}}
+        return {(namespace or "", name): _slim(body, keep_status=True) | {"metadata": meta}}
 
     for idx_group, idx_version, idx_plural, kind in CHILD_INDEXES:
         keep_status = kind == "Deployment"
 
         def child_idx(
-            namespace: str | None, labels: Mapping[str, str], body: kopf.Body, _keep: bool = keep_status, **_: Any
+            namespace: str | None,
+            name: str,
+            labels: Mapping[str, str],
+            body: kopf.Body,
+            memo: kopf.Memo,
+            _keep: bool = keep_status,
+            _kind: str = kind,
+            **_: Any,
         ) -> dict[tuple[str, str], dict[str, Any]]:
+            _observed(memo, namespace, _kind, name, body)
             app = labels.get(render.APP_LABEL)
             return {(namespace or "", app): _slim(body, keep_status=_keep)} if app else {}
 
@@ -172,9 +194,11 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
 
     async def converge(body: kopf.Body, memo: kopf.Memo, kwargs: Mapping[str, Any]) -> reconcile.Outcome:
         deps: reconcile.Deps = memo.deps
-        children = _children(body.metadata.namespace or "", body.metadata.name or "", kwargs)
-        outcome = await reconcile.reconcile(body, deps=deps, children=children)
-        await _report(deps, body, outcome)
+        namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+        # Our own status write may be newer than the body Kopf hands over.
+        current = deps.recent.get(namespace, model.KIND, name) or body
+        outcome = await reconcile.reconcile(current, deps=deps, children=lambda: _children(namespace, name, kwargs))
+        await _report(deps, current, outcome)
         return outcome
 
     @kopf.on.resume(group, version, plural, registry=registry, id="reconcile_resume")
@@ -225,8 +249,14 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         apps = kwargs.get("apps_idx")
         if apps is None or not list(apps.get((namespace, name), [])):
             return
-        children = _children(namespace, name, kwargs)
-        outcome = await reconcile.reconcile_fresh(namespace, name, deps=deps, children=children)
+
+        def current() -> Mapping[str, Any] | None:
+            indexed = list(apps.get((namespace, name), []))
+            return deps.recent.get(namespace, model.KIND, name) or (indexed[0] if indexed else None)
+
+        outcome = await reconcile.reconcile_fresh(
+            current, deps=deps, children=lambda: _children(namespace, name, kwargs)
+        )
         if outcome is not None:
             fresh = outcome.body
             await _report(deps, fresh, outcome.outcome)

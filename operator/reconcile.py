@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
-from floe_operator import cassandra, conditions, k8s, kafka, model, render, scalers
+from floe_operator import cassandra, conditions, k8s, kafka, model, recent, render, scalers
 from kubernetes.utils import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
 )
 
 Children = Mapping[str, Sequence[Mapping[str, Any]]]
+# Read under the app's lock: a snapshot taken while an earlier pass still runs would miss its writes.
+ChildrenView = Callable[[], Children]
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Deps:
     kafka: kafka.Inspector
     check_kafka: bool = True
     provisioned: dict[str, str] = field(default_factory=dict)
+    recent: recent.RecentWrites = field(default_factory=recent.RecentWrites)
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
     def lock(self, key: str) -> asyncio.Lock:
@@ -119,21 +122,35 @@ async def _converge_child(
     kind, name = obj["kind"], obj["metadata"]["name"]
     try:
         if kind in INDEXED_KINDS:
-            live = _find(children, kind, name)
+            live = _find(children, kind, name, app.uid)
+            # The index may not have caught up with our own last write yet.
+            if not in_sync(obj, live) and in_sync(obj, deps.recent.get(app.namespace, kind, name)):
+                return None, None
         else:
             live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name)
         if in_sync(obj, live):
             return None, None
-        return await deps.cluster.apply(obj), None
+        stored = await deps.cluster.apply(obj)
+        if kind in INDEXED_KINDS:
+            deps.recent.remember(stored)
+        return stored, None
     except k8s.ApiError as exc:
         return None, exc
 
 
-def _find(children: Children, kind: str, name: str) -> Mapping[str, Any] | None:
+def _find(children: Children, kind: str, name: str, owner: str) -> Mapping[str, Any] | None:
+    """The child `name`, preferring the one owned by app uid `owner`: right after an app is
+    deleted and created again, the index can still hold the old app's child of the same name
+    until the garbage collector's deletion reaches the watch."""
+    found = None
     for obj in children.get(kind, ()):
-        if (obj.get("metadata") or {}).get("name") == name:
+        meta = obj.get("metadata") or {}
+        if meta.get("name") != name:
+            continue
+        if any(ref.get("uid") == owner for ref in meta.get("ownerReferences") or []):
             return obj
-    return None
+        found = found or obj
+    return found
 
 
 async def _check_secrets(
@@ -230,10 +247,10 @@ def _lock_key(body: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
+async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: ChildrenView) -> Outcome:
     """Converge one app and return its status patch (empty when nothing changed)."""
     async with deps.lock(_lock_key(body)):
-        return await _parse_and_reconcile(body, deps=deps, children=children)
+        return await _parse_and_reconcile(body, deps=deps, children=children())
 
 
 @dataclass(frozen=True)
@@ -244,16 +261,23 @@ class Fresh:
     outcome: Outcome
 
 
-async def reconcile_fresh(namespace: str, name: str, *, deps: Deps, children: Children) -> Fresh | None:
-    """Read the app, then converge it; None when it is gone or being deleted.
+async def reconcile_fresh(
+    current: Callable[[], Mapping[str, Any] | None], *, deps: Deps, children: ChildrenView
+) -> Fresh | None:
+    """Converge the app as `current` shows it once the app's lock is held; None when it is gone or
+    being deleted.
 
-    For passes triggered by a child's change, where no current body of the app is at hand.
+    For passes triggered by a child's change: the app's body is read after any earlier pass has
+    finished (`current` looks at the watch-fed index and at our own latest status write).
     """
-    async with deps.lock(f"{namespace}/{name}"):
-        body = await deps.cluster.get(model.API_VERSION, model.KIND, namespace, name)
+    first = current()
+    if first is None:
+        return None
+    async with deps.lock(_lock_key(first)):
+        body = current()
         if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
             return None
-        return Fresh(body, await _parse_and_reconcile(body, deps=deps, children=children))
+        return Fresh(body, await _parse_and_reconcile(body, deps=deps, children=children()))
 
 
 async def _parse_and_reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
@@ -268,7 +292,7 @@ async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children)
     applied: list[str] = []
     partitions: int | None = None
     provisioned: str | None = None
-    deployment = _find(children, "Deployment", render.deployment_name(app))
+    deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
 
     secrets, fault = await _check_secrets(app, deps)
     if fault is None and deps.check_kafka:

@@ -111,7 +111,11 @@ class Bench:
                 time.sleep(0.2)
 
     def start_operator(self) -> None:
-        env = {**os.environ, "KUBECONFIG": self.env["KUBECONFIG"], "FLOE_LOG_LEVEL": "WARNING"}
+        env = {
+            **os.environ,
+            "KUBECONFIG": self.env["KUBECONFIG"],
+            "FLOE_LOG_LEVEL": os.environ.get("FLOE_LOG_LEVEL", "WARNING"),
+        }
         self.operator = subprocess.Popen(
             [
                 str(ROOT / ".venv" / "bin" / "floe-operator"),
@@ -230,9 +234,7 @@ class Bench:
             dep["metadata"].pop("ownerReferences")
             dep["metadata"]["labels"] = {"bench": "direct"}  # not the operator's: it must ignore them
             bodies.append(dep)
-        started = self.create_all(
-            bodies, lambda body: self.apps_api.create_namespaced_deployment(self.namespace, body)
-        )
+        started = self.create_all(bodies, lambda body: self.apps_api.create_namespaced_deployment(self.namespace, body))
         result = self.latencies([b["metadata"]["name"] for b in bodies], started, 120)
         self.apps_api.delete_collection_namespaced_deployment(self.namespace, label_selector="bench=direct")
         return result
@@ -278,9 +280,12 @@ class Bench:
                 "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
             )
             deadline = time.monotonic() + 180
-            while time.monotonic() < deadline and self.custom.list_namespaced_custom_object(
-                "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
-            )["items"]:
+            while (
+                time.monotonic() < deadline
+                and self.custom.list_namespaced_custom_object(
+                    "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
+                )["items"]
+            ):
                 time.sleep(1)
         finally:
             if self.operator is not None:
@@ -361,9 +366,12 @@ def main() -> None:
             "streaming.floe.dev", "v1alpha1", bench.namespace, "streamingapps"
         )
         deadline = time.monotonic() + 600
-        while bench.custom.list_namespaced_custom_object(
-            "streaming.floe.dev", "v1alpha1", bench.namespace, "streamingapps"
-        )["items"] or bench.apps_api.list_namespaced_deployment(bench.namespace).items:
+        while (
+            bench.custom.list_namespaced_custom_object(
+                "streaming.floe.dev", "v1alpha1", bench.namespace, "streamingapps"
+            )["items"]
+            or bench.apps_api.list_namespaced_deployment(bench.namespace).items
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the apps and their Deployments were not gone within 600 s")
             time.sleep(1)

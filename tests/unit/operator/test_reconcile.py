@@ -82,7 +82,7 @@ def _children(cluster: FakeCluster) -> dict[str, list[dict[str, Any]]]:
 
 
 def _run(body: dict[str, Any], deps: reconcile.Deps, children: Mapping[str, Any]) -> reconcile.Outcome:
-    return asyncio.run(reconcile.reconcile(body, deps=deps, children=children))
+    return asyncio.run(reconcile.reconcile(body, deps=deps, children=lambda: children))
 
 
 def test_first_pass_provisions_and_applies_everything() -> None:
@@ -214,3 +214,13 @@ def test_deployment_mark_ignores_what_the_status_does_not_read() -> None:
     assert handlers._deployment_mark(dep) == handlers._deployment_mark(moved)
     moved["status"]["readyReplicas"] = 1
     assert handlers._deployment_mark(dep) != handlers._deployment_mark(moved)
+
+
+def test_a_child_of_the_same_name_left_by_a_deleted_app_is_not_taken_for_ours() -> None:
+    body = load_case("minimal")
+    app = model.StreamingApp.from_body(body)
+    ours = {"metadata": {"name": "x", "ownerReferences": [{"uid": app.uid}]}}
+    old = {"metadata": {"name": "x", "ownerReferences": [{"uid": "a-deleted-app"}]}}
+    assert reconcile._find({"Service": [old, ours]}, "Service", "x", app.uid) is ours
+    assert reconcile._find({"Service": [old]}, "Service", "x", app.uid) is old
+    assert reconcile._find({"Service": [old]}, "Service", "y", app.uid) is None

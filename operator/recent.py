@@ -1,0 +1,63 @@
+"""Children this operator has just written and whose watch event has not arrived yet.
+
+A reconcile compares the desired children with watch-fed indexes. Right after an apply, the
+index still shows the previous version (or nothing) until the watch delivers the write, and
+any pass in that moment (the Deployment's own ADDED event, a resync tick, a status change)
+would send the same apply again. With many apps created at once those duplicate writes
+queue behind each other at the API server and delay every app's first rollout.
+
+Each write is remembered until the watch delivers that exact resourceVersion; watch events
+arrive in order, so from then on the index is at least as new as the write and is trusted
+alone, and a later change by someone else is seen as drift as usual. `ttl` bounds how long
+an entry can outlive a watch that restarted and skipped the version.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Key = tuple[str, str, str]  # (namespace, kind, name)
+
+
+class RecentWrites:
+    """Objects returned by our applies, kept until their version shows up in an index."""
+
+    def __init__(self, *, ttl: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._entries: dict[Key, tuple[float, Mapping[str, Any]]] = {}
+
+    @staticmethod
+    def _version(obj: Mapping[str, Any]) -> str | None:
+        return (obj.get("metadata") or {}).get("resourceVersion")
+
+    def remember(self, stored: Mapping[str, Any]) -> None:
+        """Record what the API server returned for an apply."""
+        meta = stored.get("metadata") or {}
+        key = (meta.get("namespace", ""), str(stored.get("kind", "")), meta.get("name", ""))
+        self._entries[key] = (self._clock(), stored)
+
+    def observed(self, namespace: str, kind: str, name: str, resource_version: str | None) -> None:
+        """A watch event for the object: the entry goes once the index holds our version."""
+        entry = self._entries.get((namespace, kind, name))
+        if entry is not None and self._version(entry[1]) == resource_version:
+            del self._entries[(namespace, kind, name)]
+
+    def forget(self, namespace: str, kind: str, name: str) -> None:
+        self._entries.pop((namespace, kind, name), None)
+
+    def get(self, namespace: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        """Our last write of the object if its watch event is still on the way."""
+        key = (namespace, kind, name)
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if self._clock() - entry[0] > self._ttl:
+            del self._entries[key]
+            return None
+        return entry[1]
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,62 @@
+"""The memory of our own writes that bridges the gap until the watch delivers them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from floe_operator.recent import RecentWrites
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stored(rv: str, name: str = "app") -> dict[str, Any]:
+    return {"kind": "Deployment", "metadata": {"namespace": "ns", "name": name, "resourceVersion": rv}}
+
+
+def test_a_write_is_known_until_the_watch_delivers_that_version() -> None:
+    recent = RecentWrites(clock=Clock())
+    recent.remember(stored("7"))
+    assert recent.get("ns", "Deployment", "app") == stored("7")
+    # An older event (the index catching up with a previous version) keeps the entry.
+    recent.observed("ns", "Deployment", "app", "6")
+    assert recent.get("ns", "Deployment", "app") == stored("7")
+    recent.observed("ns", "Deployment", "app", "7")
+    assert recent.get("ns", "Deployment", "app") is None
+    assert len(recent) == 0
+
+
+def test_entries_are_per_object() -> None:
+    recent = RecentWrites(clock=Clock())
+    recent.remember(stored("7", "a"))
+    recent.remember(stored("8", "b"))
+    recent.observed("ns", "Deployment", "a", "7")
+    assert recent.get("ns", "Deployment", "a") is None
+    assert recent.get("ns", "Deployment", "b") == stored("8", "b")
+    assert recent.get("ns", "ConfigMap", "b") is None
+
+
+def test_an_entry_expires_when_its_event_never_comes() -> None:
+    clock = Clock()
+    recent = RecentWrites(ttl=30.0, clock=clock)
+    recent.remember(stored("7"))
+    clock.now += 29.0
+    assert recent.get("ns", "Deployment", "app") is not None
+    clock.now += 2.0
+    assert recent.get("ns", "Deployment", "app") is None
+    assert len(recent) == 0
+
+
+def test_a_newer_write_replaces_the_older_one() -> None:
+    recent = RecentWrites(clock=Clock())
+    recent.remember(stored("7"))
+    recent.remember(stored("9"))
+    recent.observed("ns", "Deployment", "app", "7")
+    assert recent.get("ns", "Deployment", "app") == stored("9")
+    recent.forget("ns", "Deployment", "app")
+    assert recent.get("ns", "Deployment", "app") is None
