@@ -15,7 +15,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +105,7 @@ def _observed(memo: kopf.Memo, namespace: str | None, kind: str, name: str, body
     """Tell the memory of recent writes which version a watch has just delivered."""
     deps: reconcile.Deps | None = getattr(memo, "deps", None)
     if deps is not None:
-        deps.recent.observed(namespace or "", kind, name, body.metadata.get("resourceVersion"))
+        deps.recent.observed(namespace or "", kind, name, body)
 
 
 async def _report(deps: reconcile.Deps, body: Mapping[str, Any], outcome: reconcile.Outcome) -> None:
@@ -192,22 +192,45 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             child_idx
         )
 
-    async def converge(body: kopf.Body, memo: kopf.Memo, kwargs: Mapping[str, Any]) -> reconcile.Outcome:
-        deps: reconcile.Deps = memo.deps
-        namespace, name = body.metadata.namespace or "", body.metadata.name or ""
-        # Our own status write may be newer than the body Kopf hands over.
-        current = deps.recent.get(namespace, model.KIND, name) or body
-        outcome = await reconcile.reconcile(current, deps=deps, children=lambda: _children(namespace, name, kwargs))
-        await _report(deps, current, outcome)
-        return outcome
+    async def converge(
+        deps: reconcile.Deps, namespace: str, name: str, current: Callable[[], Mapping[str, Any] | None], kwargs: Any
+    ) -> reconcile.Outcome | None:
+        """One pass, status write included, under the app's lock; `current` is read once the lock
+        is held, so the pass starts from what the previous one wrote. None: the app is gone."""
+        async with deps.lock(f"{namespace}/{name}"):
+            body = current()
+            if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+                return None
+            # Our own latest status write may be newer than the body at hand.
+            body = deps.recent.fresher(body)
+            outcome = await reconcile.reconcile(body, deps=deps, children=_children(namespace, name, kwargs))
+            await _report(deps, body, outcome)
+            return outcome
+
+    def converge_body(body: kopf.Body, memo: kopf.Memo, kwargs: Any) -> Awaitable[reconcile.Outcome | None]:
+        return converge(memo.deps, body.metadata.namespace or "", body.metadata.name or "", lambda: body, kwargs)
 
     @kopf.on.resume(group, version, plural, registry=registry, id="reconcile_resume")
     @kopf.on.create(group, version, plural, registry=registry, id="reconcile_create")
     @kopf.on.update(group, version, plural, registry=registry, id="reconcile_update")
     async def on_change(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
-        outcome = await converge(body, memo, kwargs)
-        if outcome.fault is not None:
+        outcome = await converge_body(body, memo, kwargs)
+        if outcome is not None and outcome.fault is not None:
             raise kopf.TemporaryError(f"{outcome.fault.reason}: {outcome.fault.message}", delay=backoff(retry))
+
+    @kopf.on.event(group, version, plural, registry=registry, id="reconcile_new")
+    async def on_new(type: str | None, body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        """Converge a new app at once, before Kopf's own first round trip (adding its finalizer and
+        waiting for the watch to show it), which under a burst of new apps costs seconds each.
+
+        Kopf's create handler runs right after and finds nothing left to write. Only for
+        deletionPolicy Retain: with Delete, no table may exist before the finalizer that drops it.
+        """
+        if type != "ADDED" or (body.spec.get("state") or {}).get("deletionPolicy", "Retain") != "Retain":
+            return
+        if FINALIZER in (body.metadata.get("finalizers") or []):
+            return  # not new: Kopf has seen it before
+        await converge_body(body, memo, kwargs)
 
     @kopf.timer(
         group,
@@ -220,7 +243,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     )
     async def resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         # A fault is retried by the next tick; raising would make Kopf write retry state.
-        await converge(body, memo, kwargs)
+        await converge_body(body, memo, kwargs)
 
     seen: dict[tuple[str, str], tuple[Any, ...]] = {}
 
@@ -252,14 +275,9 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
 
         def current() -> Mapping[str, Any] | None:
             indexed = list(apps.get((namespace, name), []))
-            return deps.recent.get(namespace, model.KIND, name) or (indexed[0] if indexed else None)
+            return indexed[0] if indexed else None
 
-        outcome = await reconcile.reconcile_fresh(
-            current, deps=deps, children=lambda: _children(namespace, name, kwargs)
-        )
-        if outcome is not None:
-            fresh = outcome.body
-            await _report(deps, fresh, outcome.outcome)
+        await converge(deps, namespace, name, current, kwargs)
 
     @kopf.on.delete(group, version, plural, registry=registry, id="finalize")
     async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:

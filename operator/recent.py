@@ -39,11 +39,21 @@ class RecentWrites:
         key = (meta.get("namespace", ""), str(stored.get("kind", "")), meta.get("name", ""))
         self._entries[key] = (self._clock(), stored)
 
-    def observed(self, namespace: str, kind: str, name: str, resource_version: str | None) -> None:
-        """A watch event for the object: the entry goes once the index holds our version."""
+    def observed(self, namespace: str, kind: str, name: str, body: Mapping[str, Any]) -> None:
+        """A watch event for the object: the entry goes once the index holds our version, or a
+        version with a newer spec (Kopf may coalesce our version with a later one)."""
         entry = self._entries.get((namespace, kind, name))
-        if entry is not None and self._version(entry[1]) == resource_version:
+        if entry is None:
+            return
+        if self._version(entry[1]) == self._version(body) or _generation(body) > _generation(entry[1]):
             del self._entries[(namespace, kind, name)]
+
+    def fresher(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Our last write of `body`'s object if the watch has not delivered it yet and its spec is
+        not older than `body`'s; else `body`."""
+        meta = body.get("metadata") or {}
+        mine = self.get(meta.get("namespace", ""), str(body.get("kind", "")), meta.get("name", ""))
+        return mine if mine is not None and _generation(mine) >= _generation(body) else body
 
     def forget(self, namespace: str, kind: str, name: str) -> None:
         self._entries.pop((namespace, kind, name), None)
@@ -61,3 +71,7 @@ class RecentWrites:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _generation(obj: Mapping[str, Any]) -> int:
+    return int((obj.get("metadata") or {}).get("generation") or 0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -41,8 +41,6 @@ OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
 )
 
 Children = Mapping[str, Sequence[Mapping[str, Any]]]
-# Read under the app's lock: a snapshot taken while an earlier pass still runs would miss its writes.
-ChildrenView = Callable[[], Children]
 
 
 @dataclass
@@ -242,42 +240,13 @@ async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[
                 )
 
 
-def _lock_key(body: Mapping[str, Any]) -> str:
-    meta = body.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
+    """Converge one app and return its status patch (empty when nothing changed).
 
-
-async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: ChildrenView) -> Outcome:
-    """Converge one app and return its status patch (empty when nothing changed)."""
-    async with deps.lock(_lock_key(body)):
-        return await _parse_and_reconcile(body, deps=deps, children=children())
-
-
-@dataclass(frozen=True)
-class Fresh:
-    """The outcome of a pass over an app read from the API server just before."""
-
-    body: Mapping[str, Any]
-    outcome: Outcome
-
-
-async def reconcile_fresh(
-    current: Callable[[], Mapping[str, Any] | None], *, deps: Deps, children: ChildrenView
-) -> Fresh | None:
-    """Converge the app as `current` shows it once the app's lock is held; None when it is gone or
-    being deleted.
-
-    For passes triggered by a child's change: the app's body is read after any earlier pass has
-    finished (`current` looks at the watch-fed index and at our own latest status write).
+    The caller holds the app's lock (`Deps.lock`) across this and the status write, and reads
+    `children` under it, so two passes over one app never interleave.
     """
-    first = current()
-    if first is None:
-        return None
-    async with deps.lock(_lock_key(first)):
-        body = current()
-        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
-            return None
-        return Fresh(body, await _parse_and_reconcile(body, deps=deps, children=children()))
+    return await _parse_and_reconcile(body, deps=deps, children=children)
 
 
 async def _parse_and_reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:

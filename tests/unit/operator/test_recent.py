@@ -15,8 +15,9 @@ class Clock:
         return self.now
 
 
-def stored(rv: str, name: str = "app") -> dict[str, Any]:
-    return {"kind": "Deployment", "metadata": {"namespace": "ns", "name": name, "resourceVersion": rv}}
+def stored(rv: str, name: str = "app", generation: int = 1) -> dict[str, Any]:
+    meta = {"namespace": "ns", "name": name, "resourceVersion": rv, "generation": generation}
+    return {"kind": "Deployment", "metadata": meta}
 
 
 def test_a_write_is_known_until_the_watch_delivers_that_version() -> None:
@@ -24,9 +25,9 @@ def test_a_write_is_known_until_the_watch_delivers_that_version() -> None:
     recent.remember(stored("7"))
     assert recent.get("ns", "Deployment", "app") == stored("7")
     # An older event (the index catching up with a previous version) keeps the entry.
-    recent.observed("ns", "Deployment", "app", "6")
+    recent.observed("ns", "Deployment", "app", stored("6"))
     assert recent.get("ns", "Deployment", "app") == stored("7")
-    recent.observed("ns", "Deployment", "app", "7")
+    recent.observed("ns", "Deployment", "app", stored("7"))
     assert recent.get("ns", "Deployment", "app") is None
     assert len(recent) == 0
 
@@ -35,7 +36,7 @@ def test_entries_are_per_object() -> None:
     recent = RecentWrites(clock=Clock())
     recent.remember(stored("7", "a"))
     recent.remember(stored("8", "b"))
-    recent.observed("ns", "Deployment", "a", "7")
+    recent.observed("ns", "Deployment", "a", stored("7", "a"))
     assert recent.get("ns", "Deployment", "a") is None
     assert recent.get("ns", "Deployment", "b") == stored("8", "b")
     assert recent.get("ns", "ConfigMap", "b") is None
@@ -56,7 +57,23 @@ def test_a_newer_write_replaces_the_older_one() -> None:
     recent = RecentWrites(clock=Clock())
     recent.remember(stored("7"))
     recent.remember(stored("9"))
-    recent.observed("ns", "Deployment", "app", "7")
+    recent.observed("ns", "Deployment", "app", stored("7"))
     assert recent.get("ns", "Deployment", "app") == stored("9")
     recent.forget("ns", "Deployment", "app")
     assert recent.get("ns", "Deployment", "app") is None
+
+
+def test_a_newer_spec_seen_by_the_watch_retires_our_write() -> None:
+    # Kopf may coalesce our version with a later one; a higher generation is proof it is later.
+    recent = RecentWrites(clock=Clock())
+    recent.remember(stored("7"))
+    recent.observed("ns", "Deployment", "app", stored("9", generation=2))
+    assert recent.get("ns", "Deployment", "app") is None
+
+
+def test_fresher_prefers_our_write_unless_the_body_has_a_newer_spec() -> None:
+    recent = RecentWrites(clock=Clock())
+    assert recent.fresher(stored("5")) == stored("5")
+    recent.remember(stored("7"))
+    assert recent.fresher(stored("5")) == stored("7")
+    assert recent.fresher(stored("8", generation=2)) == stored("8", generation=2)

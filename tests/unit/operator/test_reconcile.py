@@ -82,7 +82,7 @@ def _children(cluster: FakeCluster) -> dict[str, list[dict[str, Any]]]:
 
 
 def _run(body: dict[str, Any], deps: reconcile.Deps, children: Mapping[str, Any]) -> reconcile.Outcome:
-    return asyncio.run(reconcile.reconcile(body, deps=deps, children=lambda: children))
+    return asyncio.run(reconcile.reconcile(body, deps=deps, children=children))
 
 
 def test_first_pass_provisions_and_applies_everything() -> None:
