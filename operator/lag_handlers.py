@@ -15,6 +15,11 @@ watch handler that keeps the latest body of every StreamingApp. Each tick:
    staleness).
 
 HPA and KEDA modes get the metrics and status.lag; the scaling is theirs.
+
+Nothing transient ends the loop or loses an app: the loop is restarted with backoff if it
+ever fails (even before its first tick, e.g. while the API server still answers 429
+"storage is (re)initializing"), failed ticks are retried with backoff, and an app whose
+Secrets cannot be read keeps the last values read, or is reported stale until they can be.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -38,6 +44,7 @@ from floe_operator import autoscale, cassandra, conditions, k8s, kafka, lag, lag
 log = logging.getLogger(__name__)
 
 SECRET_TTL = 60.0
+MAX_BACKOFF_SECONDS = 60.0
 MAX_SAMPLES = 9000  # a 24 h stabilization window at a 10 s interval
 
 EventSink = Callable[[Mapping[str, Any], str, str, str], None]
@@ -56,6 +63,41 @@ class Options:
 
 def iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def backoff_seconds(failures: int, *, base: float, cap: float = MAX_BACKOFF_SECONDS) -> float:
+    """Delay after `failures` failures in a row: base, 2·base, 4·base … at most `cap` (never less
+    than `base`). A source that is down is asked again soon, then less often, and never given up on."""
+    if failures <= 1:
+        return base
+    return max(base, min(cap, base * 2.0 ** min(failures - 1, 16)))
+
+
+async def keep_running(
+    start: Callable[[], Awaitable[None]],
+    *,
+    what: str,
+    base: float,
+    cap: float = MAX_BACKOFF_SECONDS,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Run `start` forever: whatever it raises (but cancellation), it is started again after a backoff.
+
+    The lag loop is a task of its own, started once by a startup handler; an exception that
+    escaped it would end it silently and no app would be measured again until a restart.
+    """
+    failures = 0
+    while True:
+        try:
+            await start()
+            log.warning("%s returned; starting it again", what)
+            failures = 0
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            failures += 1
+            log.exception("%s failed failures=%d", what, failures)
+        await sleep(backoff_seconds(failures, base=base, cap=cap))
 
 
 def post_event(body: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
@@ -145,13 +187,28 @@ class LagLoop:
         cached = self._secrets.get((namespace, name))
         if cached is not None and time.monotonic() - cached[0] < SECRET_TTL:
             return cached[1]
-        data = await self.cluster.secret_data(namespace, name)
+        try:
+            data = await self.cluster.secret_data(namespace, name)
+        except k8s.ApiError as exc:
+            if cached is None:
+                raise
+            # A Secret read before stays good while the API server is briefly unavailable.
+            log.warning("Reading Secret %s/%s failed; using the last read error=%s", namespace, name, exc)
+            return cached[1]
         self._secrets[(namespace, name)] = (time.monotonic(), data)
         return data
 
-    async def _refs(self) -> tuple[list[lag.AppRef], dict[tuple[str, str], model.StreamingApp]]:
+    async def _refs(
+        self,
+    ) -> tuple[list[lag.AppRef], dict[tuple[str, str], model.StreamingApp], dict[tuple[str, str], str]]:
+        """What to scrape, the parsed apps, and the apps whose Secrets could not be read yet (key → why).
+
+        An app whose Secrets cannot be read is kept (reported stale) rather than left out:
+        leaving it out would drop its series, its status and its autoscaling history.
+        """
         refs: list[lag.AppRef] = []
         parsed: dict[tuple[str, str], model.StreamingApp] = {}
+        unresolved: dict[tuple[str, str], str] = {}
         for key, body in list(self.apps.items()):
             try:
                 app = model.StreamingApp.from_body(body)
@@ -165,16 +222,24 @@ class LagLoop:
                         secrets[name] = data
             except k8s.ApiError as exc:
                 log.warning("Reading Secrets failed app=%s/%s error=%s", app.namespace, app.name, exc)
+                unresolved[key] = f"reading Secrets failed: {exc}"
+                parsed[key] = app
                 continue
             refs.append(lag.app_ref(app, secrets))
             parsed[key] = app
-        return refs, parsed
+        return refs, parsed, unresolved
 
     # --- one tick --------------------------------------------------------------------------
 
     async def tick(self) -> lag.Scrape:
-        refs, apps = await self._refs()
+        refs, apps, unresolved = await self._refs()
         scrape = await asyncio.to_thread(self.scraper.scrape, refs)
+        if unresolved:
+            stale = tuple(
+                lag.AppLag(ns, app, scrape.at, stale=True, error=why) for (ns, app), why in unresolved.items()
+            )
+            errors = tuple(("kubernetes", why) for why in unresolved.values())
+            scrape = dataclasses.replace(scrape, apps=scrape.apps + stale, errors=scrape.errors + errors)
         self.metrics.update(scrape)
         for source, message in scrape.errors:
             log.warning("Lag scrape failed source=%s error=%s", source, message)
@@ -353,16 +418,20 @@ class LagLoop:
         mem.written_at = now
 
     async def run(self) -> None:
-        """Tick forever, every `interval_seconds` (a failed tick is logged and retried next time)."""
+        """Tick forever, every `interval_seconds`; after failed ticks, wait longer (backoff) and try again."""
+        failures = 0
         while True:
             started = self.clock()
             try:
                 await self.tick()
+                failures = 0
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("Lag tick failed")
-            await asyncio.sleep(max(0.0, self.options.interval_seconds - (self.clock() - started)))
+                failures += 1
+                log.exception("Lag tick failed failures=%d", failures)
+            wait = backoff_seconds(failures, base=self.options.interval_seconds)
+            await asyncio.sleep(max(0.0, wait - (self.clock() - started)))
 
 
 def session_source(provisioner: cassandra.Provisioner) -> lag.SessionFor:
@@ -419,13 +488,16 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         async def start() -> None:
             while getattr(memo, "deps", None) is None:
                 await asyncio.sleep(0.1)
-            book.loop = build_loop(memo.deps, options)
+            if book.loop is None:
+                book.loop = build_loop(memo.deps, options)
             for body in book.bodies.values():
                 book.loop.track(body)
             log.info("Started lag loop interval_seconds=%s", options.interval_seconds)
             await book.loop.run()
 
-        book.task = asyncio.create_task(start(), name="floe-lag-loop")
+        book.task = asyncio.create_task(
+            keep_running(start, what="Lag loop", base=options.interval_seconds), name="floe-lag-loop"
+        )
 
     @kopf.on.cleanup(registry=registry, id="lag_stop")
     async def lag_stop(memo: kopf.Memo, **_: Any) -> None:

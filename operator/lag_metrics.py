@@ -12,7 +12,7 @@ Per app (labels namespace, app):
   floe_lag_metrics_stale (1 while the app's last scrape failed),
   floe_autoscaler_desired_replicas, floe_autoscaler_decisions_total{action,reason}
 Exporter:
-  floe_lag_scrape_errors_total{source}, floe_lag_last_success_timestamp_seconds,
+  floe_lag_scrape_errors_total{source: kafka, cassandra, kubernetes}, floe_lag_last_success_timestamp_seconds,
   floe_lag_scrape_duration_seconds
 
 Series of partitions and apps that are gone are removed, so the label set stays bounded.
@@ -94,7 +94,7 @@ class LagMetrics:
         )
         self._partitions: set[tuple[str, str, str, str]] = set()
         self._apps: set[tuple[str, str]] = set()
-        for source in ("kafka", "cassandra"):
+        for source in ("kafka", "cassandra", "kubernetes"):
             self.errors.labels(source=source)
 
     def update(self, scrape: lag.Scrape) -> None:

@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from floe_operator import lag, lag_handlers, lag_metrics
+import pytest
+from floe_operator import k8s, lag, lag_handlers, lag_metrics
 from prometheus_client import CollectorRegistry
 
 
@@ -59,6 +60,7 @@ class Cluster:
     def __init__(self) -> None:
         self.patches: list[dict[str, Any]] = []
         self.scales: list[int] = []
+        self.secret_error: k8s.ApiError | None = None
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         self.patches.append(dict(status))
@@ -69,7 +71,9 @@ class Cluster:
         return {}
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        return None
+        if self.secret_error is not None:
+            raise self.secret_error
+        return {"password": "p"}
 
 
 def body(mode: str = "Native", replicas: int = 4, **status: Any) -> dict[str, Any]:
@@ -167,3 +171,59 @@ def test_rollout_in_progress() -> None:
     assert lag_handlers.rollout_in_progress(app, 5)
     progressing = body(conditions=[{"type": "Progressing", "status": "True"}])
     assert lag_handlers.rollout_in_progress(model.StreamingApp.from_body(progressing), 4)
+
+
+def stale_gauge(loop: lag_handlers.LagLoop) -> float | None:
+    for family in loop.metrics.stale.collect():
+        for sample in family.samples:
+            if sample.labels == {"namespace": "ns", "app": "a"}:
+                return sample.value
+    return None
+
+
+def test_an_app_whose_secrets_cannot_be_read_is_kept_stale_until_they_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop, clock, scraper, cluster, _ = make(mode="HPA")
+    with_secret = body("HPA")
+    with_secret["spec"]["env"] = [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]
+    loop.track(with_secret)
+    cluster.secret_error = k8s.ApiError(429, "storage is (re)initializing")
+    tick(loop, clock)
+    assert stale_gauge(loop) == 1 and ("ns", "a") in loop.memory
+    assert (
+        cluster.patches[-1]["lag"]["stale"] is True
+        and "storage is (re)initializing" in cluster.patches[-1]["lag"]["error"]
+    )
+
+    cluster.secret_error = None
+    scraper.end = 7
+    tick(loop, clock)
+    assert stale_gauge(loop) == 0 and cluster.patches[-1]["lag"]["records"] == 7
+
+    # Once read, a Secret outlives a failing API server: the app keeps being measured.
+    monkeypatch.setattr(lag_handlers, "SECRET_TTL", 0.0)
+    cluster.secret_error = k8s.ApiError(0, "API server unreachable")
+    tick(loop, clock)
+    assert stale_gauge(loop) == 0
+
+
+def test_backoff_doubles_from_the_interval_up_to_a_cap() -> None:
+    assert [lag_handlers.backoff_seconds(n, base=5) for n in range(7)] == [5, 5, 10, 20, 40, 60, 60]
+    assert lag_handlers.backoff_seconds(3, base=90) == 90  # never shorter than the interval itself
+
+
+def test_the_loop_is_started_again_after_any_failure_with_backoff() -> None:
+    attempts: list[int] = []
+    waits: list[float] = []
+
+    async def start() -> None:
+        attempts.append(len(attempts))
+        if len(attempts) <= 3:
+            raise k8s.ApiError(429, "storage is (re)initializing")
+        raise asyncio.CancelledError  # the operator stops
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(lag_handlers.keep_running(start, what="Lag loop", base=5, sleep=sleep))
+    assert len(attempts) == 4 and waits == [5, 10, 20]
