@@ -213,10 +213,10 @@ def _adopt_crd(env: dict[str, str], kubectl: str) -> None:
           f"meta.helm.sh/release-namespace={RELEASE_NAMESPACE}"], env=env)
 
 
-def _token_kubeconfig(env: dict[str, str], kubectl: str, path: Path) -> Path:
-    """A kubeconfig that authenticates as the chart's ServiceAccount, so the operator runs with
-    exactly the RBAC the chart grants."""
-    token = _run([kubectl, "-n", RELEASE_NAMESPACE, "create", "token", "floe", "--duration=2h"], env=env).strip()
+def token_kubeconfig(env: dict[str, str], kubectl: str, path: Path, *, namespace: str, account: str) -> Path:
+    """A kubeconfig that authenticates as ServiceAccount `namespace/account`, so a process runs with
+    exactly the RBAC granted to it (the demo's operator: what the chart grants)."""
+    token = _run([kubectl, "-n", namespace, "create", "token", account, "--duration=2h"], env=env).strip()
     admin = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
     cluster = admin["clusters"][0]
     path.write_text(yaml.safe_dump({
@@ -291,7 +291,8 @@ def main() -> int:
         metrics_port = ports.free_port()
         with steps.step(f"Running the operator on this machine as ServiceAccount {RELEASE_NAMESPACE}/floe "
                         f"(metrics :{metrics_port})"):
-            op_env = dict(env, KUBECONFIG=str(_token_kubeconfig(env, kubectl, layout.run / "demo-operator.kubeconfig")),
+            op_env = dict(env, KUBECONFIG=str(token_kubeconfig(env, kubectl, layout.run / "demo-operator.kubeconfig",
+                                                            namespace=RELEASE_NAMESPACE, account="floe")),
                           FLOE_LAG_INTERVAL_SECONDS="5")
             with open(op_log, "ab") as out:
                 children.append(subprocess.Popen(
