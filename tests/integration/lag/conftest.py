@@ -52,6 +52,30 @@ def keyspace(cql: Any) -> Iterator[str]:
     cql.execute(f"DROP KEYSPACE IF EXISTS {name}")
 
 
+@pytest.fixture
+def app_manifest(
+    kafka_bootstrap: str, cassandra_hosts: list[str], cassandra_port: int
+) -> Callable[..., dict[str, Any]]:
+    """A StreamingApp manifest on the local stack's Kafka and Cassandra; `spec` entries are added as given."""
+    from floe_operator import model
+
+    def make(name: str, namespace: str, *, topics: list[str], keyspace: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": model.API_VERSION,
+            "kind": model.KIND,
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "image": "example/app:1",
+                "job": {"entrypoint": "m:f"},
+                "kafka": {"bootstrapServers": kafka_bootstrap, "topics": topics},
+                "state": {"cassandra": {"hosts": cassandra_hosts, "port": cassandra_port, "keyspace": keyspace}},
+                **spec,
+            },
+        }
+
+    return make
+
+
 @pytest.fixture(scope="module")
 def admin(kafka_bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
