@@ -182,15 +182,20 @@ class Cluster:
         """One object, or None when it does not exist."""
         return await asyncio.to_thread(self.get_sync, api_version, kind, namespace, name)
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        """A Secret's decoded data (values never logged), or None when it does not exist."""
+    async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        """A Secret's decoded data (values never logged) and its resourceVersion; None when absent."""
         secret = await self.get("v1", "Secret", namespace, name)
         if secret is None:
             return None
         data = secret.get("data") or {}
         decoded = {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in data.items()}
         decoded.update(secret.get("stringData") or {})
-        return decoded
+        return decoded, str((secret.get("metadata") or {}).get("resourceVersion", ""))
+
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data (values never logged), or None when it does not exist."""
+        found = await self.secret(namespace, name)
+        return found[0] if found is not None else None
 
     def crd_exists_sync(self, name: str) -> bool:
         READS.labels(kind="CustomResourceDefinition").inc()

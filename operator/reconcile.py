@@ -151,25 +151,33 @@ def _find(children: Children, kind: str, name: str, owner: str) -> Mapping[str, 
     return found
 
 
-async def _check_secrets(
-    app: model.StreamingApp, deps: Deps
-) -> tuple[dict[str, dict[str, str]], conditions.Fault | None]:
-    secrets: dict[str, dict[str, str]] = {}
+@dataclass
+class SecretsSeen:
+    """The referenced Secrets' data by name, and their resourceVersions (for the pods' digest)."""
+
+    data: dict[str, dict[str, str]] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+async def _check_secrets(app: model.StreamingApp, deps: Deps) -> tuple[SecretsSeen, conditions.Fault | None]:
+    seen = SecretsSeen()
     for name, keys in model.referenced_secrets(app.spec).items():
-        data = await deps.cluster.secret_data(app.namespace, name)
-        if data is None:
-            return secrets, conditions.Fault(
+        found = await deps.cluster.secret(app.namespace, name)
+        if found is None:
+            return seen, conditions.Fault(
                 conditions.SECRET_NOT_FOUND,
                 f"Secret {name} not found in namespace {app.namespace}; create it or fix the spec reference to it",
             )
+        data, version = found
         missing = [k for k in keys if k not in data]
         if missing:
-            return secrets, conditions.Fault(
+            return seen, conditions.Fault(
                 conditions.SECRET_KEY_NOT_FOUND,
                 f"Secret {name} has no key {', '.join(missing)}; add it or fix the key in the spec reference",
             )
-        secrets[name] = data
-    return secrets, None
+        seen.data[name] = data
+        seen.versions[name] = version
+    return seen, None
 
 
 async def _check_kafka(
@@ -265,13 +273,15 @@ async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children)
 
     secrets, fault = await _check_secrets(app, deps)
     if fault is None and deps.check_kafka:
-        partitions, fault = await _check_kafka(app, deps, secrets)
+        partitions, fault = await _check_kafka(app, deps, secrets.data)
     if fault is None:
-        provisioned, fault = await _provision(app, deps, secrets)
+        provisioned, fault = await _provision(app, deps, secrets.data)
 
     if fault is None:
         sm_available = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)
-        desired = render.children(app, service_monitor_available=sm_available)
+        desired = render.children(
+            app, service_monitor_available=sm_available, secrets_digest=render.secrets_hash(secrets.versions)
+        )
         keda = scalers.wants_keda(app) and await deps.cluster.crd_exists(scalers.KEDA_CRD)
         desired += scalers.children(app, keda_available=keda, partitions=partitions or app.status.get("partitions"))
         # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
@@ -366,6 +376,6 @@ async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapp
     secrets, fault = await _check_secrets(app, deps)
     if fault is not None:
         raise cassandra.CassandraUnavailable(fault.message)
-    await deps.provisioner.drop(cassandra.target_of(app, secrets), keyspace=keyspace, tables=tables)
+    await deps.provisioner.drop(cassandra.target_of(app, secrets.data), keyspace=keyspace, tables=tables)
     deps.provisioned.pop(app.uid, None)
     return f"Dropped {', '.join(f'{keyspace}.{t}' for t in tables)} (deletionPolicy Delete)"

@@ -20,6 +20,8 @@ FIELD_MANAGER = model.FIELD_MANAGER
 APP_LABEL = f"{model.GROUP}/app"
 APPLIED_HASH = f"{model.GROUP}/applied-hash"
 CONFIG_HASH = f"{model.GROUP}/config-hash"
+# Digest of the versions of the Secrets the pods read: a rotated credential rolls the pods.
+SECRETS_HASH = f"{model.GROUP}/secrets-hash"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
 CONFIG_DIR = "/etc/floe"
@@ -270,7 +272,7 @@ def _probe(path: str, *, period: int, failures: int) -> dict[str, Any]:
     }
 
 
-def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
+def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: str | None = None) -> Manifest:
     """The app's pods: stateless, rolling one at a time, draining on shutdown."""
     spec = app.spec
     proc = process(app)
@@ -345,6 +347,8 @@ def deployment(app: model.StreamingApp, *, config_digest: str) -> Manifest:
         "prometheus.io/path": "/metrics",
         CONFIG_HASH: config_digest,
     }
+    if secrets_digest is not None:
+        pod_annotations[SECRETS_HASH] = secrets_digest
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -480,8 +484,13 @@ def driver_service(app: model.StreamingApp) -> Manifest:
     }
 
 
-def children(app: model.StreamingApp, *, service_monitor_available: bool = False) -> list[Manifest]:
-    """Every child in apply order (the Deployment last, once what it mounts exists), hash-stamped."""
+def children(
+    app: model.StreamingApp, *, service_monitor_available: bool = False, secrets_digest: str | None = None
+) -> list[Manifest]:
+    """Every child in apply order (the Deployment last, once what it mounts exists), hash-stamped.
+
+    `secrets_digest` stands for the versions of the Secrets the pods read (None: no Secret).
+    """
     cm = config_map(app)
     objects: list[Manifest] = [cm]
     if app.spec.spark.on_kubernetes:
@@ -491,8 +500,16 @@ def children(app: model.StreamingApp, *, service_monitor_available: bool = False
     objects.append(pod_disruption_budget(app))
     if app.spec.metrics.service_monitor.enabled and service_monitor_available:
         objects.append(service_monitor(app))
-    objects.append(deployment(app, config_digest=config_hash(cm)))
+    objects.append(deployment(app, config_digest=config_hash(cm), secrets_digest=secrets_digest))
     return [stamp(obj) for obj in objects]
+
+
+def secrets_hash(versions: Mapping[str, str]) -> str | None:
+    """Digest of Secret name → resourceVersion (never of their content); None for no Secret."""
+    if not versions:
+        return None
+    text = ",".join(f"{name}@{version}" for name, version in sorted(versions.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def stamp(obj: Manifest) -> Manifest:

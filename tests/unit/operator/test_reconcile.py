@@ -18,11 +18,13 @@ from .conftest import load_case
 class FakeCluster:
     def __init__(self, secrets: dict[str, dict[str, str]] | None = None) -> None:
         self.secrets = secrets or {}
+        self.versions: dict[str, str] = {}
         self.applied: list[dict[str, Any]] = []
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        return self.secrets.get(name)
+    async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        data = self.secrets.get(name)
+        return (data, self.versions.get(name, "1")) if data is not None else None
 
     async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         stored = copy.deepcopy(dict(obj))
@@ -224,3 +226,23 @@ def test_a_child_of_the_same_name_left_by_a_deleted_app_is_not_taken_for_ours() 
     assert reconcile._find({"Service": [old, ours]}, "Service", "x", app.uid) is ours
     assert reconcile._find({"Service": [old]}, "Service", "x", app.uid) is old
     assert reconcile._find({"Service": [old]}, "Service", "y", app.uid) is None
+
+
+def test_a_rotated_secret_rolls_the_pods_and_its_content_never_reaches_the_template() -> None:
+    body = load_case("sasl-plaintext")
+    cluster = FakeCluster({"rollup-kafka": {"username": "u", "password": "hunter2"}})
+    deps = _deps(cluster=cluster, kafka=FakeKafka({"metrics.raw": 3}))
+    assert _run(body, deps, {}).fault is None
+    first = cluster.objects[("Deployment", body["metadata"]["name"])]
+    digest = first["spec"]["template"]["metadata"]["annotations"][render.SECRETS_HASH]
+    assert "hunter2" not in str(first)
+
+    # Unchanged Secret: nothing to apply.
+    assert _run(body, deps, _children(cluster)).applied == []
+    # The Secret is updated (new resourceVersion): the pod template changes, so the pods roll.
+    cluster.versions["rollup-kafka"] = "2"
+    outcome = _run(body, deps, _children(cluster))
+    assert outcome.applied == [f"Deployment/{body['metadata']['name']}"]
+    rolled = cluster.objects[("Deployment", body["metadata"]["name"])]
+    assert rolled["spec"]["template"]["metadata"]["annotations"][render.SECRETS_HASH] != digest
+    assert render.secrets_hash({}) is None
