@@ -29,19 +29,18 @@ the same records and must compute the same result.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from floe_jobs import state
 from floe_jobs.config import FloeConfig, StoreSettings
+from floe_jobs.kafkaio import KafkaSink
+from floe_jobs.records import IDX_HEADER, OFF_HEADER, SRC_HEADER
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
-
-SRC_HEADER = "floe.src"
-OFF_HEADER = "floe.off"
-IDX_HEADER = "floe.idx"
 
 
 @dataclass(frozen=True)
@@ -96,6 +95,26 @@ def as_job(obj: Any) -> Job:
     raise TypeError(f"the entrypoint must be a floe_jobs.api.Job or a function of a Batch, got {type(obj).__name__}")
 
 
+class BatchClock:
+    """Seconds per phase of one batch, for the log line every committed batch writes."""
+
+    def __init__(self) -> None:
+        self.started = self._last = time.monotonic()
+        self.phases: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._last
+        self._last = now
+
+    @property
+    def total(self) -> float:
+        return self._last - self.started
+
+    def summary(self) -> str:
+        return " ".join(f"{name}={seconds:.3f}" for name, seconds in self.phases.items())
+
+
 class StateHelperError(ValueError):
     pass
 
@@ -111,6 +130,10 @@ class Batch:
     args: list[str]
     # batch sequence per input (topic, partition): the fence of the state this batch writes
     seqs: dict[tuple[str, int], int]
+    # the replica's producer (dead letters go out through it during the stage)
+    sink: KafkaSink
+    # seconds per phase of this batch; the state helpers add theirs ("state")
+    clock: BatchClock = field(default_factory=lambda: BatchClock())
     dlq_records: int = 0
 
     @property
@@ -152,7 +175,12 @@ class Batch:
         )
 
     def _apply(self, rows: DataFrame, fn: Callable[..., Any], out_value: StructField) -> DataFrame:
-        """Run `fn` over (partition, key, value) rows on the executors; materialise its output once."""
+        """Run `fn` over the (partition, key, value) rows in the driver; its output as a DataFrame.
+
+        The rows are already aggregated per key, so they are few next to the batch's records,
+        and one collect is a single Spark job; the state reads and writes then go out from one
+        Cassandra session with the stores' bounded concurrency, and the result is local data
+        that later actions of the stage never recompute (nor re-apply)."""
         key_field = rows.schema["key"]
         schema = StructType(
             [
@@ -161,8 +189,11 @@ class Batch:
                 out_value,
             ]
         )
-        result = rows.rdd.mapPartitions(fn)
-        return self.spark.createDataFrame(result, schema).localCheckpoint(eager=True)
+        collected = rows.collect()
+        self.clock.lap("fn")
+        result = list(fn(collected))
+        self.clock.lap("state")
+        return self.spark.createDataFrame(result, schema, verifySchema=False)
 
     # -- re-keying ----------------------------------------------------------------------------
     def rekey(
@@ -288,35 +319,29 @@ class Batch:
     def decode_json(self, df: DataFrame, schema: StructType | str) -> DataFrame:
         """Parse `value` as JSON; rows that do not parse go to `<app-id>-dlq` with the error in
         headers (floe.error, floe.topic, floe.partition, floe.offset) and are left out."""
-        from floe_jobs import sparkio
-
         struct = _as_struct(schema)
         with_corrupt = StructType([*struct.fields, StructField("_corrupt", _string_type())])
         parsed = df.withColumn(
             "_json",
             F.from_json(F.col("value").cast("string"), with_corrupt, {"columnNameOfCorruptRecord": "_corrupt"}),
-        ).persist()
+        )
         bad_cond = F.col("_json").isNull() | F.col("_json._corrupt").isNotNull()
         bad = parsed.where(bad_cond)
-        count = bad.count()
-        if count:
-            headers = F.array(
-                F.struct(F.lit("floe.error").alias("key"), F.lit(b"not valid JSON for the schema").alias("value")),
-                F.struct(F.lit("floe.topic").alias("key"), F.col("topic").cast("binary").alias("value")),
-                F.struct(
-                    F.lit("floe.partition").alias("key"),
-                    F.col("partition").cast("string").cast("binary").alias("value"),
-                ),
-                F.struct(
-                    F.lit("floe.offset").alias("key"), F.col("offset").cast("string").cast("binary").alias("value")
-                ),
-            )
-            sparkio.write_kafka(
-                bad.select("key", "value", headers.alias("headers")), self.cfg, topic=self.cfg.dlq_topic
-            )
-            self.dlq_records += count
+        headers = F.array(
+            F.struct(F.lit("floe.error").alias("key"), F.lit(b"not valid JSON for the schema").alias("value")),
+            F.struct(F.lit("floe.topic").alias("key"), F.col("topic").cast("binary").alias("value")),
+            F.struct(F.lit("floe.partition").alias("key"), _text_bytes("partition").alias("value")),
+            F.struct(F.lit("floe.offset").alias("key"), _text_bytes("offset").alias("value")),
+        )
+        # one Spark job; the rows go out through the replica's producer and are acknowledged
+        bad_rows = bad.select("key", "value", headers.alias("headers"))
+        self.dlq_records += self.sink.write(bad_rows, topic=self.cfg.dlq_topic)
         good = parsed.where(~bad_cond)
         return good.select(*df.columns, *[F.col(f"_json.{f.name}").alias(f.name) for f in struct.fields])
+
+
+def _text_bytes(column: str) -> Column:
+    return F.col(column).cast("string").cast("binary")
 
 
 def _as_struct(schema: StructType | str) -> StructType:
@@ -340,46 +365,3 @@ def _string_type() -> Any:
     from pyspark.sql.types import StringType
 
     return StringType()
-
-
-def filter_applied(
-    df: DataFrame, spark: SparkSession, positions: dict[tuple[str, int], dict[str, tuple[int, int]]]
-) -> DataFrame:
-    """Drop repartition records at or below the stored high-water mark of their source position."""
-    src = F.expr(f"element_at(filter(headers, h -> h.key = '{SRC_HEADER}'), 1).value").cast("string")
-    off = F.expr(f"element_at(filter(headers, h -> h.key = '{OFF_HEADER}'), 1).value").cast("string").cast("long")
-    idx = F.expr(f"element_at(filter(headers, h -> h.key = '{IDX_HEADER}'), 1).value").cast("string").cast("int")
-    tagged = df.withColumn("_src", src).withColumn("_off", off).withColumn("_idx", idx)
-    marks = [
-        (topic, partition, source, pos[0], pos[1])
-        for (topic, partition), by_source in positions.items()
-        for source, pos in by_source.items()
-    ]
-    if not marks:
-        return tagged
-    hw = spark.createDataFrame(marks, "_ht string, _hp int, _hs string, _ho long, _hi int")
-    joined = tagged.join(
-        F.broadcast(hw),
-        (tagged["topic"] == hw["_ht"]) & (tagged["partition"] == hw["_hp"]) & (tagged["_src"] == hw["_hs"]),
-        "left",
-    )
-    keep = (
-        F.col("_ho").isNull()
-        | (F.col("_off") > F.col("_ho"))
-        | ((F.col("_off") == F.col("_ho")) & (F.col("_idx") > F.col("_hi")))
-    )
-    return joined.where(keep).drop("_ht", "_hp", "_hs", "_ho", "_hi")
-
-
-def seen_positions(df: DataFrame) -> dict[tuple[str, int], dict[str, tuple[int, int]]]:
-    """Highest (offset, index) per (topic, partition, source) among the rows of `df`."""
-    rows = (
-        df.where(F.col("_src").isNotNull())
-        .groupBy("topic", "partition", "_src")
-        .agg(F.max(F.struct("_off", "_idx")).alias("m"))
-        .collect()
-    )
-    out: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
-    for r in rows:
-        out.setdefault((r["topic"], r["partition"]), {})[r["_src"]] = (int(r["m"]["_off"]), int(r["m"]["_idx"]))
-    return out

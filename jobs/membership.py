@@ -1,30 +1,33 @@
 """Kafka consumer-group membership: which input partitions this replica owns right now.
 
-The consumer never fetches records (every assigned partition is paused at once); Spark reads
-the data. It exists for the group protocol — KIP-848 (`group.protocol=consumer`) when the
-brokers support it, else classic with the cooperative-sticky assignor — and to mirror the
-offsets committed in Cassandra into the group, so `kafka-consumer-groups`, KEDA and Burrow see
-the lag.
+The consumer never fetches records (every assigned partition is paused at once); the batch
+loop reads the data (`floe_jobs.kafkaio`). It exists for the group protocol — KIP-848
+(`group.protocol=consumer`) when the brokers support it, else classic with the cooperative-sticky
+assignor — and to mirror the offsets committed in Cassandra into the group, so
+`kafka-consumer-groups`, KEDA and Burrow see the lag.
 
-`poll()` is called by the batch loop between batches only, so assignment callbacks always run
-at a batch boundary: a revoked partition has no batch in flight when it is handed over, and a
-newly assigned one is planned from its stored offsets in the next batch. Heartbeats are sent
-by librdkafka's own thread and do not depend on the loop; batches are capped well below
-`max.poll.interval.ms`.
+A thread of its own polls the consumer all the time, so group events are answered at once
+instead of after the running batch: a rebalance (classic: every member must rejoin) completes
+while batches run, and partitions assigned to this replica are planned by the very next batch
+(`wait` wakes the idle loop). Revocations still happen only at a batch boundary: the batch loop
+holds `batch()` around each batch, and a revocation callback waits for that block to end before
+it gives the partitions up, so a revoked partition never has a batch of this replica in flight
+when the next owner starts. Heartbeats are sent by librdkafka's own thread; batches are capped
+well below `max.poll.interval.ms`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from floe_jobs.config import FloeConfig
-from floe_jobs.planning import Watermarks
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +88,26 @@ def apply_group_configs(admin: AdminClient, cfg: FloeConfig, *, timeout: float =
 
 
 class Membership:
-    """A paused confluent-kafka consumer in the app's group. Single-threaded use (the batch loop)."""
+    """A paused confluent-kafka consumer in the app's group, polled by its own thread.
+
+    The batch loop uses `batch()`, `wait()`, `commit()` and `close()` from one thread. Every
+    call on the consumer happens on the poll thread (librdkafka blocks some calls, such as
+    watermark queries, while another thread polls the same consumer); callbacks run there too."""
+
+    POLL_SECONDS = 0.05
 
     def __init__(self, cfg: FloeConfig, *, topics: Iterable[str], client_id: str, protocol: str) -> None:
         self.cfg = cfg
         self.topics = sorted(set(topics))
         self.protocol = protocol
         self._owned: set[TP] = set()
-        self._lock = threading.Lock()
+        # guards _owned and _busy; notified when a batch ends (revocations wait for that)
+        self._lock = threading.Condition()
+        self._busy = False
+        self._changed = threading.Event()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._to_commit: dict[TP, int] = {}
         self.rebalances = 0
         self.assigned_once = False
         self.last_rebalance_at = 0.0
@@ -123,8 +138,32 @@ class Membership:
         self._consumer.subscribe(
             self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
+        self._thread = threading.Thread(target=self._poll_loop, name="floe-membership", daemon=True)
+        self._thread.start()
 
-    # callbacks run inside poll(), on the loop's thread
+    def _poll_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._poll(self.POLL_SECONDS)
+                self._commit_pending()
+            except BaseException as exc:  # handed to the batch loop by wait()/batch()
+                self._error = exc
+                self._changed.set()
+                return
+
+    def _poll(self, timeout: float) -> None:
+        msg = self._consumer.poll(timeout)
+        err = msg.error() if msg is not None else None
+        if err is not None:
+            if err.fatal():
+                raise KafkaException(err)
+            log.warning("Consumer event error=%s", err)
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"group membership failed: {self._error}") from self._error
+
+    # callbacks run inside poll(), on the poll thread
     def _on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         added = [(p.topic, p.partition) for p in partitions]
         consumer.incremental_assign(partitions)
@@ -135,13 +174,18 @@ class Membership:
         self.assigned_once = True
         self.rebalances += 1
         self.last_rebalance_at = time.time()
+        self._changed.set()
         log.info("Assigned partitions=%s owned=%d", sorted(added), len(self._owned))
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         removed = [(p.topic, p.partition) for p in partitions]
         with self._lock:
+            # a batch boundary: the running batch (if any) commits before the partitions go
+            while self._busy and not self._stop.is_set():
+                self._lock.wait(0.5)
             self._owned.difference_update(removed)
         consumer.incremental_unassign(partitions)
+        self._changed.set()
         self.rebalances += 1
         self.last_rebalance_at = time.time()
         self.revoked_log.append((time.time(), removed))
@@ -156,28 +200,37 @@ class Membership:
         with self._lock:
             return sorted(self._owned)
 
-    def poll(self, timeout: float) -> None:
-        """Serve callbacks and group events; returns after `timeout` seconds at most."""
-        msg = self._consumer.poll(timeout)
-        err = msg.error() if msg is not None else None
-        if err is not None:
-            if err.fatal():
-                raise KafkaException(err)
-            log.warning("Consumer event error=%s", err)
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[list[TP]]:
+        """Hold a batch over the partitions owned now (yielded): revocations wait for it to end."""
+        self._raise_error()
+        with self._lock:
+            self._busy = True
+            owned = sorted(self._owned)
+        try:
+            yield owned
+        finally:
+            with self._lock:
+                self._busy = False
+                self._lock.notify_all()
 
-    def watermarks(self, tps: Iterable[TP], *, timeout: float = 10.0) -> dict[TP, Watermarks]:
-        out: dict[TP, Watermarks] = {}
-        for topic, partition in tps:
-            low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout, cached=False
-            )
-            out[(topic, partition)] = Watermarks(low=low, high=high)
-        return out
+    def wait(self, timeout: float) -> None:
+        """Idle until the assignment changes or `timeout` seconds pass."""
+        self._raise_error()
+        if self._changed.wait(timeout):
+            self._changed.clear()
 
     def commit(self, offsets: Mapping[TP, int]) -> None:
-        """Mirror Cassandra's committed positions into the group (best effort, asynchronous)."""
-        owned = set(self.owned)
-        tps = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items()) if (t, p) in owned]
+        """Mirror Cassandra's committed positions into the group (best effort, asynchronous: the
+        poll thread sends them, as it makes every call on the consumer)."""
+        with self._lock:
+            self._to_commit.update(offsets)
+
+    def _commit_pending(self) -> None:
+        with self._lock:
+            pending, self._to_commit = self._to_commit, {}
+            owned = set(self._owned)
+        tps = [TopicPartition(t, p, o) for (t, p), o in sorted(pending.items()) if (t, p) in owned]
         if not tps:
             return
         try:
@@ -190,6 +243,8 @@ class Membership:
         if self._closed:
             return
         self._closed = True
+        self._stop.set()
+        self._thread.join(timeout=10)
         if leave:
             self._consumer.close()
             log.info("Left group group=%s", self.cfg.group_id)

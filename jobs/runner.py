@@ -4,20 +4,22 @@ Per iteration, for each stage of the job, over the partitions this replica owns:
 
 1. plan: read the offsets rows, replay in-flight plans exactly, plan new capped ranges, and
    store the new plans (`planned_seq` etc.) in Cassandra before anything is read;
-2. read exactly those ranges with Spark's Kafka source; for a repartition stage, drop records
-   whose source position was already applied;
+2. read exactly those ranges with a consumer in the driver (`floe_jobs.kafkaio`); for a
+   repartition stage, drop records whose source position was already applied; hand the rest to
+   the stage as a DataFrame;
 3. run the stage function; its state helpers apply per-key effects fenced by the sequence;
-4. write what it emits to Kafka (flushed: Spark's sink waits for the acknowledgements);
+4. write what it emits to Kafka and wait for the acknowledgements;
 5. commit: next_offset/committed_seq (and source positions) in Cassandra, one row write per
    partition; then the same offsets to the Kafka group.
 
-A crash between 1 and 5 leaves the plan in flight and the next owner replays it. Membership
-callbacks run only between batches, so partitions change hands at batch boundaries.
+A crash between 1 and 5 leaves the plan in flight and the next owner replays it. Revocations
+wait for the running batch (`Membership.batch`), so partitions change hands at batch boundaries.
 
 SIGTERM: no new plan; the running batch finishes and commits within
 `shutdown.drain_timeout_seconds`; the consumer closes (leaving the group) and Spark stops;
-exit 0. A second SIGTERM or the deadline aborts: Spark's JVM is killed (no more state writes
-from this process), the consumer leaves, exit 1 — the batch's plan stays in flight for replay.
+exit 0. A second SIGTERM or the deadline aborts: Spark's JVM is killed and the Cassandra
+sessions closed (no more state writes from this process), the consumer leaves, exit 4 — the
+batch's plan stays in flight for replay.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, health, offsets, planning, sparkio
+from floe_jobs import api, health, kafkaio, offsets, planning, records, sparkio, state
 from floe_jobs.config import FloeConfig
 
 log = logging.getLogger("floe_jobs")
@@ -163,6 +165,8 @@ class Runner:
         self.spark: Any = None
         self.session: Any = None
         self.membership: Any = None
+        self.reader: kafkaio.RangeReader | None = None
+        self.sink: kafkaio.KafkaSink | None = None
         self.offsets: offsets.OffsetsTable | None = None
         self._last_owned: list[tuple[str, int]] = []
 
@@ -192,7 +196,8 @@ class Runner:
         self.abort("drain deadline passed")
 
     def abort(self, reason: str) -> None:
-        """Stop without committing: kill Spark's JVM first so no executor writes after we leave."""
+        """Stop without committing: kill Spark's JVM and close the Cassandra sessions first, so
+        nothing of the running batch is written after we leave the group."""
         if self._aborting:
             return
         self._aborting = True
@@ -205,6 +210,11 @@ class Runner:
             if proc is not None:
                 proc.kill()
                 proc.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            state.shutdown_sessions()
+        if self.session is not None:
+            with contextlib.suppress(Exception):
+                self.session.cluster.shutdown()
         if self.membership is not None:
             with contextlib.suppress(Exception):
                 self.membership.close(leave=self.cfg.kafka.leave_group_on_close)
@@ -248,9 +258,10 @@ class Runner:
             [s.name for s in self.job.stages],
         )
         self.spark = sparkio.build_session(cfg, app_name=f"floe-{self.app}")
-        self.membership = membership.Membership(
-            cfg, topics=self._all_topics(), client_id=f"{self.app}-{self.member}", protocol=protocol
-        )
+        client_id = f"{self.app}-{self.member}"
+        self.reader = kafkaio.RangeReader(cfg, client_id=client_id)
+        self.sink = kafkaio.KafkaSink(cfg, client_id=client_id)
+        self.membership = membership.Membership(cfg, topics=self._all_topics(), client_id=client_id, protocol=protocol)
         self.health.in_group = True
         if self.job.queries and cfg.metrics.query_port:
             self._serve_queries()
@@ -326,30 +337,22 @@ class Runner:
         assert self.membership is not None
         while not self.stop_requested.is_set():
             self.health.beat()
-            self.membership.poll(0)
-            owned = self.membership.owned
-            self._note_assignment(owned)
-            if not owned:
-                self.health.batch_since_assignment = True
-                self.membership.poll(idle)
-                continue
             worked = 0
             try:
-                for i, stage in enumerate(self.job.stages):
+                for stage in self.job.stages:
                     if self.stop_requested.is_set():
                         break
-                    if i:
-                        # between two stages' batches is a boundary too: take assignment changes now
-                        self.membership.poll(0)
-                        owned = self.membership.owned
+                    # one batch per stage; between two of them is a boundary for revocations
+                    with self.membership.batch() as owned:
                         self._note_assignment(owned)
-                    topics = set(self._stage_topics(stage))
-                    tps = [tp for tp in owned if tp[0] in topics]
-                    if tps:
-                        worked += self.run_stage(stage, tps)
+                        topics = set(self._stage_topics(stage))
+                        tps = [tp for tp in owned if tp[0] in topics]
+                        if tps:
+                            worked += self.run_stage(stage, tps)
                 failures = 0
                 self.health.batch_since_assignment = True
             except Exception:
+                self._in_batch = False
                 failures += 1
                 log.exception("Batch failed failures=%d; its plan stays in flight and is replayed", failures)
                 with contextlib.suppress(Exception):
@@ -359,7 +362,8 @@ class Runner:
                 time.sleep(min(2**failures, 30))
                 continue
             if not worked:
-                self.membership.poll(idle)
+                # nothing to read: sleep until new records are likely, or new partitions arrive
+                self.membership.wait(idle)
         return self.shutdown()
 
     def _note_assignment(self, owned: list[tuple[str, int]]) -> None:
@@ -379,13 +383,12 @@ class Runner:
         )
 
     def run_stage(self, stage: api.Stage, tps: list[tuple[str, int]]) -> int:
-        from pyspark.sql import functions as F
-
         assert self.offsets is not None and self.membership is not None
-        t0 = time.monotonic()
+        assert self.reader is not None and self.sink is not None
+        clock = api.BatchClock()
         topics = self._stage_topics(stage)
         rows = self.offsets.read(topics)
-        marks = self.membership.watermarks(tps)
+        marks = self.reader.watermarks(tps)
         for (topic, partition), m in marks.items():
             health.END_OFFSET.labels(self.app, topic, str(partition)).set(m.high)
         plan = planning.plan_batch(
@@ -410,81 +413,69 @@ class Runner:
                 stage.name,
                 [(p.topic, p.partition, p.seq, p.start, p.end) for p in replays],
             )
-        t_plan = time.monotonic()
-        df = sparkio.read_ranges(self.spark, self.cfg, plan.partitions)
-        n = self._batches.get(stage.name, 0)
-        self._batches[stage.name] = n + 1
-        if n % 20 == 0:
-            size = df.select(
-                F.sum(F.coalesce(F.length("value"), F.lit(0)) + F.coalesce(F.length("key"), F.lit(0)) + 64),
-                F.count(F.lit(1)),
-            ).first()
-            if size is not None and size[1]:
-                self._avg_bytes[stage.name] = float(size[0]) / float(size[1])
-        persisted: list[Any] = []
+        clock.lap("plan")
+        batch_records = self.reader.read(plan.partitions)
+        size = records.average_bytes(batch_records)
+        if size is not None:
+            self._avg_bytes[stage.name] = size
         positions: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
         if stage.source is not None:
             before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
-            tagged = api.filter_applied(df, self.spark, before).persist()
-            persisted.append(tagged)
-            seen = api.seen_positions(tagged)
-            skipped = plan.records - tagged.count()
+            kept, seen = records.drop_applied(batch_records, before)
+            skipped = len(batch_records) - len(kept)
             if skipped > 0:
                 health.RECORDS_DEDUPED.labels(self.app).inc(skipped)
                 log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
             positions = {
                 p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
             }
-            df = tagged.drop("_src", "_off", "_idx")
+            batch_records = kept
+        clock.lap("read")
         batch = api.Batch(
             spark=self.spark,
-            df=df,
+            df=records.to_dataframe(self.spark, batch_records),
             stage=stage.name,
             cfg=self.cfg,
             args=list(self.cfg.job.args),
             seqs={p.tp: p.seq for p in plan.partitions},
+            sink=self.sink,
+            clock=clock,
         )
-        t_fn = time.monotonic()
         result = stage.fn(batch)
-        t_emit = time.monotonic()
+        clock.lap("fn")
         crash_point(f"{stage.name}:after-state")
         out = self._emit(result)
+        clock.lap("emit")
         crash_point(f"{stage.name}:after-emit")
-        t_commit = time.monotonic()
         self.offsets.commit(plan.partitions, positions)
+        clock.lap("commit")
         self.membership.commit({p.tp: p.end for p in plan.partitions})
+        clock.lap("group")
         self._in_batch = False
-        for df_ in persisted:
-            df_.unpersist()
-        elapsed = time.monotonic() - t0
         for p in plan.partitions:
             health.COMMITTED.labels(self.app, p.topic, str(p.partition)).set(p.end)
         health.RECORDS_IN.labels(self.app, stage.name).inc(plan.records)
         health.RECORDS_OUT.labels(self.app, stage.name).inc(out)
         health.RECORDS_DLQ.labels(self.app).inc(batch.dlq_records)
         health.BATCHES.labels(self.app, stage.name, "replay" if replays else "new").inc()
-        health.BATCH_SECONDS.labels(self.app, stage.name).observe(elapsed)
+        health.BATCH_SECONDS.labels(self.app, stage.name).observe(clock.total)
         health.BATCH_RECORDS.labels(self.app, stage.name).observe(plan.records)
         health.LAST_BATCH.labels(self.app).set(time.time())
         log.info(
-            "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f "
-            "plan=%.2f read=%.2f fn=%.2f emit=%.2f commit=%.2f",
+            "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f %s",
             stage.name,
             len(plan.partitions),
             plan.records,
             out,
-            elapsed,
-            t_plan - t0,
-            t_fn - t_plan,
-            t_emit - t_fn,
-            t_commit - t_emit,
-            time.monotonic() - t_commit,
+            clock.total,
+            clock.summary(),
         )
         return plan.records
 
     def _emit(self, result: Any) -> int:
         from pyspark.sql import DataFrame
 
+        assert self.sink is not None
         if result is None:
             return 0
         items = result if isinstance(result, list | tuple) else [result]
@@ -499,13 +490,7 @@ class Runner:
                     raise ValueError("the stage returned rows but kafka.output_topics is empty")
             if not isinstance(item, api.Emit):
                 raise TypeError(f"a stage returns DataFrame, Emit, a list of them or None; got {type(item).__name__}")
-            cols = [c for c in ("key", "value", "headers", "topic") if c in item.df.columns]
-            if item.topic is not None and "topic" in cols:
-                cols.remove("topic")
-            df = item.df.select(*cols).persist()
-            sparkio.write_kafka(df, self.cfg, topic=item.topic)
-            total += df.count()
-            df.unpersist()
+            total += self.sink.write(item.df, topic=item.topic)
         return total
 
     # -- shutdown -----------------------------------------------------------------------------
@@ -516,6 +501,10 @@ class Runner:
         leave = self.cfg.kafka.leave_group_on_close
         if self.membership is not None:
             self.membership.close(leave=leave)
+        for client in (self.reader, self.sink):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.close()
         if self.spark is not None:
             with contextlib.suppress(Exception):
                 self.spark.stop()

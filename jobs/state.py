@@ -1,20 +1,26 @@
-"""Exactly-once state effects, applied from the Spark executors.
+"""Exactly-once state effects, applied from the driver with the stores' bounded concurrency.
 
 Every row a batch writes into a partitioned store carries the batch's sequence number for
 that input partition (the `floe_batch` fence column). A batch that is replayed after a crash
 has the same sequence and the same input, so it computes the same per-key deltas; a key whose
 fence is already ≥ the sequence was applied by the earlier attempt and is left alone. The
 decisions are the pure `decide_*` functions below; the rest moves rows between Spark and
-Cassandra, per distinct key, in bounded chunks of concurrent reads and writes.
+Cassandra, per distinct key, in bounded chunks of concurrent reads and writes, the partitions
+of a batch side by side.
 
 One partition has one writer at a time: assignment changes happen only at batch boundaries
 (see `floe_jobs.membership`), and a killed replica writes nothing more.
+
+The helpers' rows are collected to the driver first (they are aggregated per key: few next to
+the batch's records), and the functions below run there; they only need an iterable of
+(partition, key, value) rows, so they would run unchanged inside `mapPartitions`.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +28,8 @@ Fenced = tuple[Any, int | None]
 Combine = Callable[[Any, Any], Any]
 
 CHUNK = 2_000
+# partitions of one batch whose state is read and written at the same time
+PARTITION_WORKERS = 8
 
 COMBINERS: dict[str, Combine] = {
     "sum": lambda a, b: a + b,
@@ -105,6 +113,16 @@ def _session(ref: StoreRef) -> Any:
         return _sessions[key]
 
 
+def shutdown_sessions() -> None:
+    """Close every store session of this process: no state write can leave it afterwards."""
+    with _lock:
+        sessions = list(_sessions.values())
+        _sessions.clear()
+        _stores.clear()
+    for session in sessions:
+        session.cluster.shutdown()
+
+
 def open_store(ref: StoreRef) -> Any:
     """The store object of `ref`, cached per worker process (sessions are expensive).
 
@@ -155,6 +173,22 @@ def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
 Decide = Callable[[Fenced | None, Any, int], tuple[Any, Any, bool]]
 
 
+def _each_partition(
+    grouped: Mapping[int, list[tuple[Any, Any]]], fn: Callable[[int, list[tuple[Any, Any]]], list[Any]]
+) -> Iterator[Any]:
+    """`fn` over every partition's rows, the partitions concurrently: they are independent (own
+    rows, own fence, own Cassandra partition), so a batch waits for its largest partition's round
+    trips instead of the sum of them all. Results come out in partition order."""
+    if len(grouped) <= 1:
+        for partition, items in grouped.items():
+            yield from fn(partition, items)
+        return
+    with ThreadPoolExecutor(max_workers=min(PARTITION_WORKERS, len(grouped)), thread_name_prefix="floe-state") as pool:
+        futures = [pool.submit(fn, partition, items) for partition, items in sorted(grouped.items())]
+        for future in futures:
+            yield from future.result()
+
+
 def _apply_fenced(
     rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], decide: Decide
 ) -> Iterator[tuple[int, Any, Any]]:
@@ -162,8 +196,10 @@ def _apply_fenced(
     read the keys with their fences, let ``decide`` answer, write what changed under the
     partition's batch sequence."""
     store = open_store(ref)
-    for partition, items in _group(rows).items():
+
+    def apply(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
         batch = fences[partition]
+        out: list[tuple[int, Any, Any]] = []
         for chunk in _chunks(items):
             old = store.get_many_fenced(partition, [k for k, _ in chunk])
             writes = []
@@ -171,9 +207,12 @@ def _apply_fenced(
                 emitted, stored, write = decide(old.get(key), incoming, batch)
                 if write:
                     writes.append((key, stored))
-                yield partition, key, emitted
+                out.append((partition, key, emitted))
             if writes:
                 store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+        return out
+
+    return _each_partition(_group(rows), apply)
 
 
 def merge_partition_rows(
@@ -216,9 +255,13 @@ def first_seen_partition_rows(
 def lookup_rows(rows: Iterable[Any], *, ref: StoreRef) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, _) → (partition, key, stored value or None); global or partitioned store."""
     store = open_store(ref)
-    for partition, items in _group(rows).items():
+
+    def look(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
+        out: list[tuple[int, Any, Any]] = []
         keys = sorted({k for k, _ in items}, key=repr)
         for chunk in _chunks(keys):
             found = store.get_many(chunk) if ref.type == "global" else store.get_many(partition, chunk)
-            for key in chunk:
-                yield partition, key, found.get(key)
+            out.extend((partition, key, found.get(key)) for key in chunk)
+        return out
+
+    return _each_partition(_group(rows), look)

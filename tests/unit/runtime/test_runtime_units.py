@@ -1,25 +1,42 @@
-"""Pure pieces of the runtime: Spark range options, entrypoint loading, offsets table naming."""
+"""Pure pieces of the runtime: repartition positions, entrypoint loading, offsets table naming."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from floe_jobs import api, offsets, runner, sparkio
-from floe_jobs.planning import PartitionPlan
+from floe_jobs import api, offsets, records, runner
 
 
-def test_range_options_read_exactly_the_plans() -> None:
-    plans = [
-        PartitionPlan("a", 0, 3, 10, 20, False),
-        PartitionPlan("a", 2, 1, 0, 5, True),
-        PartitionPlan("b", 1, 9, 7, 8, False),
+def _rekeyed(partition: int, offset: int, src: str, off: int, idx: int) -> records.Record:
+    headers = [(records.SRC_HEADER, src.encode()), (records.OFF_HEADER, str(off).encode()),
+               (records.IDX_HEADER, str(idx).encode())]
+    return records.Record(b"k", b"", "rp", partition, offset, None, headers)
+
+
+def test_drop_applied_keeps_positions_above_the_stored_marks() -> None:
+    batch = [
+        _rekeyed(0, 10, "in:0", 5, 0),  # at the mark: applied by an earlier attempt
+        _rekeyed(0, 11, "in:0", 5, 1),  # above it (same offset, next index)
+        _rekeyed(0, 12, "in:1", 2, 0),  # a source with no mark yet
+        _rekeyed(1, 3, "in:0", 4, 9),  # another partition: its own marks
+        records.Record(None, b"x", "rp", 0, 13, None, None),  # no position: kept, untracked
     ]
-    opts = sparkio.range_options(plans)
-    assert json.loads(opts["assign"]) == {"a": [0, 2], "b": [1]}
-    assert json.loads(opts["startingOffsets"]) == {"a": {"0": 10, "2": 0}, "b": {"1": 7}}
-    assert json.loads(opts["endingOffsets"]) == {"a": {"0": 20, "2": 5}, "b": {"1": 8}}
+    kept, seen = records.drop_applied(batch, {("rp", 0): {"in:0": (5, 0)}, ("rp", 1): {"in:0": (4, 9)}})
+    assert [r.offset for r in kept] == [11, 12, 13]
+    assert seen == {("rp", 0): {"in:0": (5, 1), "in:1": (2, 0)}}
+
+
+def test_source_position_reads_the_rekey_headers() -> None:
+    assert records.source_position(_rekeyed(0, 0, "t:3", 17, 2).headers) == ("t:3", (17, 2))
+    assert records.source_position([("other", b"1")]) is None
+    assert records.source_position(None) is None
+
+
+def test_average_bytes_counts_key_value_and_overhead() -> None:
+    rows = [records.Record(b"ab", b"cdef", "t", 0, 0, None, None), records.Record(None, None, "t", 0, 1, None, None)]
+    assert records.average_bytes(rows) == (6 + 2 * records.RECORD_OVERHEAD_BYTES) / 2
+    assert records.average_bytes([]) is None
 
 
 def test_offsets_table_name_is_valid_and_bounded() -> None:

@@ -1,0 +1,123 @@
+"""The records of one micro-batch, held in the driver between the Kafka read and the stage.
+
+A batch is read with a plain consumer (`floe_jobs.kafkaio`) into a list of `Record` tuples —
+the columns of Spark's Kafka source, in its order — and handed to the stage as a DataFrame
+built from them. Holding the records in Python first lets the runtime do the per-record
+bookkeeping without a Spark job: the bytes of the batch (for the byte cap) and, for a stage
+that reads a repartition topic, dropping the records whose source position was already applied.
+
+Re-keyed records carry their source position in headers: `floe.src` (`topic:partition` of the
+stage-1 input record), `floe.off` (its offset) and `floe.idx` (the index of the record among
+those derived from it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+SRC_HEADER = "floe.src"
+OFF_HEADER = "floe.off"
+IDX_HEADER = "floe.idx"
+
+# per-record overhead counted against kafka.max_bytes_per_batch (offset, timestamp, framing)
+RECORD_OVERHEAD_BYTES = 64
+
+TP = tuple[str, int]
+Position = tuple[int, int]  # (source offset, index)
+
+
+class Record(NamedTuple):
+    """One Kafka record with the columns of Spark's Kafka source (headers: None when absent)."""
+
+    key: bytes | None
+    value: bytes | None
+    topic: str
+    partition: int
+    offset: int
+    timestamp: datetime | None
+    headers: list[tuple[str, bytes | None]] | None
+
+
+def schema() -> Any:
+    """The Spark schema of `Record` rows: the Kafka source's columns and types."""
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    return StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("headers", ArrayType(header)),
+        ]
+    )
+
+
+def to_dataframe(spark: Any, records: Sequence[Record]) -> Any:
+    """The batch as a DataFrame (no schema verification: the reader built every row)."""
+    return spark.createDataFrame(list(records), schema(), verifySchema=False)
+
+
+def average_bytes(records: Sequence[Record]) -> float | None:
+    """Mean size of a record as counted against the byte cap; None for an empty batch."""
+    if not records:
+        return None
+    total = sum(len(r.key or b"") + len(r.value or b"") + RECORD_OVERHEAD_BYTES for r in records)
+    return total / len(records)
+
+
+def source_position(headers: Iterable[tuple[str, Any]] | None) -> tuple[str, Position] | None:
+    """(source partition, (offset, index)) of a re-keyed record; None when it carries none."""
+    if not headers:
+        return None
+    found: dict[str, Any] = {}
+    for key, value in headers:
+        if key in (SRC_HEADER, OFF_HEADER, IDX_HEADER) and key not in found:
+            found[key] = value
+    if SRC_HEADER not in found or found[SRC_HEADER] is None:
+        return None
+    src = bytes(found[SRC_HEADER]).decode()
+    off = int(bytes(found.get(OFF_HEADER) or b"-1"))
+    idx = int(bytes(found.get(IDX_HEADER) or b"-1"))
+    return src, (off, idx)
+
+
+def drop_applied(
+    records: Sequence[Record], applied: Mapping[TP, Mapping[str, Position]]
+) -> tuple[list[Record], dict[TP, dict[str, Position]]]:
+    """Records of a repartition topic not yet applied, and the highest position among them.
+
+    A record is applied when its source position is at or below the stored high-water mark
+    of its (topic, partition) and source: a replay of stage 1 wrote it again. Records without
+    a source position are kept and not tracked.
+    """
+    kept: list[Record] = []
+    seen: dict[TP, dict[str, Position]] = {}
+    for r in records:
+        pos = source_position(r.headers)
+        if pos is None:
+            kept.append(r)
+            continue
+        src, at = pos
+        mark = applied.get((r.topic, r.partition), {}).get(src)
+        if mark is not None and at <= mark:
+            continue
+        kept.append(r)
+        by_src = seen.setdefault((r.topic, r.partition), {})
+        if src not in by_src or at > by_src[src]:
+            by_src[src] = at
+    return kept, seen
