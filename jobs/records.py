@@ -68,8 +68,10 @@ def schema() -> Any:
 
 
 def to_dataframe(spark: Any, records: Sequence[Record]) -> Any:
-    """The batch as a DataFrame (no schema verification: the reader built every row)."""
-    return spark.createDataFrame(list(records), schema(), verifySchema=False)
+    """The batch as a DataFrame whose jobs run in the JVM only (`floe_jobs.localdf`)."""
+    from floe_jobs.localdf import local_dataframe
+
+    return local_dataframe(spark, records, schema())
 
 
 def average_bytes(records: Sequence[Record]) -> float | None:

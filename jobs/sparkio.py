@@ -24,7 +24,9 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
     defaults = {
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",
-        "spark.sql.adaptive.enabled": "true",
+        # small batches: adaptive execution re-plans every shuffle as a job of its own, which
+        # costs more than it saves here (measured ~0.3 s per shuffle on 2 cores)
+        "spark.sql.adaptive.enabled": "false",
         "spark.driver.extraJavaOptions": "-XX:+UseG1GC",
         "spark.python.worker.reuse": "true",
         "spark.task.maxFailures": "1",
