@@ -197,6 +197,14 @@ class Cluster:
         found = await self.secret(namespace, name)
         return found[0] if found is not None else None
 
+    def list_status_sync(self, path: str) -> tuple[int, str]:
+        """HTTP status and message of a one-item LIST at `path` (0 when no answer at all)."""
+        try:
+            status, parsed = self._call("GET", path, query=[("limit", "1")])
+        except ApiError as exc:
+            return exc.status, exc.message
+        return status, parsed.get("message", "") if isinstance(parsed, dict) else ""
+
     def crd_exists_sync(self, name: str) -> bool:
         READS.labels(kind="CustomResourceDefinition").inc()
         status, _ = self._call("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")

@@ -13,12 +13,15 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import kopf
-from floe_operator import handlers
+from floe_operator import handlers, k8s, model
 from prometheus_client import start_http_server
+
+log = logging.getLogger(__name__)
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -61,8 +64,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--no-kafka-check",
         action="store_true",
         default=not _env_bool("FLOE_CHECK_KAFKA", True),
-        help="Do not ask Kafka whether topics exist and how many partitions they have "
-        "(env FLOE_CHECK_KAFKA=false).",
+        help="Do not ask Kafka whether topics exist and how many partitions they have (env FLOE_CHECK_KAFKA=false).",
     )
     parser.add_argument(
         "--peering",
@@ -149,15 +151,39 @@ def peering_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"peering_name": args.peering_name, "priority": priority}
 
 
+def wait_until_served(
+    cluster: k8s.Cluster, namespace: str | None, *, timeout: float = 120.0, pause: float = 1.0
+) -> None:
+    """Wait while the API server answers StreamingApp LISTs with 429/503/no answer.
+
+    Right after the CRD is created or changed, its storage "is (re)initializing" and a watch
+    gets an ERROR event; Kopf takes any ERROR other than 410 as fatal for that watch, so an
+    operator started at that moment would stop watching apps. Any other answer (200, or 404
+    when the CRD is missing, which Kopf reports itself) ends the wait.
+    """
+    path = f"/apis/{model.API_VERSION}/" + (f"namespaces/{namespace}/" if namespace else "") + model.PLURAL
+    deadline = time.monotonic() + timeout
+    while True:
+        status, message = cluster.list_status_sync(path)
+        if status not in (0, 429, 503):
+            return
+        if time.monotonic() > deadline:
+            log.warning("StreamingApps not served after %.0f s (%s %s); starting anyway", timeout, status, message)
+            return
+        log.info("Waiting for the API server to serve StreamingApps (%s %s)", status, message)
+        time.sleep(pause)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     _limit_malloc_arenas()
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("kopf.objects").addFilter(_QuietRoutine())
+    namespaces = [n.strip() for n in args.namespace if n.strip()]
+    wait_until_served(k8s.Cluster(k8s.load_client(pool_size=1)), namespaces[0] if namespaces else None)
     registry = build_registry(args)
     if args.metrics_port:
         start_http_server(args.metrics_port)
-    namespaces = [n.strip() for n in args.namespace if n.strip()]
     kopf.run(
         registry=registry,
         standalone=not args.peering,

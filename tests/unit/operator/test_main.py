@@ -26,3 +26,31 @@ def test_a_standalone_operator_gets_no_peering_settings() -> None:
     assert main.peering_options(main.parse_args([])) == {}
     opts = main.peering_options(main.parse_args(["--peering", "--peering-priority", "7"]))
     assert opts == {"peering_name": "default", "priority": 7}
+
+
+class _Answers:
+    """Stands for the API server's answers to the start-up LIST, in order."""
+
+    def __init__(self, *answers: int) -> None:
+        self.answers = list(answers)
+        self.paths: list[str] = []
+
+    def list_status_sync(self, path: str) -> tuple[int, str]:
+        self.paths.append(path)
+        return self.answers.pop(0), "storage is (re)initializing"
+
+
+def test_start_waits_while_the_crd_storage_initializes() -> None:
+    answers = _Answers(429, 0, 503, 200, 200)
+    main.wait_until_served(answers, "apps", pause=0)  # type: ignore[arg-type]
+    assert answers.answers == [200]
+    assert answers.paths[0] == "/apis/streaming.floe.dev/v1alpha1/namespaces/apps/streamingapps"
+
+
+def test_start_does_not_wait_for_a_missing_crd_or_forever() -> None:
+    missing = _Answers(404, 200)
+    main.wait_until_served(missing, None, pause=0)  # type: ignore[arg-type]
+    assert missing.answers == [200] and missing.paths == ["/apis/streaming.floe.dev/v1alpha1/streamingapps"]
+    stuck = _Answers(*([429] * 5))
+    main.wait_until_served(stuck, None, timeout=0, pause=0)  # type: ignore[arg-type]
+    assert len(stuck.answers) == 4
