@@ -71,6 +71,19 @@ def ensure_offsets_table(session: Any, *, keyspace: str, app_id: str) -> None:
     session.execute(stmt)
 
 
+def recorded_topics(session: Any, *, keyspace: str, app_id: str) -> list[str]:
+    """Every topic the app has offsets for, its internal repartition topics included; [] if the
+    table does not exist."""
+    from cassandra import InvalidRequest
+
+    cql = f"SELECT DISTINCT topic FROM {keyspace}.{offsets_table(app_id)}"
+    stmt = SimpleStatement(cql, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+    try:
+        return sorted(row[0] for row in session.execute(stmt))
+    except InvalidRequest:  # unconfigured table: nothing was ever recorded
+        return []
+
+
 def _encode_positions(positions: Mapping[str, tuple[int, int]]) -> str | None:
     if not positions:
         return None

@@ -230,11 +230,24 @@ class Provisioner:
         for table in tables:
             schema.check_identifier(table, "table")
             try:
-                schema.execute_ddl(
-                    session, f"DROP TABLE IF EXISTS {keyspace}.{table}", what=f"drop {keyspace}.{table}"
-                )
+                schema.execute_ddl(session, f"DROP TABLE IF EXISTS {keyspace}.{table}", what=f"drop {keyspace}.{table}")
             except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
                 raise CassandraUnavailable(f"dropping {keyspace}.{table}: {exc}") from exc
+
+    def recorded_topics_sync(self, target: Target, app: model.StreamingApp) -> list[str]:
+        from cassandra import DriverException
+        from cassandra.cluster import NoHostAvailable, OperationTimedOut
+        from floe_jobs import offsets
+
+        session = self._session(target)
+        try:
+            return offsets.recorded_topics(session, keyspace=app.spec.state.cassandra.keyspace, app_id=app.app_id)
+        except (NoHostAvailable, OperationTimedOut, DriverException) as exc:
+            raise CassandraUnavailable(f"reading the topics of {app.app_id}: {exc}") from exc
+
+    async def recorded_topics(self, target: Target, app: model.StreamingApp) -> list[str]:
+        """Topics the app's offsets table has rows for (its repartition topics included)."""
+        return await asyncio.to_thread(self.recorded_topics_sync, target, app)
 
     async def drop(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
         """Drop tables (absent ones are fine); the keyspace itself is never dropped."""

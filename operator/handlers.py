@@ -286,7 +286,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         others = [b for store in (apps.values() if apps is not None else []) for b in store]
         try:
             done = await reconcile.finalize(body, deps=deps, others=others)
-        except (cassandra.CassandraUnavailable, cassandra.ProvisioningRejected) as exc:
+        except (cassandra.CassandraUnavailable, cassandra.ProvisioningRejected, kafka.KafkaUnavailable) as exc:
             if retry < MAX_DELETE_RETRIES:
                 raise kopf.TemporaryError(f"Dropping state failed: {exc}", delay=backoff(retry)) from exc
             kopf.event(

@@ -117,6 +117,25 @@ class Inspector:
         """Topic → partition count, None for a topic that does not exist."""
         return await asyncio.to_thread(self.partitions_sync, target, topics)
 
+    def delete_topics_sync(self, target: Target, topics: list[str]) -> None:
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        if not topics:
+            return
+        admin = AdminClient(target.client_config())
+        for topic, future in admin.delete_topics(topics, operation_timeout=30, request_timeout=self._timeout).items():
+            try:
+                future.result()
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise KafkaUnavailable(f"cannot delete topic {topic} at {target.bootstrap_servers}: {exc}") from exc
+        self.forget(target)
+
+    async def delete_topics(self, target: Target, topics: list[str]) -> None:
+        """Delete topics; ones already gone are fine."""
+        await asyncio.to_thread(self.delete_topics_sync, target, topics)
+
     def forget(self, target: Target) -> None:
         """Drop the cached answer, e.g. after a topic was reported missing."""
         self._cache.pop(target, None)

@@ -376,6 +376,20 @@ async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapp
     secrets, fault = await _check_secrets(app, deps)
     if fault is not None:
         raise cassandra.CassandraUnavailable(fault.message)
-    await deps.provisioner.drop(cassandra.target_of(app, secrets.data), keyspace=keyspace, tables=tables)
+    target = cassandra.target_of(app, secrets.data)
+    # Repartition topics first, while the offsets table still names them: an app created again
+    # under the same name would otherwise re-read their old records into fresh state.
+    topics = repartition_topics(app, await deps.provisioner.recorded_topics(target, app))
+    await deps.kafka.delete_topics(kafka.target_of(app, secrets.data), topics)
+    await deps.provisioner.drop(target, keyspace=keyspace, tables=tables)
     deps.provisioned.pop(app.uid, None)
-    return f"Dropped {', '.join(f'{keyspace}.{t}' for t in tables)} (deletionPolicy Delete)"
+    dropped = [f"{keyspace}.{t}" for t in tables] + [f"topic {t}" for t in topics]
+    return f"Dropped {', '.join(dropped)} (deletionPolicy Delete)"
+
+
+def repartition_topics(app: model.StreamingApp, recorded: Sequence[str]) -> list[str]:
+    """The app's internal topics among those its offsets table records: `<app-id>-<name>-repartition`
+    (the runtime's naming), never one of the spec's own input or output topics."""
+    own = set(app.spec.kafka.topics) | set(app.spec.kafka.output_topics)
+    prefix = f"{app.app_id}-"
+    return [t for t in recorded if t.startswith(prefix) and t.endswith("-repartition") and t not in own]

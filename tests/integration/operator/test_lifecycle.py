@@ -197,15 +197,20 @@ def test_replicas_beyond_partitions_warn(app: dict[str, Any], kube: Kubectl, nam
 def test_delete_collects_children_and_retains_state(
     app: dict[str, Any], kube: Kubectl, namespace: str, keyspace: str, cql: Any
 ) -> None:
+    wait_for(lambda: kube.get("deployment", APP, namespace), what="the Deployment (state provisioned before it)")
     kube.run("delete", "streamingapp", APP, "-n", namespace, "--wait=true", "--timeout=45s")
     for kind, name in (("deployment", APP), ("configmap", f"{APP}-config"), ("service", APP)):
         wait_for(lambda k=kind, n=name: kube.get(k, n, namespace) is None, what=f"{kind} {name} to be collected")
     assert {"counts_kstreams_store", "latest_kstreams_store"} <= _tables(cql, keyspace)
 
 
-def test_delete_policy_drops_only_own_tables(
+def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     kube: Kubectl, spec_args: dict[str, Any], namespace: str, keyspace: str, cql: Any, operator: object
 ) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from floe_jobs import offsets
+    from floe_jobs.planning import OffsetRow
+
     body = app_manifest(DROPPED, **spec_args)
     body["spec"]["state"]["stores"] = [{"name": "dedup", "type": "global"}]
     body["spec"]["state"]["deletionPolicy"] = "Delete"
@@ -213,11 +218,24 @@ def test_delete_policy_drops_only_own_tables(
     wait_for(lambda: kube.get("deployment", DROPPED, namespace), what="the Deployment")
     assert "dedup_kstreams_store" in _tables(cql, keyspace)
     offsets_before = {t for t in _tables(cql, keyspace) if t.startswith("floe_offsets_")}
+    # What a running replica leaves behind: a repartition topic with offsets recorded for it.
+    app_id = f"{namespace}-{DROPPED}"
+    internal = f"{app_id}-words-repartition"
+    admin = AdminClient({"bootstrap.servers": spec_args["kafka"]})
+    admin.create_topics([NewTopic(internal, num_partitions=1, replication_factor=1)])[internal].result(timeout=30)
+    table = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=app_id)
+    table.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=0), OffsetRow(internal, 0, 0)])
+
     kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=45s")
     tables = _tables(cql, keyspace)
     assert "dedup_kstreams_store" not in tables
     assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables  # the other app's state stays
     assert len({t for t in tables if t.startswith("floe_offsets_")}) == len(offsets_before) - 1
+    topics = wait_for(
+        lambda: (t := set(admin.list_topics(timeout=10).topics)) and internal not in t and t,
+        what=f"{internal} deleted",
+    )
+    assert spec_args["topic"] in topics  # the input topic is the user's: kept
     events = [e for e in kube.list("event", namespace) if e["involvedObject"]["name"] == DROPPED]
     assert any(e["reason"] == "StateDropped" for e in events)
 

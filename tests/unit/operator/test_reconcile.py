@@ -246,3 +246,16 @@ def test_a_rotated_secret_rolls_the_pods_and_its_content_never_reaches_the_templ
     rolled = cluster.objects[("Deployment", body["metadata"]["name"])]
     assert rolled["spec"]["template"]["metadata"]["annotations"][render.SECRETS_HASH] != digest
     assert render.secrets_hash({}) is None
+
+
+def test_only_the_apps_own_repartition_topics_are_deleted_with_it() -> None:
+    app = model.StreamingApp.from_body(load_case("minimal"))
+    prefix = app.app_id
+    recorded = [
+        *app.spec.kafka.topics,
+        f"{prefix}-words-repartition",
+        f"{prefix}-dlq",
+        f"{prefix}x-words-repartition",  # another app whose id merely starts the same way
+        "other-app-words-repartition",
+    ]
+    assert reconcile.repartition_topics(app, recorded) == [f"{prefix}-words-repartition"]
