@@ -34,10 +34,15 @@ class RecentWrites:
         return (obj.get("metadata") or {}).get("resourceVersion")
 
     def remember(self, stored: Mapping[str, Any]) -> None:
-        """Record what the API server returned for an apply."""
-        meta = stored.get("metadata") or {}
+        """Record what the API server returned for a write (without its managedFields, which no
+        comparison reads and which are most of an object's size)."""
+        meta = {k: v for k, v in (stored.get("metadata") or {}).items() if k != "managedFields"}
         key = (meta.get("namespace", ""), str(stored.get("kind", "")), meta.get("name", ""))
-        self._entries[key] = (self._clock(), stored)
+        now = self._clock()
+        # Entries whose event was coalesced with a later one would otherwise stay until read.
+        for old in [k for k, (at, _) in self._entries.items() if now - at > self._ttl]:
+            del self._entries[old]
+        self._entries[key] = (now, {**stored, "metadata": meta})
 
     def observed(self, namespace: str, kind: str, name: str, body: Mapping[str, Any]) -> None:
         """A watch event for the object: the entry goes once the index holds our version, or a

@@ -77,3 +77,17 @@ def test_fresher_prefers_our_write_unless_the_body_has_a_newer_spec() -> None:
     recent.remember(stored("7"))
     assert recent.fresher(stored("5")) == stored("7")
     assert recent.fresher(stored("8", generation=2)) == stored("8", generation=2)
+
+
+def test_expired_entries_go_without_being_read_and_managed_fields_are_not_kept() -> None:
+    clock = Clock()
+    recent = RecentWrites(ttl=30.0, clock=clock)
+    recent.remember(stored("7", "a"))
+    clock.now += 31.0
+    big = stored("8", "b")
+    big["metadata"]["managedFields"] = [{"manager": "floe-operator"}] * 100
+    recent.remember(big)
+    assert len(recent) == 1
+    kept = recent.get("ns", "Deployment", "b")
+    assert kept is not None and "managedFields" not in kept["metadata"]
+    assert kept["metadata"]["resourceVersion"] == "8"
