@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -135,6 +136,27 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
         pass
 
 
+def _return_freed_memory(every: float = 30.0) -> None:
+    """Hand memory freed after a burst (hundreds of apps created at once) back to the system.
+
+    glibc keeps freed heap pages for reuse, so without this the operator's resident memory stays
+    at its peak for good; `malloc_trim` releases them (a few milliseconds per call).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return
+
+    def loop() -> None:
+        while True:
+            time.sleep(every)
+            trim(0)
+
+    threading.Thread(target=loop, name="floe-malloc-trim", daemon=True).start()
+
+
 def peering_priority(pod_id: str | None = None) -> int:
     """A priority that differs between replicas: Kopf pauses every operator that sees a live peer
     of equal or higher priority, so replicas with one shared priority would all stand still."""
@@ -176,6 +198,7 @@ def wait_until_served(
 
 def main(argv: Sequence[str] | None = None) -> None:
     _limit_malloc_arenas()
+    _return_freed_memory()
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("kopf.objects").addFilter(_QuietRoutine())
