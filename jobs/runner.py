@@ -51,6 +51,9 @@ EXIT_CONFIG = 2
 EXIT_UNREACHABLE = 3
 EXIT_ABORTED = 4
 
+# a batch that read more records than this emits through Spark's Kafka sink (when configured)
+DRIVER_EMIT_MAX_RECORDS = 5_000
+
 
 def crash_point(name: str) -> None:
     """Fault injection for the tests: SIGKILL this process at a named point, once per point.
@@ -431,9 +434,11 @@ class Runner:
             }
             batch_records = kept
         clock.lap("read")
+        df = records.to_dataframe(self.spark, batch_records)
+        clock.lap("frame")
         batch = api.Batch(
             spark=self.spark,
-            df=records.to_dataframe(self.spark, batch_records),
+            df=df,
             stage=stage.name,
             cfg=self.cfg,
             args=list(self.cfg.job.args),
@@ -444,7 +449,7 @@ class Runner:
         result = stage.fn(batch)
         clock.lap("fn")
         crash_point(f"{stage.name}:after-state")
-        out = self._emit(result)
+        out = self._emit(result, large=plan.records > DRIVER_EMIT_MAX_RECORDS)
         clock.lap("emit")
         crash_point(f"{stage.name}:after-emit")
         self.offsets.commit(plan.partitions, positions)
@@ -472,7 +477,7 @@ class Runner:
         )
         return plan.records
 
-    def _emit(self, result: Any) -> int:
+    def _emit(self, result: Any, *, large: bool) -> int:
         from pyspark.sql import DataFrame
 
         assert self.sink is not None
@@ -490,7 +495,7 @@ class Runner:
                     raise ValueError("the stage returned rows but kafka.output_topics is empty")
             if not isinstance(item, api.Emit):
                 raise TypeError(f"a stage returns DataFrame, Emit, a list of them or None; got {type(item).__name__}")
-            total += self.sink.write(item.df, topic=item.topic)
+            total += self.sink.write(item.df, topic=item.topic, large=large)
         return total
 
     # -- shutdown -----------------------------------------------------------------------------
