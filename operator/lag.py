@@ -325,18 +325,28 @@ class KafkaOffsets:
         return out
 
     def group_offsets(self, target: kafka.Target, group: str, tps: Sequence[TP]) -> dict[TP, int]:
-        """The group's committed offsets (partitions without a commit are left out)."""
-        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+        """The group's committed offsets (partitions without a commit are left out).
+
+        Read through a short-lived consumer of the group that never joins it (no subscribe), not
+        the admin client: librdkafka's ListConsumerGroupOffsets dereferences a missing group
+        handle when the broker answers NOT_COORDINATOR (a fresh broker still loading its offsets
+        topic) and takes the whole process down (librdkafka issue 5040, present in 2.16).
+        """
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
 
         if not tps:
             return {}
-        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])]
+        consumer = Consumer(
+            target.client_config()
+            | {"group.id": group, "enable.auto.commit": False, "socket.timeout.ms": int(self._timeout * 1000)}
+        )
         try:
-            futures = self._admin(target).list_consumer_group_offsets(request, request_timeout=self._timeout)
-            answer = futures[group].result(timeout=self._timeout * 2)
-        except (KafkaException, TimeoutError) as exc:
+            answer = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=self._timeout)
+        except KafkaException as exc:
             raise kafka.KafkaUnavailable(f"listing offsets of group {group} failed: {exc}") from exc
-        return {(tp.topic, tp.partition): int(tp.offset) for tp in answer.topic_partitions if tp.offset >= 0}
+        finally:
+            consumer.close()
+        return {(tp.topic, tp.partition): int(tp.offset) for tp in answer if tp.error is None and tp.offset >= 0}
 
     def close(self) -> None:
         self._admins.clear()
