@@ -88,6 +88,14 @@ def write_result(area: str, name: str, result: dict[str, Any]) -> Path:
 HEARTBEAT_MS = 500
 
 
+def input_owners(session: Any, app: Any, topic: str) -> list[str]:
+    """Member that planned last, per input partition (the offsets table's owner column)."""
+    from floe_jobs import offsets
+
+    table = f"{app.keyspace}.{offsets.offsets_table(app.app_id)}"
+    return [r[0] for r in session.execute(f"SELECT owner FROM {table} WHERE topic = %s", (topic,))]
+
+
 def handover_once(env: dict[str, str], *, protocol: str, leave: bool, window: float) -> dict[str, Any]:
     from floe_jobs import localrun
 
@@ -140,9 +148,11 @@ def handover_once(env: dict[str, str], *, protocol: str, leave: bool, window: fl
                 time.sleep(1)
             watcher.start()
             time.sleep(20)  # steady state
+            # the replica that owns the most input partitions (the one whose leaving matters)
+            victim = max(replicas, key=lambda r: input_owners(session, app, topic).count(r.name))
             t_term = time.monotonic()
-            replicas[0].signal(signal.SIGTERM)
-            code = replicas[0].wait(60)
+            victim.signal(signal.SIGTERM)
+            code = victim.wait(60)
             t_exit = time.monotonic()
             time.sleep(window)
             t_end = time.monotonic()
