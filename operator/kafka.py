@@ -87,9 +87,18 @@ class Inspector:
         self._locks: dict[Target, threading.Lock] = {}
         self._guard = threading.Lock()
 
+    def _admin(self, target: Target) -> Any:
+        """One admin client per cluster, kept for the operator's lifetime."""
+        from confluent_kafka.admin import AdminClient
+
+        with self._guard:
+            admin = self._admins.get(target)
+            if admin is None:
+                admin = self._admins[target] = AdminClient(target.client_config())
+            return admin
+
     def _topics(self, target: Target) -> dict[str, int]:
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
 
         with self._guard:
             lock = self._locks.setdefault(target, threading.Lock())
@@ -97,10 +106,7 @@ class Inspector:
             cached = self._cache.get(target)
             if cached is not None and time.monotonic() - cached[0] < self._ttl:
                 return cached[1]
-            admin = self._admins.get(target)
-            if admin is None:
-                admin = AdminClient(target.client_config())
-                self._admins[target] = admin
+            admin = self._admin(target)
             try:
                 metadata = admin.list_topics(timeout=self._timeout)
             except KafkaException as exc:
@@ -119,12 +125,11 @@ class Inspector:
 
     def delete_topics_sync(self, target: Target, topics: list[str]) -> None:
         from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import AdminClient
 
         if not topics:
             return
-        admin = AdminClient(target.client_config())
-        for topic, future in admin.delete_topics(topics, operation_timeout=30, request_timeout=self._timeout).items():
+        futures = self._admin(target).delete_topics(topics, operation_timeout=30, request_timeout=self._timeout)
+        for topic, future in futures.items():
             try:
                 future.result()
             except KafkaException as exc:

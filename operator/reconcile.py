@@ -254,10 +254,6 @@ async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) 
     The caller holds the app's lock (`Deps.lock`) across this and the status write, and reads
     `children` under it, so two passes over one app never interleave.
     """
-    return await _parse_and_reconcile(body, deps=deps, children=children)
-
-
-async def _parse_and_reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
     try:
         app = model.StreamingApp.from_body(body)
     except pydantic.ValidationError as exc:
