@@ -244,27 +244,16 @@ class Replica:
             return None
 
 
-def offsets_rows(session: Any, keyspace: str, app_id: str, topic: str) -> dict[int, tuple[int, int, int]]:
-    """partition → (next_offset, committed_seq, planned_seq)."""
-    table = offsets.offsets_table(app_id)
-    rows = session.execute(
-        f"SELECT partition, next_offset, committed_seq, planned_seq FROM {keyspace}.{table} WHERE topic = %s",
-        (topic,),
-    )
-    return {r[0]: (r[1], r[2] or 0, r[3] or 0) for r in rows}
-
-
 def caught_up(session: Any, app: App, topics: Iterable[str]) -> bool:
+    try:
+        rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
+    except Exception as exc:  # keyspace not created yet
+        if "does not exist" in str(exc):
+            return False
+        raise
     for topic in topics:
-        ends = end_offsets(app.bootstrap, topic)
-        try:
-            rows = offsets_rows(session, app.keyspace, app.app_id, topic)
-        except Exception as exc:  # keyspace or table not created yet
-            if "does not exist" in str(exc) or "unconfigured table" in str(exc):
-                return False
-            raise
-        for p, end in ends.items():
-            row = rows.get(p)
+        for p, end in end_offsets(app.bootstrap, topic).items():
+            row = rows.get((topic, p))
             if end == 0:
                 continue
             if row is None or row[0] != end or row[1] != row[2]:

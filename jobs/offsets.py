@@ -1,10 +1,13 @@
 """The offsets table: where a Floe app's input positions live, next to its state, in Cassandra.
 
-One table per app, `<keyspace>.<offsets_table(app_id)>` (`floe_offsets_<app id, '-' → '_'>`,
-shortened with a hash suffix past Cassandra's 48 characters), one row per input
-topic-partition, the repartition topics included:
+One table per keyspace, `<keyspace>.floe_offsets`, shared by every app whose state lives in that
+keyspace: one Cassandra partition per app, one row per input topic-partition, the repartition
+topics included. Sharing it makes a new app cost no schema change once its keyspace has one
+(schema changes are serialized cluster-wide, about 0.15 s each), and an app's offsets go with
+one partition delete.
 
-    CREATE TABLE <keyspace>.floe_offsets_<app> (
+    CREATE TABLE <keyspace>.floe_offsets (
+        app_id           text,       -- the app (its consumer group)
         topic            text,       -- input topic
         partition        int,        -- input partition
         next_offset      bigint,     -- first offset NOT yet applied: the committed position
@@ -17,7 +20,7 @@ topic-partition, the repartition topics included:
         owner            text,       -- member that planned last (host/pod name), for people
         source_positions text,       -- repartition topics only: JSON {"<topic>:<partition>": [offset, index]},
                                      -- the highest stage-1 record position applied, per source partition
-        PRIMARY KEY ((topic), partition)
+        PRIMARY KEY ((app_id), topic, partition)
     )
 
 A batch is in flight for a partition while planned_seq > committed_seq; whoever owns the
@@ -25,16 +28,15 @@ partition next replays exactly [planned_from, planned_to) with planned_seq. Sequ
 by one per batch of that partition and are the fence written into every state row.
 
 Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset, per partition;
-`SELECT partition, next_offset, committed_at FROM … WHERE topic = ?`.
+`SELECT topic, partition, next_offset, committed_at FROM … WHERE app_id = ?`.
 
 All reads and writes go at LOCAL_QUORUM; DDL at ALL (concurrent creators are safe: IF NOT EXISTS).
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -43,45 +45,62 @@ from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 from floe_jobs.planning import OffsetRow, PartitionPlan
 
-_MAX_TABLE = 48
+TABLE = "floe_offsets"
+
+_COLUMNS = (
+    "app_id text, topic text, partition int, next_offset bigint, committed_seq bigint,"
+    " planned_seq bigint, planned_from bigint, planned_to bigint,"
+    " planned_at timestamp, committed_at timestamp, owner text, source_positions text,"
+    " PRIMARY KEY ((app_id), topic, partition)"
+)
 
 
-def offsets_table(app_id: str) -> str:
-    """Table name of an app's offsets: deterministic, a valid CQL identifier, at most 48 characters."""
-    base = "floe_offsets_" + re.sub(r"[^a-z0-9_]", "_", app_id.lower())
-    if len(base) <= _MAX_TABLE:
-        return base
-    digest = hashlib.sha1(app_id.encode()).hexdigest()[:8]
-    return f"{base[: _MAX_TABLE - 9]}_{digest}"
-
-
-def _ddl(keyspace: str, table: str) -> str:
-    return (
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.{table} ("
-        " topic text, partition int, next_offset bigint, committed_seq bigint,"
-        " planned_seq bigint, planned_from bigint, planned_to bigint,"
-        " planned_at timestamp, committed_at timestamp, owner text, source_positions text,"
-        " PRIMARY KEY ((topic), partition))"
+def ensure_offsets_table(session: Any, *, keyspace: str) -> None:
+    """Create the keyspace's offsets table if absent (idempotent; the keyspace must exist)."""
+    stmt = SimpleStatement(
+        f"CREATE TABLE IF NOT EXISTS {keyspace}.{TABLE} ({_COLUMNS})", consistency_level=ConsistencyLevel.ALL
     )
-
-
-def ensure_offsets_table(session: Any, *, keyspace: str, app_id: str) -> None:
-    """Create the app's offsets table if absent (idempotent; the keyspace must exist)."""
-    stmt = SimpleStatement(_ddl(keyspace, offsets_table(app_id)), consistency_level=ConsistencyLevel.ALL)
     session.execute(stmt)
+
+
+def _read_all(session: Any, cql: str, app_id: str) -> list[Any]:
+    from cassandra import InvalidRequest
+
+    stmt = SimpleStatement(cql, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+    try:
+        return list(session.execute(stmt, (app_id,)))
+    except InvalidRequest:  # unconfigured table: nothing was ever recorded
+        return []
 
 
 def recorded_topics(session: Any, *, keyspace: str, app_id: str) -> list[str]:
     """Every topic the app has offsets for, its internal repartition topics included; [] if the
     table does not exist."""
+    rows = _read_all(session, f"SELECT topic FROM {keyspace}.{TABLE} WHERE app_id = %s", app_id)
+    return sorted({row[0] for row in rows})
+
+
+def progress(session: Any, *, keyspace: str, app_id: str) -> dict[tuple[str, int], tuple[int, int, int, str]]:
+    """(topic, partition) → (next_offset, committed_seq, planned_seq, owner) of every recorded
+    partition; {} if the table does not exist. For tools and tests that watch an app's progress."""
+    rows = _read_all(
+        session,
+        f"SELECT topic, partition, next_offset, committed_seq, planned_seq, owner FROM {keyspace}.{TABLE}"
+        " WHERE app_id = %s",
+        app_id,
+    )
+    return {(r[0], r[1]): (r[2], r[3] or 0, r[4] or 0, r[5] or "") for r in rows if r[2] is not None}
+
+
+def forget(session: Any, *, keyspace: str, app_id: str) -> None:
+    """Delete every offsets row of the app (one partition tombstone); absent table or rows are fine."""
     from cassandra import InvalidRequest
 
-    cql = f"SELECT DISTINCT topic FROM {keyspace}.{offsets_table(app_id)}"
-    stmt = SimpleStatement(cql, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
-    try:
-        return sorted(row[0] for row in session.execute(stmt))
-    except InvalidRequest:  # unconfigured table: nothing was ever recorded
-        return []
+    stmt = SimpleStatement(
+        f"DELETE FROM {keyspace}.{TABLE} WHERE app_id = %s", consistency_level=ConsistencyLevel.LOCAL_QUORUM
+    )
+    with contextlib.suppress(InvalidRequest):  # unconfigured table: nothing to forget
+        session.execute(stmt, (app_id,))
 
 
 def _encode_positions(positions: Mapping[str, tuple[int, int]]) -> str | None:
@@ -101,27 +120,28 @@ class OffsetsTable:
 
     def __init__(self, session: Any, *, keyspace: str, app_id: str, owner: str = "") -> None:
         self._session = session
-        self.table = f"{keyspace}.{offsets_table(app_id)}"
+        self.table = f"{keyspace}.{TABLE}"
+        self.app_id = app_id
         self.owner = owner
         cl = ConsistencyLevel.LOCAL_QUORUM
         self._select = session.prepare(
             f"SELECT topic, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to,"
-            f" source_positions FROM {self.table} WHERE topic = ?"
+            f" source_positions FROM {self.table} WHERE app_id = ? AND topic = ?"
         )
         self._select.consistency_level = cl
         self._init = session.prepare(
             f"UPDATE {self.table} SET next_offset = ?, committed_seq = 0, planned_seq = 0, committed_at = ?,"
-            f" owner = ? WHERE topic = ? AND partition = ?"
+            f" owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
         )
         self._init.consistency_level = cl
         self._plan = session.prepare(
             f"UPDATE {self.table} SET planned_seq = ?, planned_from = ?, planned_to = ?, planned_at = ?,"
-            f" owner = ? WHERE topic = ? AND partition = ?"
+            f" owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
         )
         self._plan.consistency_level = cl
         self._commit = session.prepare(
             f"UPDATE {self.table} SET next_offset = ?, committed_seq = ?, committed_at = ?, source_positions = ?"
-            f" WHERE topic = ? AND partition = ?"
+            f" WHERE app_id = ? AND topic = ? AND partition = ?"
         )
         self._commit.consistency_level = cl
 
@@ -129,7 +149,7 @@ class OffsetsTable:
         rows: dict[tuple[str, int], OffsetRow] = {}
         for topic in sorted(set(topics)):
             # positional access: works with the driver's tuple and named-tuple row factories
-            for r in self._session.execute(self._select, (topic,)):
+            for r in self._session.execute(self._select, (self.app_id, topic)):
                 t, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to, positions = r
                 if next_offset is None:
                     continue
@@ -152,14 +172,18 @@ class OffsetsTable:
 
     def create(self, rows: Iterable[OffsetRow]) -> None:
         now = datetime.now(UTC)
-        self._run_all(self._init, [(r.next_offset, now, self.owner, r.topic, r.partition) for r in rows])
+        self._run_all(self._init, [(r.next_offset, now, self.owner, self.app_id, r.topic, r.partition) for r in rows])
 
     def record_plans(self, plans: Iterable[PartitionPlan]) -> None:
         """Store new plans before their batch runs: a crash from here on replays exactly these ranges."""
         now = datetime.now(UTC)
         self._run_all(
             self._plan,
-            [(p.seq, p.start, p.end, now, self.owner, p.topic, p.partition) for p in plans if not p.replay],
+            [
+                (p.seq, p.start, p.end, now, self.owner, self.app_id, p.topic, p.partition)
+                for p in plans
+                if not p.replay
+            ],
         )
 
     def commit(
@@ -172,5 +196,8 @@ class OffsetsTable:
         positions = positions or {}
         self._run_all(
             self._commit,
-            [(p.end, p.seq, now, _encode_positions(positions.get(p.tp, {})), p.topic, p.partition) for p in plans],
+            [
+                (p.end, p.seq, now, _encode_positions(positions.get(p.tp, {})), self.app_id, p.topic, p.partition)
+                for p in plans
+            ],
         )

@@ -323,7 +323,7 @@ class Runner:
             for s in cfg.stores
         ]
         schema.provision(self.session, keyspace=ks, replication=None, stores=specs, create_keyspace=True)
-        offsets.ensure_offsets_table(self.session, keyspace=ks, app_id=cfg.app_id)
+        offsets.ensure_offsets_table(self.session, keyspace=ks)
 
     def _stage_topics(self, stage: api.Stage) -> list[str]:
         if stage.source is None:

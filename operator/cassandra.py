@@ -91,25 +91,20 @@ def store_tables(app: model.StreamingApp) -> dict[str, str]:
     return {s.name: schema.table_name(s.name) for s in app.spec.state.stores}
 
 
-def offsets_table(app: model.StreamingApp) -> str:
-    from floe_jobs import offsets
-
-    return offsets.offsets_table(app.app_id)
-
-
 def _already_provisioned(session: Any, app: model.StreamingApp) -> bool:
     """Whether the driver's schema metadata already shows every table this app needs.
 
     Lets an app whose tables exist (a re-created app, a new app on shared stores) skip the DDL
     round trips; anything missing goes through the store library as usual.
     """
+    from floe_jobs import offsets
     from floe_jobs.stores import schema
 
     keyspace = session.cluster.metadata.keyspaces.get(app.spec.state.cassandra.keyspace)
     if keyspace is None:
         return False
     tables = keyspace.tables
-    if offsets_table(app) not in tables:
+    if offsets.TABLE not in tables:
         return False
     for store in app.spec.state.stores:
         table = tables.get(schema.table_name(store.name))
@@ -131,6 +126,7 @@ class Provisioner:
         # Waiting happens in the event loop, so a queued provisioning never holds a worker thread.
         self._concurrency = concurrency
         self._slots: asyncio.Semaphore | None = None
+        self._keyspace_locks: dict[tuple[Target, str], asyncio.Lock] = {}
 
     def _lock(self, target: Target) -> threading.Lock:
         with self._guard:
@@ -196,7 +192,7 @@ class Provisioner:
             return
         try:
             schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
-            offsets.ensure_offsets_table(session, keyspace=keyspace, app_id=app.app_id)
+            offsets.ensure_offsets_table(session, keyspace=keyspace)
         except (errors.StoreConfigError, InvalidRequest, Unauthorized) as exc:
             raise ProvisioningRejected(f"keyspace {keyspace}: {exc}") from exc
         except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
@@ -217,8 +213,16 @@ class Provisioner:
         # Apps whose tables exist neither queue behind DDL nor wait for a worker thread.
         if self._known(target, app):
             return
-        async with self._slot():
-            await asyncio.to_thread(self.provision_sync, target, app)
+        # One app at a time per keyspace: apps arriving together mostly need the same keyspace and
+        # tables, so the first one creates them and the others find them in the schema metadata,
+        # instead of each sending the same DDL and waiting for schema agreement.
+        keyspace = (target, app.spec.state.cassandra.keyspace)
+        lock = self._keyspace_locks.setdefault(keyspace, asyncio.Lock())
+        async with lock:
+            if self._known(target, app):
+                return
+            async with self._slot():
+                await asyncio.to_thread(self.provision_sync, target, app)
 
     def drop_sync(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
         from cassandra import DriverException
@@ -234,20 +238,27 @@ class Provisioner:
             except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
                 raise CassandraUnavailable(f"dropping {keyspace}.{table}: {exc}") from exc
 
-    def recorded_topics_sync(self, target: Target, app: model.StreamingApp) -> list[str]:
+    def _offsets_call(self, target: Target, app: model.StreamingApp, what: str, call: Any) -> Any:
         from cassandra import DriverException
         from cassandra.cluster import NoHostAvailable, OperationTimedOut
-        from floe_jobs import offsets
 
         session = self._session(target)
         try:
-            return offsets.recorded_topics(session, keyspace=app.spec.state.cassandra.keyspace, app_id=app.app_id)
+            return call(session, keyspace=app.spec.state.cassandra.keyspace, app_id=app.app_id)
         except (NoHostAvailable, OperationTimedOut, DriverException) as exc:
-            raise CassandraUnavailable(f"reading the topics of {app.app_id}: {exc}") from exc
+            raise CassandraUnavailable(f"{what} of {app.app_id}: {exc}") from exc
 
     async def recorded_topics(self, target: Target, app: model.StreamingApp) -> list[str]:
-        """Topics the app's offsets table has rows for (its repartition topics included)."""
-        return await asyncio.to_thread(self.recorded_topics_sync, target, app)
+        """Topics the app has offsets for (its repartition topics included)."""
+        from floe_jobs import offsets
+
+        return await asyncio.to_thread(self._offsets_call, target, app, "reading the topics", offsets.recorded_topics)
+
+    async def forget_offsets(self, target: Target, app: model.StreamingApp) -> None:
+        """Delete the app's rows from its keyspace's offsets table (the table is shared: it stays)."""
+        from floe_jobs import offsets
+
+        await asyncio.to_thread(self._offsets_call, target, app, "deleting the offsets", offsets.forget)
 
     async def drop(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
         """Drop tables (absent ones are fine); the keyspace itself is never dropped."""

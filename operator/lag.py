@@ -3,8 +3,8 @@
 A scrape asks each Kafka cluster once for the end offsets of every input partition of every
 app (librdkafka sends one ListOffsets request per partition leader, so the cost is one
 request per broker whatever the number of apps), reads the committed offsets of all apps
-from their Cassandra offsets tables with concurrent asynchronous queries (one per app and
-topic), and falls back to the Kafka group's committed offsets only for partitions that
+from their keyspaces' offsets tables with concurrent asynchronous queries (one per app: its
+rows are one Cassandra partition), and falls back to the Kafka group's committed offsets only for partitions that
 have no row yet.
 
 Time lag is estimated per partition from a bounded ring of recent (end offset, time)
@@ -388,7 +388,9 @@ class CassandraOffsets:
             if known is None or name not in known.tables:
                 return None  # not provisioned yet (checked first: a failed prepare is logged as an error)
             try:
-                stmt = session.prepare(f"SELECT partition, next_offset, committed_at FROM {table} WHERE topic = ?")
+                stmt = session.prepare(
+                    f"SELECT topic, partition, next_offset, committed_at FROM {table} WHERE app_id = ?"
+                )
             except InvalidRequest:
                 return None  # not provisioned yet: no committed offsets in Cassandra
             stmt.consistency_level = ConsistencyLevel.LOCAL_QUORUM
@@ -405,7 +407,7 @@ class CassandraOffsets:
         pending: list[tuple[AppRef, str, Any]] = []
         out: dict[tuple[str, str], dict[TP, CommittedRow] | Exception] = {}
         for app in apps:
-            table = f"{app.keyspace}.{offsets.offsets_table(app.app_id)}"
+            table = f"{app.keyspace}.{offsets.TABLE}"
             try:
                 session = self._session_for(app.cassandra)
                 stmt = self._statement(session, app.cassandra, table)
@@ -413,21 +415,20 @@ class CassandraOffsets:
                 out[app.key] = exc
                 continue
             out[app.key] = {}
-            if stmt is None:
-                continue
-            for topic in app.topics:
-                pending.append((app, topic, session.execute_async(stmt, (topic,), timeout=self._timeout)))
-        for app, topic, fut in pending:
+            if stmt is not None:
+                pending.append((app, table, session.execute_async(stmt, (app.app_id,), timeout=self._timeout)))
+        for app, table, fut in pending:
             rows = out[app.key]
             if isinstance(rows, Exception):
                 continue
+            wanted = set(app.topics)
             try:
-                for partition, next_offset, committed_at in fut.result():
-                    if next_offset is not None:
+                for topic, partition, next_offset, committed_at in fut.result():
+                    if next_offset is not None and topic in wanted:
                         rows[(topic, int(partition))] = CommittedRow(int(next_offset), _epoch(committed_at))
             except InvalidRequest:
                 # Table dropped since it was prepared; read again next time.
-                self._prepared.pop((app.cassandra, f"{app.keyspace}.{offsets.offsets_table(app.app_id)}"), None)
+                self._prepared.pop((app.cassandra, table), None)
             except failures as exc:
                 out[app.key] = exc
         return out

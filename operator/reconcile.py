@@ -343,7 +343,7 @@ def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
 
 
 def tables_to_drop(app: model.StreamingApp, others: Sequence[model.StreamingApp]) -> list[str]:
-    """The app's offsets table and the store tables no other app on the same keyspace uses."""
+    """The app's store tables that no other app on the same keyspace uses."""
     mine = cassandra.store_tables(app)
     cass = app.spec.state.cassandra
     shared: set[str] = set()
@@ -352,8 +352,7 @@ def tables_to_drop(app: model.StreamingApp, others: Sequence[model.StreamingApp]
         if other.uid == app.uid or oc.keyspace != cass.keyspace or not set(oc.hosts) & set(cass.hosts):
             continue
         shared.update(cassandra.store_tables(other).values())
-    tables = [t for t in mine.values() if t not in shared]
-    return [*sorted(set(tables)), cassandra.offsets_table(app)]
+    return sorted({t for t in mine.values() if t not in shared})
 
 
 async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapping[str, Any]]) -> str:
@@ -373,13 +372,15 @@ async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapp
     if fault is not None:
         raise cassandra.CassandraUnavailable(fault.message)
     target = cassandra.target_of(app, secrets.data)
-    # Repartition topics first, while the offsets table still names them: an app created again
+    # Repartition topics first, while the offsets rows still name them: an app created again
     # under the same name would otherwise re-read their old records into fresh state.
     topics = repartition_topics(app, await deps.provisioner.recorded_topics(target, app))
     await deps.kafka.delete_topics(kafka.target_of(app, secrets.data), topics)
     await deps.provisioner.drop(target, keyspace=keyspace, tables=tables)
+    await deps.provisioner.forget_offsets(target, app)
     deps.provisioned.pop(app.uid, None)
-    dropped = [f"{keyspace}.{t}" for t in tables] + [f"topic {t}" for t in topics]
+    dropped = [f"{keyspace}.{t}" for t in tables] + [f"its offsets in {keyspace}"]
+    dropped += [f"topic {t}" for t in topics]
     return f"Dropped {', '.join(dropped)} (deletionPolicy Delete)"
 
 

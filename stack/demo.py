@@ -489,19 +489,19 @@ class Counting:
     def _behind(self) -> dict[str, list[str]]:
         """Topic → its partitions not yet processed to their end ("p: next/end" or "p: no processed offsets")."""
         from confluent_kafka.admin import AdminClient
-        from floe_jobs import localrun
+        from floe_jobs import localrun, offsets
 
         names = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=10).topics
         topics = [self.topic_in, *_repartition_topics(names, self.app_id)]
+        try:
+            rows = offsets.progress(self.session, keyspace=self.keyspace, app_id=self.app_id)
+        except Exception:  # the keyspace is not there yet
+            rows = {}
         out: dict[str, list[str]] = {}
         for topic in topics:
-            try:
-                rows = localrun.offsets_rows(self.session, self.keyspace, self.app_id, topic)
-            except Exception:  # the offsets table is not there yet
-                rows = {}
-            out[topic] = [f"{p}: no processed offsets" if p not in rows else f"{p}: {rows[p][0]}/{end}"
-                          for p, end in sorted(localrun.end_offsets(self.bootstrap, topic).items())
-                          if end > 0 and (p not in rows or rows[p][0] < end)]
+            ends = sorted(localrun.end_offsets(self.bootstrap, topic).items())
+            out[topic] = [f"{p}: no processed offsets" if (topic, p) not in rows else f"{p}: {rows[topic, p][0]}/{end}"
+                          for p, end in ends if end > 0 and ((topic, p) not in rows or rows[topic, p][0] < end)]
         return out
 
     def partitions_summary(self) -> str:

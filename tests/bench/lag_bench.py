@@ -107,15 +107,14 @@ def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) ->
         producer.poll(0)
     producer.flush(60)
     apps = [app_of(i, topic=t, bootstrap=bootstrap, hosts=hosts, port=port) for i, t in enumerate(topics)]
-    for a in apps:
-        offsets.ensure_offsets_table(session, keyspace=KEYSPACE, app_id=a.app_id)
+    offsets.ensure_offsets_table(session, keyspace=KEYSPACE)
+    stmt = session.prepare(
+        f"UPDATE {KEYSPACE}.{offsets.TABLE}"
+        " SET next_offset = ?, committed_at = toTimestamp(now()) WHERE app_id = ? AND topic = ? AND partition = ?"
+    )
     for a, t in zip(apps, topics, strict=True):
-        stmt = session.prepare(
-            f"UPDATE {KEYSPACE}.{offsets.offsets_table(a.app_id)}"
-            " SET next_offset = ?, committed_at = toTimestamp(now()) WHERE topic = ? AND partition = ?"
-        )
         for p in range(args.partitions):
-            session.execute(stmt, (5, t, p))
+            session.execute(stmt, (5, a.app_id, t, p))
     refs = [lag.app_ref(a, {}) for a in apps]
     inspector = kafka.Inspector()
     scraper = lag.Scraper(
@@ -135,17 +134,13 @@ def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) ->
             for fut in kadmin.list_offsets(req, request_timeout=5).values():
                 fut.result()
             for t in ref.topics:
-                list(session.execute(baseline_stmts[ref.key], (t,)))
+                list(session.execute(baseline_stmt, (ref.app_id, t)))
         return time.perf_counter() - started
 
     baseline_admin = AdminClient({"bootstrap.servers": bootstrap})
-    baseline_stmts = {
-        r.key: session.prepare(
-            f"SELECT partition, next_offset, committed_at FROM {KEYSPACE}.{offsets.offsets_table(r.app_id)}"
-            " WHERE topic = ?"
-        )
-        for r in refs
-    }
+    baseline_stmt = session.prepare(
+        f"SELECT partition, next_offset, committed_at FROM {KEYSPACE}.{offsets.TABLE} WHERE app_id = ? AND topic = ?"
+    )
     for _ in range(2):  # warm-up: connections, prepared statements, metadata
         scrape = scraper.scrape(refs)
         per_app_baseline()
@@ -190,10 +185,10 @@ def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) 
     topic = f"floe-bench-lag-steady-{uuid.uuid4().hex[:6]}"
     ensure_topics(admin, [topic], 1)
     app = app_of(999, topic=topic, bootstrap=bootstrap, hosts=hosts, port=port)
-    offsets.ensure_offsets_table(session, keyspace=KEYSPACE, app_id=app.app_id)
+    offsets.ensure_offsets_table(session, keyspace=KEYSPACE)
     commit = session.prepare(
-        f"UPDATE {KEYSPACE}.{offsets.offsets_table(app.app_id)} SET next_offset = ?, committed_at = toTimestamp(now())"
-        " WHERE topic = ? AND partition = 0"
+        f"UPDATE {KEYSPACE}.{offsets.TABLE} SET next_offset = ?, committed_at = toTimestamp(now())"
+        " WHERE app_id = ? AND topic = ? AND partition = 0"
     )
     rate, trail = args.rate, args.trail_seconds
     produced: list[tuple[float, int]] = []  # (time, records acknowledged so far)
@@ -227,7 +222,7 @@ def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) 
         # The app trails the producer by `trail` seconds (plus some jitter of its micro-batches).
         behind = [c for t, c in produced if t <= time.time() - trail - (len(samples) % 3) * 0.3]
         committed = behind[-1] if behind else 0
-        session.execute(commit, (committed, topic))
+        session.execute(commit, (committed, app.app_id, topic))
         scrape = scraper.scrape([ref])
         result = scrape.apps[0]
         part = result.partitions[0] if result.partitions else None

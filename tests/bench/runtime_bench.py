@@ -92,12 +92,12 @@ def input_owners(session: Any, app: Any, topic: str) -> list[str]:
     """Member that planned last, per input partition (the offsets table's owner column)."""
     from floe_jobs import offsets
 
-    table = f"{app.keyspace}.{offsets.offsets_table(app.app_id)}"
-    return [r[0] for r in session.execute(f"SELECT owner FROM {table} WHERE topic = %s", (topic,))]
+    rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
+    return [row[3] for (t, _), row in sorted(rows.items()) if t == topic]
 
 
 def handover_once(env: dict[str, str], *, protocol: str, leave: bool, window: float) -> dict[str, Any]:
-    from floe_jobs import localrun
+    from floe_jobs import localrun, offsets
 
     extra = {
         "FLOE_KAFKA_GROUP_PROTOCOL": protocol,
@@ -129,7 +129,10 @@ def handover_once(env: dict[str, str], *, protocol: str, leave: bool, window: fl
         def monitor() -> None:
             while not stop.is_set():
                 now = time.monotonic()
-                for p, (nxt, _c, _pl) in localrun.offsets_rows(session, app.keyspace, app.app_id, topic).items():
+                rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
+                for (t, p), (nxt, *_) in rows.items():
+                    if t != topic:
+                        continue
                     if last.get(p) != nxt:
                         last[p] = nxt
                         advances.setdefault(p, []).append(now)

@@ -122,17 +122,18 @@ class OffsetsRows:
     """Writes an app's committed offsets the way its runtime does (one row per topic-partition)."""
 
     def __init__(self, session: Any, keyspace: str, app_id: str) -> None:
-        offsets.ensure_offsets_table(session, keyspace=keyspace, app_id=app_id)
-        self.table = f"{keyspace}.{offsets.offsets_table(app_id)}"
+        offsets.ensure_offsets_table(session, keyspace=keyspace)
+        self.table = f"{keyspace}.{offsets.TABLE}"
+        self.app_id = app_id
         self._session = session
         self._update = session.prepare(
             f"UPDATE {self.table} SET next_offset = ?, committed_at = toTimestamp(now())"
-            " WHERE topic = ? AND partition = ?"
+            " WHERE app_id = ? AND topic = ? AND partition = ?"
         )
 
     def commit(self, topic: str, positions: dict[int, int]) -> None:
         for partition, offset in positions.items():
-            self._session.execute(self._update, (offset, topic, partition))
+            self._session.execute(self._update, (offset, self.app_id, topic, partition))
 
 
 def commit_group(bootstrap: str, group: str, topic: str, positions: dict[int, int]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from floe_jobs import config as job_config
+from floe_jobs import offsets
 from floe_operator import k8s, render
 
 from .conftest import RESYNC_SECONDS, app_manifest
@@ -83,7 +84,7 @@ def test_create_makes_children(
 
     tables = _tables(cql, keyspace)
     assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables
-    assert any(t.startswith("floe_offsets_") for t in tables)
+    assert offsets.TABLE in tables
 
     obj = wait_for(lambda: _settled(kube, namespace, 2), what="status to follow the Deployment")
     status = obj["status"]
@@ -208,7 +209,6 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     kube: Kubectl, spec_args: dict[str, Any], namespace: str, keyspace: str, cql: Any, operator: object
 ) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
-    from floe_jobs import offsets
     from floe_jobs.planning import OffsetRow
 
     body = app_manifest(DROPPED, **spec_args)
@@ -217,7 +217,6 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     kube.apply(body)
     wait_for(lambda: kube.get("deployment", DROPPED, namespace), what="the Deployment")
     assert "dedup_kstreams_store" in _tables(cql, keyspace)
-    offsets_before = {t for t in _tables(cql, keyspace) if t.startswith("floe_offsets_")}
     # What a running replica leaves behind: a repartition topic with offsets recorded for it.
     app_id = f"{namespace}-{DROPPED}"
     internal = f"{app_id}-words-repartition"
@@ -225,12 +224,16 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     admin.create_topics([NewTopic(internal, num_partitions=1, replication_factor=1)])[internal].result(timeout=30)
     table = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=app_id)
     table.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=0), OffsetRow(internal, 0, 0)])
+    neighbour = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=f"{namespace}-{APP}")
+    neighbour.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=7)])
 
     kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=45s")
     tables = _tables(cql, keyspace)
     assert "dedup_kstreams_store" not in tables
     assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables  # the other app's state stays
-    assert len({t for t in tables if t.startswith("floe_offsets_")}) == len(offsets_before) - 1
+    assert offsets.TABLE in tables  # shared by the keyspace's apps: only the app's rows go
+    assert offsets.progress(cql, keyspace=keyspace, app_id=app_id) == {}
+    assert offsets.progress(cql, keyspace=keyspace, app_id=f"{namespace}-{APP}")[(spec_args["topic"], 0)][0] == 7
     topics = wait_for(
         lambda: (t := set(admin.list_topics(timeout=10).topics)) and internal not in t and t,
         what=f"{internal} deleted",

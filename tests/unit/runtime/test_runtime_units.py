@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from floe_jobs import api, offsets, records, runner
+from floe_jobs import api, records, runner
 
 
 def _rekeyed(partition: int, offset: int, src: str, off: int, idx: int) -> records.Record:
@@ -37,13 +37,6 @@ def test_average_bytes_counts_key_value_and_overhead() -> None:
     rows = [records.Record(b"ab", b"cdef", "t", 0, 0, None, None), records.Record(None, None, "t", 0, 1, None, None)]
     assert records.average_bytes(rows) == (6 + 2 * records.RECORD_OVERHEAD_BYTES) / 2
     assert records.average_bytes([]) is None
-
-
-def test_offsets_table_name_is_valid_and_bounded() -> None:
-    assert offsets.offsets_table("word-count") == "floe_offsets_word_count"
-    long = offsets.offsets_table("a" * 63)
-    assert len(long) <= 48 and long.startswith("floe_offsets_")
-    assert long != offsets.offsets_table("a" * 62 + "b")
 
 
 def test_entrypoint_from_file_and_module(tmp_path: Path) -> None:
