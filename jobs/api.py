@@ -46,13 +46,22 @@ from pyspark.sql.types import StructField, StructType
 
 @dataclass(frozen=True)
 class Emit:
-    """Rows to write to `topic` (None: each row's `topic` column)."""
+    """Rows to write to `topic` (None: each row's `topic` column).
+
+    `order` names columns of `df` (not written) by which the rows are written in order, the
+    first two also grouping them, as `rekey` needs: the runtime sorts in the driver when it
+    produces the rows itself, which costs no Spark shuffle, and in Spark before its Kafka sink."""
 
     df: DataFrame
     topic: str | None
+    order: tuple[str, ...] = ()
 
 
 StageFn = Callable[["Batch"], Any]
+
+# re-keyed rows are written per source partition in (offset, index) order: the reading stage
+# keeps one high-water mark per source partition (`floe_jobs.records.drop_applied`)
+REKEY_ORDER = ("_floe_src_topic", "_floe_src_partition", "_floe_src_offset", "_floe_src_idx")
 
 
 @dataclass(frozen=True)
@@ -230,12 +239,16 @@ class Batch:
             F.struct(F.lit(OFF_HEADER).alias("key"), F.col("offset").cast("string").cast("binary").alias("value")),
             F.struct(F.lit(IDX_HEADER).alias("key"), F.col("_floe_idx").cast("string").cast("binary").alias("value")),
         )
-        out = (
-            keyed.repartition("topic", "partition")
-            .sortWithinPartitions("topic", "partition", "offset", "_floe_idx")
-            .select(F.col("_floe_key").alias("key"), F.col("_floe_value").alias("value"), headers.alias("headers"))
+        out = keyed.select(
+            F.col("_floe_key").alias("key"),
+            F.col("_floe_value").alias("value"),
+            headers.alias("headers"),
+            *[
+                F.col(c).alias(o)
+                for c, o in zip(("topic", "partition", "offset", "_floe_idx"), REKEY_ORDER, strict=True)
+            ],
         )
-        return Emit(out, self.cfg.repartition_topic(name))
+        return Emit(out, self.cfg.repartition_topic(name), order=REKEY_ORDER)
 
     # -- state helpers -------------------------------------------------------------------------
     def aggregate(

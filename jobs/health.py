@@ -1,7 +1,7 @@
 """Liveness, readiness and Prometheus metrics of a replica, on one HTTP port.
 
-- `/healthz`: 200 while the batch loop turns (an iteration, batch or idle wait, within
-  `metrics.stall_seconds`), else 503.
+- `/healthz`: 200 while every batch loop (one per lane of stages) turns (an iteration, batch or
+  idle wait, within `metrics.stall_seconds`), else 503: one stuck lane is enough to fail it.
 - `/readyz`: 200 once the replica is in the group and has completed a batch since its last
   assignment change, or owns nothing; 503 before that and while shutting down.
 - `/metrics`: prometheus-client's text format (the default registry, so store metrics that
@@ -49,14 +49,21 @@ class Health:
 
     def __init__(self, *, stall_seconds: float) -> None:
         self.stall_seconds = stall_seconds
-        self.last_loop = time.monotonic()
+        self._started = time.monotonic()
+        # last turn of each batch loop, by lane name
+        self.last_loops: dict[str, float] = {}
         self.in_group = False
         self.owned = 0
         self.batch_since_assignment = False
         self.stopping = False
 
-    def beat(self) -> None:
-        self.last_loop = time.monotonic()
+    def beat(self, loop: str = "main") -> None:
+        self.last_loops[loop] = time.monotonic()
+
+    @property
+    def last_loop(self) -> float:
+        """When the stalest batch loop last turned (start-up time before any turned)."""
+        return min(self.last_loops.values(), default=self._started)
 
     def alive(self) -> bool:
         return time.monotonic() - self.last_loop < self.stall_seconds

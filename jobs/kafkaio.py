@@ -174,31 +174,36 @@ class KafkaSink:
             conf["enable.idempotence"] = True
         self._producer = Producer(conf, logger=log)
 
-    def write(self, df: Any, *, topic: str | None, large: bool = False) -> int:
+    def write(self, df: Any, *, topic: str | None, large: bool = False, order: tuple[str, ...] = ()) -> int:
         """Write a DataFrame's key/value[/headers][/topic] rows; `topic` None: each row's topic.
 
         One Spark job either way; `large` (an estimate: the batch read many records) picks
-        Spark's sink when it is available. Returns the number of rows written."""
+        Spark's sink when it is available. `order`: columns (not written) giving the order in
+        which rows are written, grouped by the first two (see `floe_jobs.api.Emit`). Returns
+        the number of rows written."""
         cols = [c for c in ("key", "value", "headers", "topic") if c in df.columns]
         if topic is not None and "topic" in cols:
             cols.remove("topic")
         if topic is None and "topic" not in cols:
             raise ValueError("rows to write need a topic: an Emit topic or a `topic` column")
         if large and self.spark_sink:
+            if order:
+                df = df.repartition(*order[:2]).sortWithinPartitions(*order)
             return self._write_with_spark(df.select(*cols), topic)
-        rows = df.select(*cols).collect()
+        rows = df.select(*cols, *order).collect()
+        if order:
+            # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
+            rows.sort(key=lambda r: tuple(r[len(cols) :]))
         at = {c: i for i, c in enumerate(cols)}
         k, v, h, t = (at.get(c) for c in ("key", "value", "headers", "topic"))
         return self.write_rows(
-
-                (
-                    None if k is None else r[k],
-                    None if v is None else r[v],
-                    None if h is None else r[h],
-                    topic if t is None else r[t],
-                )
-                for r in rows
-
+            (
+                None if k is None else r[k],
+                None if v is None else r[v],
+                None if h is None else r[h],
+                topic if t is None else r[t],
+            )
+            for r in rows
         )
 
     def _write_with_spark(self, df: Any, topic: str | None) -> int:

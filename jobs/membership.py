@@ -9,11 +9,13 @@ assignor — and to mirror the offsets committed in Cassandra into the group, so
 A thread of its own polls the consumer all the time, so group events are answered at once
 instead of after the running batch: a rebalance (classic: every member must rejoin) completes
 while batches run, and partitions assigned to this replica are planned by the very next batch
-(`wait` wakes the idle loop). Revocations still happen only at a batch boundary: the batch loop
-holds `batch()` around each batch, and a revocation callback waits for that block to end before
-it gives the partitions up, so a revoked partition never has a batch of this replica in flight
-when the next owner starts. Heartbeats are sent by librdkafka's own thread; batches are capped
-well below `max.poll.interval.ms`.
+(`wait` wakes idle loops). Revocations still happen only at a batch boundary: each batch loop
+(one per lane of stages, see `floe_jobs.runner`) holds `batch()` around each batch, and a
+revocation callback waits until no running batch holds a revoked partition before it gives the
+partitions up, so a revoked partition never has a batch of this replica in flight when the next
+owner starts. A partition being revoked is left out of batches that start meanwhile, so the wait
+is one batch of the lane that reads it, not of every lane. Heartbeats are sent by librdkafka's
+own thread; batches are capped well below `max.poll.interval.ms`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -90,8 +93,8 @@ def apply_group_configs(admin: AdminClient, cfg: FloeConfig, *, timeout: float =
 class Membership:
     """A paused confluent-kafka consumer in the app's group, polled by its own thread.
 
-    The batch loop uses `batch()`, `wait()`, `commit()` and `close()` from one thread. Every
-    call on the consumer happens on the poll thread (librdkafka blocks some calls, such as
+    Batch loops (one thread per lane) use `batch()`, `wait()` and `commit()`; `close()` comes
+    after they ended. Every call on the consumer happens on the poll thread (librdkafka blocks some calls, such as
     watermark queries, while another thread polls the same consumer); callbacks run there too."""
 
     POLL_SECONDS = 0.05
@@ -101,10 +104,14 @@ class Membership:
         self.topics = sorted(set(topics))
         self.protocol = protocol
         self._owned: set[TP] = set()
-        # guards _owned and _busy; notified when a batch ends (revocations wait for that)
+        # guards _owned, _held, _revoking, _wakers; notified when a batch ends (revocations wait)
         self._lock = threading.Condition()
-        self._busy = False
-        self._changed = threading.Event()
+        # partitions in running batches (a count: two lanes may read the same partition)
+        self._held: Counter[TP] = Counter()
+        # partitions whose revocation waits for a running batch: no new batch takes them
+        self._revoking: set[TP] = set()
+        # one wake-up per waiting thread: an assignment change wakes every idle lane
+        self._wakers: dict[int, threading.Event] = {}
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._to_commit: dict[TP, int] = {}
@@ -148,7 +155,7 @@ class Membership:
                 self._commit_pending()
             except BaseException as exc:  # handed to the batch loop by wait()/batch()
                 self._error = exc
-                self._changed.set()
+                self._wake_all()
                 return
 
     def _poll(self, timeout: float) -> None:
@@ -174,18 +181,20 @@ class Membership:
         self.assigned_once = True
         self.rebalances += 1
         self.last_rebalance_at = time.time()
-        self._changed.set()
+        self._wake_all()
         log.info("Assigned partitions=%s owned=%d", sorted(added), len(self._owned))
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         removed = [(p.topic, p.partition) for p in partitions]
         with self._lock:
-            # a batch boundary: the running batch (if any) commits before the partitions go
-            while self._busy and not self._stop.is_set():
+            # a batch boundary: running batches over these partitions commit before they go
+            self._revoking.update(removed)
+            while any(self._held[tp] for tp in removed) and not self._stop.is_set():
                 self._lock.wait(0.5)
             self._owned.difference_update(removed)
+            self._revoking.difference_update(removed)
         consumer.incremental_unassign(partitions)
-        self._changed.set()
+        self._wake_all()
         self.rebalances += 1
         self.last_rebalance_at = time.time()
         self.revoked_log.append((time.time(), removed))
@@ -200,25 +209,46 @@ class Membership:
         with self._lock:
             return sorted(self._owned)
 
+    @property
+    def busy(self) -> bool:
+        """Whether a batch is running."""
+        with self._lock:
+            return any(self._held.values())
+
     @contextlib.contextmanager
-    def batch(self) -> Iterator[list[TP]]:
-        """Hold a batch over the partitions owned now (yielded): revocations wait for it to end."""
+    def batch(self, topics: Collection[str] | None = None) -> Iterator[list[TP]]:
+        """Hold a batch over the partitions of `topics` (None: all) owned now, yielded sorted:
+        their revocation waits for the block to end. Partitions being revoked are left out."""
         self._raise_error()
         with self._lock:
-            self._busy = True
-            owned = sorted(self._owned)
+            owned = sorted(
+                tp for tp in self._owned if tp not in self._revoking and (topics is None or tp[0] in topics)
+            )
+            self._held.update(owned)
         try:
             yield owned
         finally:
             with self._lock:
-                self._busy = False
+                self._held.subtract(owned)
+                self._held += Counter()  # drop the zero counts
                 self._lock.notify_all()
 
+    def _waker(self) -> threading.Event:
+        with self._lock:
+            return self._wakers.setdefault(threading.get_ident(), threading.Event())
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            wakers = list(self._wakers.values())
+        for event in wakers:
+            event.set()
+
     def wait(self, timeout: float) -> None:
-        """Idle until the assignment changes or `timeout` seconds pass."""
+        """Idle (the calling thread) until the assignment changes or `timeout` seconds pass."""
         self._raise_error()
-        if self._changed.wait(timeout):
-            self._changed.clear()
+        event = self._waker()
+        if event.wait(timeout):
+            event.clear()
 
     def commit(self, offsets: Mapping[TP, int]) -> None:
         """Mirror Cassandra's committed positions into the group (best effort, asynchronous: the

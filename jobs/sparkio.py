@@ -31,6 +31,9 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         "spark.python.worker.reuse": "true",
         "spark.task.maxFailures": "1",
         "spark.ui.showConsoleProgress": "false",
+        # lanes of stages submit jobs side by side, each from its own pool: share the cores
+        # between them task by task instead of queueing one lane's job behind another's
+        "spark.scheduler.mode": "FAIR",
     }
     conf = {**defaults, **cfg.spark.conf}
     if cfg.spark.jars:
