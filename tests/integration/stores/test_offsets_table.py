@@ -48,7 +48,8 @@ def test_recorded_topics_and_forget_are_per_app(session: Session, keyspace: str)
         [OffsetRow("in", 0, 1), OffsetRow(f"{gone}-words-repartition", 0, 3), OffsetRow("in", 1, 2)]
     )
     offsets.OffsetsTable(session, keyspace=keyspace, app_id=kept).create([OffsetRow("other", 0, 5)])
-    assert offsets.recorded_topics(session, keyspace=keyspace, app_id=gone) == sorted(["in", f"{gone}-words-repartition"])
+    recorded = offsets.recorded_topics(session, keyspace=keyspace, app_id=gone)
+    assert recorded == sorted(["in", f"{gone}-words-repartition"])
 
     offsets.forget(session, keyspace=keyspace, app_id=gone)
     assert offsets.recorded_topics(session, keyspace=keyspace, app_id=gone) == []
