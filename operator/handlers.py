@@ -1,9 +1,14 @@
 """Kopf entry points: each one gathers what Kopf hands it and calls one reconcile function.
 
-Create, update, resume, the resync timer and every change of an app's Deployment go
+Create, update, resume, the periodic resync and every change of an app's Deployment go
 through `reconcile.reconcile`; deletion goes through `reconcile.finalize`. Children are
 seen through watch-fed indexes, so a resync of an unchanged app reads nothing it does not
 have to and writes nothing.
+
+Only apps with `deletionPolicy: Delete` carry a finalizer: one with Retain has nothing to do
+when it goes, so it can be deleted even while the operator is down, and a burst of new apps
+costs no finalizer round trip. That is also why the resync is one loop over the indexed apps
+rather than a Kopf timer per app (a timer makes Kopf put a finalizer on every app).
 
 Handlers are registered on a registry built from `Options`, so the CLI, the tests and the
 benchmark run exactly the same operator.
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
-from floe_operator import cassandra, k8s, kafka, model, reconcile, render
+from floe_operator import cassandra, k8s, kafka, lag_handlers, model, reconcile, render
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +40,7 @@ CHILD_INDEXES: tuple[tuple[str, str, str, str], ...] = (
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
 )
 MAX_DELETE_RETRIES = 8
+RESYNC_CONCURRENCY = 8
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,18 @@ def _children(namespace: str, name: str, indexes: Mapping[str, Any]) -> dict[str
     return result
 
 
+def _indexed(apps: Any, namespace: str, name: str) -> Mapping[str, Any] | None:
+    """The app's latest body as the apps index holds it (status included), or None."""
+    store = apps.get((namespace, name)) if apps is not None else None
+    found = list(store) if store is not None else []
+    return found[0] if found else None
+
+
+def _deletes_state(spec: kopf.Spec, **_: Any) -> bool:
+    """Whether deleting the app has work to do, hence needs the finalizer (deletionPolicy Delete)."""
+    return bool((spec.get("state") or {}).get("deletionPolicy", "Retain") == "Delete")
+
+
 def _observed(memo: kopf.Memo, namespace: str | None, kind: str, name: str, body: kopf.Body) -> None:
     """Tell the memory of recent writes which version a watch has just delivered."""
     deps: reconcile.Deps | None = getattr(memo, "deps", None)
@@ -125,7 +144,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     group, version, plural = model.GROUP, model.VERSION, model.PLURAL
 
     @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
         settings.persistence.finalizer = FINALIZER
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=model.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -136,9 +155,6 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
-        # A deleted app keeps its finalizer until its resync timer has returned; Kopf checks for
-        # that every 60 s by default, which would hold every `kubectl delete` for up to a minute.
-        settings.background.cancellation_polling = 1.0
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(max_workers=options.api_workers, thread_name_prefix="floe-api")
         )
@@ -147,6 +163,12 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             provisioner=cassandra.Provisioner(),
             kafka=kafka.Inspector(),
             check_kafka=options.check_kafka,
+        )
+        memo.resync = asyncio.create_task(
+            lag_handlers.keep_running(
+                lambda: resync_forever(memo.deps, kwargs), what="Resync loop", base=options.resync_seconds
+            ),
+            name="floe-resync",
         )
         log.info("Started floe-operator resync_seconds=%s check_kafka=%s", options.resync_seconds, options.check_kafka)
         if options.started is not None:
@@ -159,6 +181,11 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
 
     @kopf.on.cleanup(registry=registry)
     async def close(memo: kopf.Memo, **_: Any) -> None:
+        task: asyncio.Task[None] | None = getattr(memo, "resync", None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         deps = getattr(memo, "deps", None)
         if deps is not None:
             await asyncio.to_thread(deps.provisioner.close)
@@ -218,32 +245,25 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         if outcome is not None and outcome.fault is not None:
             raise kopf.TemporaryError(f"{outcome.fault.reason}: {outcome.fault.message}", delay=backoff(retry))
 
-    @kopf.on.event(group, version, plural, registry=registry, id="reconcile_new")
-    async def on_new(type: str | None, body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-        """Converge a new app at once, before Kopf's own first round trip (adding its finalizer and
-        waiting for the watch to show it), which under a burst of new apps costs seconds each.
+    async def resync_forever(deps: reconcile.Deps, indexes: Mapping[str, Any]) -> None:
+        """Every `resync_seconds`, one pass over every indexed app, a few at a time: drift in
+        what is not watched (Spark RBAC, ServiceMonitor, Secrets) is repaired and faults retried.
+        An unchanged app costs no API call."""
+        slots = asyncio.Semaphore(RESYNC_CONCURRENCY)
 
-        Kopf's create handler runs right after and finds nothing left to write. Only for
-        deletionPolicy Retain: with Delete, no table may exist before the finalizer that drops it.
-        """
-        if type != "ADDED" or (body.spec.get("state") or {}).get("deletionPolicy", "Retain") != "Retain":
-            return
-        if FINALIZER in (body.metadata.get("finalizers") or []):
-            return  # not new: Kopf has seen it before
-        await converge_body(body, memo, kwargs)
+        async def one(namespace: str, name: str) -> None:
+            async with slots:
+                try:
+                    await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), indexes)
+                except Exception:  # one app's failure never stops the others' resync
+                    log.exception("Resync failed app=%s/%s", namespace, name)
 
-    @kopf.timer(
-        group,
-        version,
-        plural,
-        registry=registry,
-        id="resync",
-        interval=options.resync_seconds,
-        initial_delay=options.resync_seconds,
-    )
-    async def resync(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
-        # A fault is retried by the next tick; raising would make Kopf write retry state.
-        await converge_body(body, memo, kwargs)
+        while True:
+            await asyncio.sleep(options.resync_seconds)
+            apps = indexes.get("apps_idx")
+            keys = [key for key, store in (apps.items() if apps is not None else []) if list(store)]
+            deps.prune_locks({f"{namespace}/{name}" for namespace, name in keys})
+            await asyncio.gather(*(one(namespace, name) for namespace, name in keys))
 
     seen: dict[tuple[str, str], tuple[Any, ...]] = {}
 
@@ -270,16 +290,11 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             return
         seen[key] = mark
         apps = kwargs.get("apps_idx")
-        if apps is None or not list(apps.get((namespace, name), [])):
+        if apps is None or _indexed(apps, namespace, name) is None:
             return
+        await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), kwargs)
 
-        def current() -> Mapping[str, Any] | None:
-            indexed = list(apps.get((namespace, name), []))
-            return indexed[0] if indexed else None
-
-        await converge(deps, namespace, name, current, kwargs)
-
-    @kopf.on.delete(group, version, plural, registry=registry, id="finalize")
+    @kopf.on.delete(group, version, plural, registry=registry, id="finalize", when=_deletes_state)
     async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
         deps: reconcile.Deps = memo.deps
         apps = kwargs.get("apps_idx")
@@ -293,8 +308,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
                 body, type="Warning", reason="StateDropFailed", message=f"Gave up dropping state, tables kept: {exc}"
             )
             return
-        reason = "StateRetained" if done.startswith("Retained") else "StateDropped"
-        kopf.event(body, type="Normal", reason=reason, message=done)
+        kopf.event(body, type="Normal", reason="StateDropped", message=done)
         log.info("Finalized app=%s/%s result=%s", body.metadata.namespace, body.metadata.name, done)
 
     return registry

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import kubernetes
@@ -78,12 +79,45 @@ def path_of(api_version: str, kind: str, namespace: str, name: str | None = None
     return f"{base}/{name}" if name else base
 
 
+class Urgency:
+    """Orders writes when many apps arrive at once: while urgent calls (the Deployments and what
+    their pods mount) are queued or running, the others (Services, PodDisruptionBudgets, status)
+    wait, for at most `patience` seconds so that they are never starved.
+
+    The API server is the bottleneck of a burst, and it serves requests in arrival order; without
+    this, each app's Deployment queues behind every other app's Service, PDB and status writes.
+    """
+
+    def __init__(self, *, patience: float = 5.0) -> None:
+        self.patience = patience
+        self._pending = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextlib.asynccontextmanager
+    async def first(self) -> AsyncIterator[None]:
+        self._pending += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._pending -= 1
+            if not self._pending:
+                self._idle.set()
+
+    async def after(self) -> None:
+        if self._pending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), self.patience)
+
+
 class Cluster:
     """Thin async facade over the API calls the reconciler needs."""
 
     def __init__(self, client: kubernetes.client.ApiClient) -> None:
         self._client = client
         self._crd_cache: dict[str, tuple[float, bool]] = {}
+        self._urgent = Urgency()
 
     def _call(
         self,
@@ -129,8 +163,13 @@ class Cluster:
         )
         return self._checked(status, parsed, kind=obj["kind"], name=meta["name"])
 
-    async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Server-side apply of a whole child; returns the object as stored."""
+    async def apply(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        """Server-side apply of a whole child; returns the object as stored. Urgent applies (what
+        a pod needs to exist) go to the API server before the others (see `Urgency`)."""
+        if urgent:
+            async with self._urgent.first():
+                return await asyncio.to_thread(self.apply_sync, obj)
+        await self._urgent.after()
         return await asyncio.to_thread(self.apply_sync, obj)
 
     def patch_status_sync(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,7 +181,8 @@ class Cluster:
         return self._checked(code, parsed, kind=model.KIND, name=name)
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge-patch the status subresource of a StreamingApp."""
+        """Merge-patch the status subresource of a StreamingApp (after any urgent apply)."""
+        await self._urgent.after()
         return await asyncio.to_thread(self.patch_status_sync, namespace, name, status)
 
     def scale_sync(self, namespace: str, name: str, replicas: int) -> dict[str, Any]:

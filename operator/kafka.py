@@ -121,6 +121,10 @@ class Inspector:
 
     async def partitions(self, target: Target, topics: list[str]) -> dict[str, int | None]:
         """Topic → partition count, None for a topic that does not exist."""
+        cached = self._cache.get(target)
+        if cached is not None and time.monotonic() - cached[0] < self._ttl:
+            # No worker thread for a fresh answer: under a burst they are all busy with API calls.
+            return {topic: cached[1].get(topic) for topic in topics}
         return await asyncio.to_thread(self.partitions_sync, target, topics)
 
     def delete_topics_sync(self, target: Target, topics: list[str]) -> None:

@@ -28,8 +28,12 @@ log = logging.getLogger(__name__)
 SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
 # Kinds the handlers keep in watch-fed indexes; other kinds are read on demand.
 INDEXED_KINDS = ("ConfigMap", "Deployment", "Service", "PodDisruptionBudget")
-# Applied before the others: a pod needs them to start.
+# Applied before the others: a pod needs them to start. The ConfigMap only once a Deployment
+# exists (its pods would read the old content); a new app's goes with its Deployment, since the
+# kubelet waits for a missing ConfigMap volume and no pod can read stale content.
 MOUNTED_KINDS = ("ConfigMap", "ServiceAccount", "Role", "RoleBinding")
+# Sent to the API server before other writes (k8s.Urgency): what a new app's pods need.
+URGENT_KINDS = ("Deployment", *MOUNTED_KINDS)
 # Children that exist only for some specs; removed when the spec stops asking for them.
 OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
     ("v1", "ServiceAccount"),
@@ -57,6 +61,11 @@ class Deps:
 
     def lock(self, key: str) -> asyncio.Lock:
         return self.locks.setdefault(key, asyncio.Lock())
+
+    def prune_locks(self, alive: set[str]) -> None:
+        """Forget the locks of apps that are gone (and not held), so churn does not grow the map."""
+        for key in [k for k, lock in self.locks.items() if k not in alive and not lock.locked()]:
+            del self.locks[key]
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,7 @@ async def _converge_child(
             live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name)
         if in_sync(obj, live):
             return None, None
-        stored = await deps.cluster.apply(obj)
+        stored = await deps.cluster.apply(obj, urgent=kind in URGENT_KINDS)
         if kind in INDEXED_KINDS:
             deps.recent.remember(stored)
         return stored, None
@@ -281,8 +290,9 @@ async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children)
         keda = scalers.wants_keda(app) and await deps.cluster.crd_exists(scalers.KEDA_CRD)
         desired += scalers.children(app, keda_available=keda, partitions=partitions or app.status.get("partitions"))
         # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
-        first = [o for o in desired if o["kind"] in MOUNTED_KINDS]
-        rest = [o for o in desired if o["kind"] not in MOUNTED_KINDS]
+        mounted = set(MOUNTED_KINDS) - ({"ConfigMap"} if deployment is None else set())
+        first = [o for o in desired if o["kind"] in mounted]
+        rest = [o for o in desired if o["kind"] not in mounted]
         for batch in (first, rest):
             results = await asyncio.gather(*(_converge_child(app, deps, children, obj) for obj in batch))
             for obj, (stored, error) in zip(batch, results, strict=True):

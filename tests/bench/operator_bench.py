@@ -15,7 +15,9 @@ operator as its own process (`floe-operator`, watching one fresh namespace):
 5. two resync periods of the unchanged apps: the operator's write calls (its own counter),
    and every resourceVersion of apps and children compared (`operator-resync-writes-<total>`).
 
-Results go to bench/results/operator-*.json, the operator's log to $TMPDIR/floe-operator-bench.log.
+Results go to bench/results/operator-*.json, the operator's log to $TMPDIR/floe-operator-bench.log
+(FLOE_LOG_LEVEL sets its level), each app's create and Deployment times to
+$TMPDIR/floe-operator-bench-{new-keyspace,provisioned}.json.
 The namespace and the keyspace are removed at the end.
 """
 
@@ -158,6 +160,27 @@ class Bench:
     def writes(self) -> float:
         return sum(self.metrics().values())
 
+    def cpu_s(self) -> float:
+        """CPU seconds the operator process has used (user + system)."""
+        assert self.operator is not None
+        fields = Path(f"/proc/{self.operator.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def api_writes(self) -> dict[str, float]:
+        """The API server's own count of write requests so far, by resource (every client's)."""
+        text = subprocess.run(
+            [self.env["FLOE_KUBECTL"], "get", "--raw", "/metrics"], check=True, capture_output=True, text=True
+        ).stdout
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(kv.split("=", 1) for kv in line[line.index("{") + 1 : line.rindex("}")].split(","))
+            if labels.get("verb", "").strip('"') in ("POST", "PUT", "PATCH", "APPLY", "DELETE"):
+                resource = labels.get("resource", "").strip('"') + labels.get("subresource", "/").strip('"')
+                out[resource] = out.get(resource, 0.0) + float(line.rsplit(" ", 1)[1])
+        return out
+
     def rss_mib(self) -> float:
         assert self.operator is not None
         for line in Path(f"/proc/{self.operator.pid}/status").read_text().splitlines():
@@ -211,8 +234,12 @@ class Bench:
             missing = [n for n in names if n not in self.seen]
         raise RuntimeError(f"{len(missing)} Deployments never appeared, e.g. {missing[:3]}")
 
-    def latencies(self, names: list[str], started: dict[str, float], timeout: float) -> list[float]:
+    def latencies(self, names: list[str], started: dict[str, float], timeout: float, *, tag: str = "") -> list[float]:
         seen = self.wait_seen(names, timeout)
+        if tag:  # per-app timeline in wall-clock time, to read against the operator's log
+            offset = time.time() - time.monotonic()
+            timeline = {n: {"created": started[n] + offset, "deployment_seen": seen[n] + offset} for n in names}
+            (Path(tempfile.gettempdir()) / f"floe-operator-bench-{tag}.json").write_text(json.dumps(timeline))
         return [max(0.0, seen[n] - started[n]) for n in names]
 
     def create_apps(self, names: list[str]) -> dict[str, float]:
@@ -340,8 +367,10 @@ def main() -> None:
 
         base = bench.baseline(args.apps)
         names = [f"app-{i:03d}" for i in range(args.apps)]
+        cpu = bench.cpu_s()
         started = bench.create_apps(names)
-        cold = bench.latencies(names, started, 900)
+        cold = bench.latencies(names, started, 900, tag="new-keyspace")
+        cold_cpu, cold_wall = bench.cpu_s() - cpu, max(bench.seen.values()) - min(started.values())
         result(
             f"operator-deployment-latency-{args.apps}",
             metric=f"seconds from creating {args.apps} StreamingApps at once to each one's Deployment existing, "
@@ -354,6 +383,9 @@ def main() -> None:
             baseline_value=round(percentile(base, 0.99), 3),
             ratio=round(percentile(cold, 0.99) / max(percentile(base, 0.99), 1e-3), 2),
             target="p99 <= 2 s",
+            operator_cpu_s=round(cold_cpu, 2),
+            first_create_to_last_deployment_s=round(cold_wall, 2),
+            load_average=os.getloadavg()[0],
             machine=machine,
         )
         deadline = time.monotonic() + 600
@@ -378,8 +410,12 @@ def main() -> None:
             time.sleep(1)
         with bench.seen_lock:
             bench.seen.clear()
+        cpu, api = bench.cpu_s(), bench.api_writes()
         started = bench.create_apps(names)
-        warm = bench.latencies(names, started, 900)
+        warm = bench.latencies(names, started, 900, tag="provisioned")
+        warm_cpu, warm_wall = bench.cpu_s() - cpu, max(bench.seen.values()) - min(started.values())
+        api_after = bench.api_writes()
+        api_writes = {k: round((v - api.get(k, 0.0)) / len(names), 2) for k, v in api_after.items() if v != api.get(k)}
         result(
             f"operator-deployment-latency-{args.apps}-provisioned",
             metric=f"seconds from creating {args.apps} StreamingApps at once to each one's Deployment existing, "
@@ -392,6 +428,10 @@ def main() -> None:
             baseline_value=round(percentile(base, 0.99), 3),
             ratio=round(percentile(warm, 0.99) / max(percentile(base, 0.99), 1e-3), 2),
             target="p99 <= 2 s",
+            operator_cpu_s=round(warm_cpu, 2),
+            api_writes_per_app_until_last_deployment=dict(sorted(api_writes.items(), key=lambda kv: -kv[1])),
+            first_create_to_last_deployment_s=round(warm_wall, 2),
+            load_average=os.getloadavg()[0],
             machine=machine,
         )
 

@@ -199,6 +199,10 @@ def test_delete_collects_children_and_retains_state(
     app: dict[str, Any], kube: Kubectl, namespace: str, keyspace: str, cql: Any
 ) -> None:
     wait_for(lambda: kube.get("deployment", APP, namespace), what="the Deployment (state provisioned before it)")
+    # Retain has nothing to do at deletion: no finalizer, so the delete never waits for the operator.
+    assert "streaming.floe.dev/finalizer" not in (kube.get("streamingapp", APP, namespace) or {})["metadata"].get(
+        "finalizers", []
+    )
     kube.run("delete", "streamingapp", APP, "-n", namespace, "--wait=true", "--timeout=45s")
     for kind, name in (("deployment", APP), ("configmap", f"{APP}-config"), ("service", APP)):
         wait_for(lambda k=kind, n=name: kube.get(k, n, namespace) is None, what=f"{kind} {name} to be collected")
@@ -217,6 +221,8 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     kube.apply(body)
     wait_for(lambda: kube.get("deployment", DROPPED, namespace), what="the Deployment")
     assert "dedup_kstreams_store" in _tables(cql, keyspace)
+    finalizers = (kube.get("streamingapp", DROPPED, namespace) or {})["metadata"].get("finalizers", [])
+    assert "streaming.floe.dev/finalizer" in finalizers  # in place before any table was created
     # What a running replica leaves behind: a repartition topic with offsets recorded for it.
     app_id = f"{namespace}-{DROPPED}"
     internal = f"{app_id}-words-repartition"
@@ -262,6 +268,9 @@ def test_spark_on_kubernetes_children_come_and_go(
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == sa
     role = kube.get("role", sa, namespace)
     assert role is not None and any("pods" in r["resources"] for r in role["rules"])
+    # Roles are not watched: one deleted behind the operator's back comes back with the resync.
+    kube.run("delete", "role", sa, "-n", namespace)
+    wait_for(lambda: kube.get("role", sa, namespace), what="the Role back after a resync", timeout=RESYNC_SECONDS * 10)
 
     body["spec"]["spark"] = {"master": "local[2]"}
     kube.apply(body)

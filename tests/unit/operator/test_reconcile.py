@@ -20,13 +20,18 @@ class FakeCluster:
         self.secrets = secrets or {}
         self.versions: dict[str, str] = {}
         self.applied: list[dict[str, Any]] = []
+        self.urgent: list[str] = []
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
 
     async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         data = self.secrets.get(name)
         return (data, self.versions.get(name, "1")) if data is not None else None
 
-    async def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+    async def apply(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        if urgent:
+            self.urgent.append(obj["kind"])
+        if obj["kind"] == "ConfigMap":
+            await asyncio.sleep(0.01)  # a slow write: shows whether the Deployment waits for it
         stored = copy.deepcopy(dict(obj))
         stored.setdefault("status", {})
         self.applied.append(stored)
@@ -88,15 +93,21 @@ def _run(body: dict[str, Any], deps: reconcile.Deps, children: Mapping[str, Any]
 
 
 def test_first_pass_provisions_and_applies_everything() -> None:
-    deps = _deps()
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
     outcome = _run(load_case("minimal"), deps, {})
     assert outcome.fault is None
-    assert outcome.applied == [
+    assert sorted(outcome.applied) == [
         "ConfigMap/word-count-config",
-        "Service/word-count",
-        "PodDisruptionBudget/word-count",
         "Deployment/word-count",
+        "PodDisruptionBudget/word-count",
+        "Service/word-count",
     ]
+    # a new app's Deployment does not wait for its ConfigMap; both go before the other writes
+    assert [o["kind"] for o in cluster.applied].index("Deployment") < [o["kind"] for o in cluster.applied].index(
+        "ConfigMap"
+    )
+    assert sorted(cluster.urgent) == ["ConfigMap", "Deployment"]
     assert deps.provisioner.calls == 1  # type: ignore[attr-defined]
     assert outcome.status_patch["partitions"] == 4
     assert outcome.status_patch["provisionedHash"]
@@ -129,6 +140,18 @@ def test_replicas_change_applies_only_the_deployment_with_the_same_template() ->
     assert [o["kind"] for o in cluster.applied] == ["Deployment"]
     assert cluster.applied[0]["spec"]["replicas"] == 3
     assert cluster.applied[0]["spec"]["template"] == template
+
+
+def test_a_changed_config_reaches_the_configmap_before_the_deployment_rolls() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["status"] = _run(body, deps, {}).status_patch
+    cluster.applied.clear()
+    body["spec"]["kafka"]["maxRecordsPerBatch"] = 1234
+    body["metadata"]["generation"] = 2
+    _run(body, deps, _children(cluster))
+    assert [o["kind"] for o in cluster.applied] == ["ConfigMap", "Deployment"]
 
 
 def test_drift_on_a_child_is_corrected() -> None:
