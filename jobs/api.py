@@ -37,7 +37,7 @@ from typing import Any
 from floe_jobs import state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import KafkaSink
-from floe_jobs.localdf import local_dataframe
+from floe_jobs.localdf import collect_rows, local_dataframe
 from floe_jobs.records import IDX_HEADER, OFF_HEADER, SRC_HEADER
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -199,7 +199,7 @@ class Batch:
                 out_value,
             ]
         )
-        collected = rows.collect()
+        collected = collect_rows(rows)
         self.clock.lap("fn")
         result = list(fn(collected))
         self.clock.lap("state")

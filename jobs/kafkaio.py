@@ -26,6 +26,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from floe_jobs.config import FloeConfig
+from floe_jobs.localdf import collect_rows
 from floe_jobs.planning import PartitionPlan, Watermarks
 from floe_jobs.records import Record
 
@@ -190,7 +191,7 @@ class KafkaSink:
             if order:
                 df = df.repartition(*order[:2]).sortWithinPartitions(*order)
             return self._write_with_spark(df.select(*cols), topic)
-        rows = df.select(*cols, *order).collect()
+        rows = collect_rows(df.select(*cols, *order))
         if order:
             # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
             rows.sort(key=lambda r: tuple(r[len(cols) :]))
@@ -232,7 +233,7 @@ class KafkaSink:
         n = 0
         produce = self._producer.produce
         for key, value, headers, target in rows:
-            hdrs = [(h[0], _bytes(h[1])) for h in headers] if headers else None
+            hdrs = [_header(h) for h in headers] if headers else None
             while True:
                 try:
                     produce(target, key=_bytes(key), value=_bytes(value), headers=hdrs, on_delivery=delivered)
@@ -249,6 +250,13 @@ class KafkaSink:
 
     def close(self) -> None:
         self._producer.flush(10)
+
+
+def _header(header: Any) -> tuple[str, bytes | str | None]:
+    """A header as (key, value), from a tuple or a struct collected as a dict."""
+    if isinstance(header, dict):
+        return header["key"], _bytes(header["value"])
+    return header[0], _bytes(header[1])
 
 
 def _bytes(value: Any) -> bytes | str | None:
