@@ -178,7 +178,7 @@ def handover_once(
             for r in replicas:
                 r.stop()
             session.cluster.shutdown()
-            keep_logs(Path(tmp), logs, f"handover-{protocol}-{'on' if leave else 'off'}")
+            keep_logs(Path(tmp), logs, f"handover-{protocol}-{'on' if leave else 'off'}-{app.app_id}")
         steady_gaps, gaps = [], []
         for _p, times in advances.items():
             before = [t for t in times if t < t_term]
@@ -517,7 +517,7 @@ def floe_throughput(env: dict[str, str], lines: list[str], *, batch: int, logs: 
             peak = rss.stop()
             replica.stop()
             session.cluster.shutdown()
-            keep_logs(Path(tmp), logs, f"throughput-{len(lines)}")
+            keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
     seconds = phases["warm_up_s"] + phases["batches_s"]
     return {
         "seconds": round(seconds, 2),

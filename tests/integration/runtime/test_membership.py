@@ -1,0 +1,86 @@
+"""Group membership against the real broker: partitions change hands only at batch boundaries.
+
+Two members of one group over a 2-partition topic (KIP-848). The first holds a batch over both
+partitions when the second joins: the partition that moves must stay with the first until the
+batch ends, must not be handed to a batch that starts meanwhile, and must then go.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from floe_jobs import config, localrun, membership
+
+pytestmark = [pytest.mark.kafka]
+
+
+def _member(bootstrap: str, app_id: str, topic: str, name: str) -> membership.Membership:
+    cfg = config.load(
+        environ={
+            "FLOE_APP_ID": app_id,
+            "FLOE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "FLOE_KAFKA_TOPICS": topic,
+            "FLOE_CASSANDRA_KEYSPACE": "unused",
+            "FLOE_JOB_ENTRYPOINT": "unused:job",
+        }
+    )
+    return membership.Membership(cfg, topics=[topic], client_id=f"{app_id}-{name}", protocol="consumer")
+
+
+def _until(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(180)
+def test_revocation_waits_for_the_batch_holding_the_partition(kafka_bootstrap: str) -> None:
+    app_id = localrun.unique("mb")
+    topic = f"{app_id}-in"
+    localrun.create_topic(kafka_bootstrap, topic, 2)
+    first = _member(kafka_bootstrap, app_id, topic, "first")
+    second: membership.Membership | None = None
+    try:
+        _until(lambda: len(first.owned) == 2, 60, "the first member to own both partitions")
+        release = threading.Event()
+        held: list[list[tuple[str, int]]] = []
+        ended_at: list[float] = []
+
+        def hold() -> None:
+            with first.batch([topic]) as owned:
+                held.append(owned)
+                release.wait(60)
+                ended_at.append(time.time())
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        _until(lambda: bool(held), 10, "the batch to start")
+        assert held[0] == [(topic, 0), (topic, 1)]
+
+        second = _member(kafka_bootstrap, app_id, topic, "second")
+
+        def batch_now() -> list[tuple[str, int]]:
+            with first.batch([topic]) as owned:
+                return owned
+
+        # the revocation is pending: a batch starting now leaves the moving partition out,
+        # while the member still owns it (the running batch may commit it)
+        _until(lambda: len(batch_now()) == 1, 60, "a revocation to be pending")
+        assert len(first.owned) == 2
+        assert not first.revoked_log
+        time.sleep(1.0)
+        assert len(first.owned) == 2, "a partition was revoked while a batch held it"
+        release.set()
+        holder.join(10)
+        _until(lambda: bool(first.revoked_log), 30, "the revocation to complete")
+        revoked_at, revoked = first.revoked_log[0]
+        assert revoked_at >= ended_at[0]
+        assert len(revoked) == 1 and revoked[0] not in first.owned
+        _until(lambda: second is not None and second.owned == revoked, 30, "the second member to get it")
+    finally:
+        first.close(leave=True)
+        if second is not None:
+            second.close(leave=True)
