@@ -9,7 +9,8 @@ few substitutions a process needs where a pod has its own network and files:
   values pointing into its mount path point there instead;
 - `fieldRef` values take local answers (pod name `<deployment>-local-<i>`, pod IP 127.0.0.1);
 - `secretKeyRef` values are read from the API server (never printed);
-- each replica gets its own metrics port (`FLOE_METRICS_PORT`), since processes share one
+- each replica gets its own metrics and query ports (`FLOE_METRICS_PORT`,
+  `FLOE_METRICS_QUERY_PORT`), since processes share one
   network namespace, its own scratch directory standing in for the pod's emptyDir `/tmp`
   (`TMPDIR`, and `SPARK_LOCAL_DIRS`, which Spark prefers to `spark.local.dir`), and
   `FLOE_LOCAL_RUN=true` so logs and metrics say what they are;
@@ -118,6 +119,7 @@ def local_processes(
     if not argv:
         raise LocalRunError("the pod template's container has no command; the runtime needs `floe-job`")
     argv[0] = _executable(argv[0])
+    serves_queries = any(p.get("name") == "query" for p in container.get("ports") or [])
     out = []
     for i in range(replicas):
         name = f"{deployment['metadata']['name']}-local-{i}"
@@ -128,6 +130,8 @@ def local_processes(
             env[item["name"]] = _env_value(item, fields=fields, namespace=namespace, mounts=mounts,
                                            read_secret=read_secret)
         env["FLOE_METRICS_PORT"] = str(ports())
+        if serves_queries:
+            env["FLOE_METRICS_QUERY_PORT"] = str(ports())
         env["FLOE_LOCAL_RUN"] = "true"
         if scratch is not None:
             tmp = scratch / name
@@ -243,8 +247,9 @@ class Supervisor:
         assert proc.stdout is not None
         threading.Thread(target=_pump, args=(proc.stdout, spec.name), daemon=True).start()
         self.running[spec.name] = proc
-        print(f"floe run: started {spec.name} (local run, pid {proc.pid}, metrics :{spec.env['FLOE_METRICS_PORT']})",
-              flush=True)
+        query = f", queries :{spec.env['FLOE_METRICS_QUERY_PORT']}" if "FLOE_METRICS_QUERY_PORT" in spec.env else ""
+        print(f"floe run: started {spec.name} (local run, pid {proc.pid}, metrics :{spec.env['FLOE_METRICS_PORT']}"
+              f"{query})", flush=True)
 
     def run(self) -> int:
         for spec in self.specs:

@@ -158,7 +158,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
         ],
         "spark": {"master": spec.spark.master, "conf": spark_conf(app)},
         "shutdown": {"drain_timeout_seconds": spec.shutdown.drain_timeout_seconds},
-        "metrics": {"port": spec.metrics.port},
+        "metrics": {"port": spec.metrics.port, "query_port": spec.metrics.query_port},
         "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args)},
     }
 
@@ -277,6 +277,8 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
     spec = app.spec
     proc = process(app)
     ports: list[dict[str, Any]] = [{"name": "http", "containerPort": spec.metrics.port, "protocol": "TCP"}]
+    if spec.metrics.query_port:
+        ports.append({"name": "query", "containerPort": spec.metrics.query_port, "protocol": "TCP"})
     if spec.spark.on_kubernetes:
         ports.append({"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"})
         ports.append({"name": "spark-blockmgr", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"})
@@ -384,6 +386,8 @@ def service(app: model.StreamingApp) -> Manifest:
     scrapes each pod anyway: no virtual IP to allocate and program for hundreds of apps.
     """
     ports = [{"name": "http", "port": app.spec.metrics.port, "targetPort": "http", "protocol": "TCP"}]
+    if app.spec.metrics.query_port:
+        ports.append({"name": "query", "port": app.spec.metrics.query_port, "targetPort": "query", "protocol": "TCP"})
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -196,6 +196,16 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         _set("spec.metrics", {"port": 80}),
         "spec.metrics.port in body should be greater than or equal to 1024",
     ),
+    (
+        "query-port-equals-metrics-port",
+        _set("spec.metrics", {"port": 9400, "queryPort": 9400}),
+        "metrics.queryPort must be 0 (no query endpoint) or a port from 1024 to 65535 other than metrics.port",
+    ),
+    (
+        "privileged-query-port",
+        _set("spec.metrics", {"queryPort": 443}),
+        "metrics.queryPort must be 0 (no query endpoint) or a port from 1024 to 65535 other than metrics.port",
+    ),
     ("name-too-long", _set("metadata.name", "a" * 60), "metadata.name must be at most 52 characters"),
     ("no-state", _set("spec.state", _DELETE), "spec.state: Required value"),
 ]

@@ -26,7 +26,7 @@ def _no_secrets(namespace: str, name: str, key: str) -> str:
 def test_replicas_run_the_rendered_command_with_the_rendered_config(tmp_path: Path) -> None:
     deployment, cm = local.rendered(_app())
     mounts = local.materialize_config_maps(deployment["spec"]["template"], {cm["metadata"]["name"]: cm}, tmp_path)
-    ports = iter([9501, 9502, 9503])
+    ports = iter(range(9501, 9507))
     procs = local.local_processes(deployment, mounts=mounts, replicas=3, read_secret=_no_secrets,
                                   base_env={"PATH": "/bin"}, ports=lambda: next(ports), scratch=tmp_path / "s")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -36,7 +36,12 @@ def test_replicas_run_the_rendered_command_with_the_rendered_config(tmp_path: Pa
     config_path = Path(procs[0].env["FLOE_CONFIG"])
     assert config_path.is_relative_to(tmp_path)
     assert config_path.read_text() == cm["data"][render.CONFIG_FILE]
-    assert [p.env["FLOE_METRICS_PORT"] for p in procs] == ["9501", "9502", "9503"]
+    # each replica its own metrics and query ports: processes share one network namespace
+    assert [(p.env["FLOE_METRICS_PORT"], p.env["FLOE_METRICS_QUERY_PORT"]) for p in procs] == [
+        ("9501", "9502"),
+        ("9503", "9504"),
+        ("9505", "9506"),
+    ]
     assert procs[1].env["FLOE_POD_NAME"] == "word-count-local-1"
     scratch = {p.env["SPARK_LOCAL_DIRS"] for p in procs}
     assert len(scratch) == 3 and all(Path(d).is_dir() for d in scratch), "replicas must not share Spark's dirs"
