@@ -76,6 +76,11 @@ class RangeReader:
             out[(topic, partition)] = Watermarks(low=low, high=high)
         return out
 
+    def partitions(self, topics: Iterable[str], *, timeout: float = 10.0) -> dict[str, list[int]]:
+        """Partition numbers of each existing topic among `topics`."""
+        md = self._consumer.list_topics(timeout=timeout)
+        return {t: sorted(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
+
     def read(self, plans: Iterable[PartitionPlan]) -> list[Record]:
         ranges = {p.tp: (p.start, p.end) for p in plans if p.end > p.start}
         if not ranges:
@@ -175,19 +180,21 @@ class KafkaSink:
             conf["enable.idempotence"] = True
         self._producer = Producer(conf, logger=log)
 
-    def write(self, df: Any, *, topic: str | None, large: bool = False, order: tuple[str, ...] = ()) -> int:
+    def write(
+        self, df: Any, *, topic: str | None, large: bool = False, order: tuple[str, ...] = (), dry_run: bool = False
+    ) -> int:
         """Write a DataFrame's key/value[/headers][/topic] rows; `topic` None: each row's topic.
 
         One Spark job either way; `large` (an estimate: the batch read many records) picks
         Spark's sink when it is available. `order`: columns (not written) giving the order in
         which rows are written, grouped by the first two (see `floe_jobs.api.Emit`). Returns
-        the number of rows written."""
+        the number of rows written. `dry_run`: everything but producing (a warm-up)."""
         cols = [c for c in ("key", "value", "headers", "topic") if c in df.columns]
         if topic is not None and "topic" in cols:
             cols.remove("topic")
         if topic is None and "topic" not in cols:
             raise ValueError("rows to write need a topic: an Emit topic or a `topic` column")
-        if large and self.spark_sink:
+        if large and self.spark_sink and not dry_run:
             if order:
                 df = df.repartition(*order[:2]).sortWithinPartitions(*order)
             return self._write_with_spark(df.select(*cols), topic)
@@ -195,6 +202,8 @@ class KafkaSink:
         if order:
             # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
             rows.sort(key=lambda r: tuple(r[len(cols) :]))
+        if dry_run:
+            return len(rows)
         at = {c: i for i, c in enumerate(cols)}
         k, v, h, t = (at.get(c) for c in ("key", "value", "headers", "topic"))
         return self.write_rows(
