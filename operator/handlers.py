@@ -54,6 +54,20 @@ class Options:
     started: threading.Event | None = None
 
 
+class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """Kopf's diff base (the app's spec, labels and annotations) without first deep-copying what
+    it then throws away: Kopf copies the whole body, status and managedFields included, on every
+    event, which was a tenth of the operator's CPU in a burst of new apps. Same essence."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> Any:
+        if extra_fields:
+            return super().build(body=body, extra_fields=extra_fields)
+        meta = body.get("metadata") or {}
+        lean = {k: v for k, v in body.items() if k not in ("status", "metadata")}
+        lean["metadata"] = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+        return super().build(body=kopf.Body(lean), extra_fields=extra_fields)  # type: ignore[arg-type]
+
+
 def backoff(retry: int) -> float:
     """Seconds before retry number `retry` (0-based): 5, 10, 20 … capped at 5 minutes."""
     return float(min(300, 5 * 2 ** min(retry, 6)))
@@ -147,7 +161,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
         settings.persistence.finalizer = FINALIZER
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=model.GROUP)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        settings.persistence.diffbase_storage = LeanDiffBaseStorage(
             prefix=model.GROUP, key="last-handled-configuration"
         )
         # Kopf's own "handler succeeded" notes would be a write per object per change;

@@ -1,0 +1,28 @@
+"""Pure parts of the Kopf wiring."""
+
+from __future__ import annotations
+
+import copy
+
+import kopf
+from floe_operator import handlers
+
+from .conftest import load_case
+
+
+def test_lean_diff_base_has_kopfs_essence_without_copying_status() -> None:
+    body = load_case("full")
+    body["metadata"].update(
+        labels={"team": "a"},
+        annotations={"note": "kept", "streaming.floe.dev/last-handled-configuration": "{}"},
+        managedFields=[{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        resourceVersion="42",
+    )
+    body["status"] = {"conditions": [{"type": "Ready", "status": "True"}], "replicas": 3}
+    kopfs = kopf.AnnotationsDiffBaseStorage(prefix="streaming.floe.dev", key="last-handled-configuration")
+    lean = handlers.LeanDiffBaseStorage(prefix="streaming.floe.dev", key="last-handled-configuration")
+    before = copy.deepcopy(body)
+    essence = lean.build(body=kopf.Body(body))
+    assert essence == kopfs.build(body=kopf.Body(body))
+    assert "status" not in essence and essence["metadata"]["labels"] == {"team": "a"}
+    assert body == before  # the body itself is never changed
