@@ -104,8 +104,11 @@ def drop_applied(
     """Records of a repartition topic not yet applied, and the highest position among them.
 
     A record is applied when its source position is at or below the stored high-water mark
-    of its (topic, partition) and source: a replay of stage 1 wrote it again. Records without
-    a source position are kept and not tracked.
+    of its (topic, partition) and source, or at or below a position kept earlier in this same
+    batch: a replay of stage 1 wrote it again, and both copies can reach one batch when the
+    replay comes before this stage has read the first. Each copy is in source order within a
+    partition (stage 1 writes in that order). Records without a source position are kept and
+    not tracked.
     """
     kept: list[Record] = []
     seen: dict[TP, dict[str, Position]] = {}
@@ -116,10 +119,9 @@ def drop_applied(
             continue
         src, at = pos
         mark = applied.get((r.topic, r.partition), {}).get(src)
-        if mark is not None and at <= mark:
+        high = seen.get((r.topic, r.partition), {}).get(src)
+        if (mark is not None and at <= mark) or (high is not None and at <= high):
             continue
         kept.append(r)
-        by_src = seen.setdefault((r.topic, r.partition), {})
-        if src not in by_src or at > by_src[src]:
-            by_src[src] = at
+        seen.setdefault((r.topic, r.partition), {})[src] = at
     return kept, seen

@@ -27,6 +27,20 @@ def test_drop_applied_keeps_positions_above_the_stored_marks() -> None:
     assert seen == {("rp", 0): {"in:0": (5, 1), "in:1": (2, 0)}}
 
 
+def test_drop_applied_drops_a_replayed_copy_in_the_same_batch() -> None:
+    # stage 1 wrote positions 0..2 of in:0, died before committing, and its replay wrote them
+    # again before this stage read either copy: one batch holds both
+    first = [_rekeyed(0, 20 + i, "in:0", 7, i) for i in range(3)]
+    again = [_rekeyed(0, 23 + i, "in:0", 7, i) for i in range(3)]
+    tail = [_rekeyed(0, 26, "in:0", 8, 0)]
+    kept, seen = records.drop_applied(first + again + tail, {})
+    assert [r.offset for r in kept] == [20, 21, 22, 26]
+    assert seen == {("rp", 0): {"in:0": (8, 0)}}
+    # a first copy cut short by the crash: the replay supplies the rest, once
+    kept, _ = records.drop_applied(first[:1] + again, {})
+    assert [r.offset for r in kept] == [20, 24, 25]
+
+
 def test_source_position_reads_the_rekey_headers() -> None:
     assert records.source_position(_rekeyed(0, 0, "t:3", 17, 2).headers) == ("t:3", (17, 2))
     assert records.source_position([("other", b"1")]) is None
