@@ -91,8 +91,15 @@ def store_tables(app: model.StreamingApp) -> dict[str, str]:
     return {s.name: schema.table_name(s.name) for s in app.spec.state.stores}
 
 
-def _already_provisioned(session: Any, app: model.StreamingApp) -> bool:
-    """Whether the driver's schema metadata already shows every table this app needs.
+def _needed_tables(app: model.StreamingApp) -> list[str]:
+    from floe_jobs import offsets
+    from floe_jobs.stores import schema
+
+    return [offsets.TABLE, *(schema.table_name(s.name) for s in app.spec.state.stores)]
+
+
+def _covers(tables: Mapping[str, set[str]], app: model.StreamingApp) -> bool:
+    """Whether `tables` (table → columns) holds every table this app needs, fence column included.
 
     Lets an app whose tables exist (a re-created app, a new app on shared stores) skip the DDL
     round trips; anything missing goes through the store library as usual.
@@ -100,15 +107,11 @@ def _already_provisioned(session: Any, app: model.StreamingApp) -> bool:
     from floe_jobs import offsets
     from floe_jobs.stores import schema
 
-    keyspace = session.cluster.metadata.keyspaces.get(app.spec.state.cassandra.keyspace)
-    if keyspace is None:
-        return False
-    tables = keyspace.tables
     if offsets.TABLE not in tables:
         return False
     for store in app.spec.state.stores:
-        table = tables.get(schema.table_name(store.name))
-        if table is None or (store.type == "partitioned" and schema.FENCE_COLUMN not in table.columns):
+        columns = tables.get(schema.table_name(store.name))
+        if columns is None or (store.type == "partitioned" and schema.FENCE_COLUMN not in columns):
             return False
     return True
 
@@ -126,7 +129,10 @@ class Provisioner:
         # Waiting happens in the event loop, so a queued provisioning never holds a worker thread.
         self._concurrency = concurrency
         self._slots: asyncio.Semaphore | None = None
-        self._keyspace_locks: dict[tuple[Target, str], asyncio.Lock] = {}
+        # (cluster, keyspace) → table → columns, as last read or made by this operator.
+        self._tables: dict[tuple[Target, str], dict[str, set[str]]] = {}
+        # (cluster, keyspace) → set when the provisioning running there ends.
+        self._running: dict[tuple[Target, str], asyncio.Event] = {}
 
     def _lock(self, target: Target) -> threading.Lock:
         with self._guard:
@@ -161,6 +167,7 @@ class Provisioner:
             tls_ca=ca_path,
             connect_timeout=self._connect_timeout,
             ddl_timeout=30.0,
+            schema_metadata=False,
         )
         try:
             session = config.connect(cfg)
@@ -188,41 +195,43 @@ class Provisioner:
             for s in app.spec.state.stores
         ]
         session = self._session(target)
-        if _already_provisioned(session, app):
-            return
+        known = (target, keyspace)
         try:
-            schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
-            offsets.ensure_offsets_table(session, keyspace=keyspace)
+            tables = schema.columns_of(session, keyspace, _needed_tables(app))
+            if not _covers(tables, app):
+                schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
+                offsets.ensure_offsets_table(session, keyspace=keyspace)
+                tables = schema.columns_of(session, keyspace, _needed_tables(app))
         except (errors.StoreConfigError, InvalidRequest, Unauthorized) as exc:
             raise ProvisioningRejected(f"keyspace {keyspace}: {exc}") from exc
         except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
             raise CassandraUnavailable(f"keyspace {keyspace}: {exc}") from exc
+        self._tables.setdefault(known, {}).update(tables)
 
     def _slot(self) -> asyncio.Semaphore:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self._concurrency)
         return self._slots
 
-    def _known(self, target: Target, app: model.StreamingApp) -> bool:
-        """Whether an open session's schema metadata already shows the app's tables (no I/O)."""
-        session = self._sessions.get(target)
-        return session is not None and not session.is_shutdown and _already_provisioned(session, app)
-
     async def provision(self, target: Target, app: model.StreamingApp) -> None:
         """Keyspace, store tables and offsets table, created if absent (idempotent)."""
-        # Apps whose tables exist neither queue behind DDL nor wait for a worker thread.
-        if self._known(target, app):
+        known = (target, app.spec.state.cassandra.keyspace)
+        # One provisioning at a time per keyspace: apps arriving together mostly need the same
+        # keyspace and tables, so the first one creates them and the others, woken together when
+        # it ends, find them known without a round trip or a worker thread.
+        while not _covers(self._tables.get(known, {}), app):
+            running = self._running.get(known)
+            if running is not None:
+                await running.wait()
+                continue
+            done = self._running[known] = asyncio.Event()
+            try:
+                async with self._slot():
+                    await asyncio.to_thread(self.provision_sync, target, app)
+            finally:
+                del self._running[known]
+                done.set()
             return
-        # One app at a time per keyspace: apps arriving together mostly need the same keyspace and
-        # tables, so the first one creates them and the others find them in the schema metadata,
-        # instead of each sending the same DDL and waiting for schema agreement.
-        keyspace = (target, app.spec.state.cassandra.keyspace)
-        lock = self._keyspace_locks.setdefault(keyspace, asyncio.Lock())
-        async with lock:
-            if self._known(target, app):
-                return
-            async with self._slot():
-                await asyncio.to_thread(self.provision_sync, target, app)
 
     def drop_sync(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
         from cassandra import DriverException
@@ -237,6 +246,7 @@ class Provisioner:
                 schema.execute_ddl(session, f"DROP TABLE IF EXISTS {keyspace}.{table}", what=f"drop {keyspace}.{table}")
             except (errors.StoreUnavailableError, NoHostAvailable, OperationTimedOut, DriverException) as exc:
                 raise CassandraUnavailable(f"dropping {keyspace}.{table}: {exc}") from exc
+            self._tables.get((target, keyspace), {}).pop(table, None)
 
     def _offsets_call(self, target: Target, app: model.StreamingApp, what: str, call: Any) -> Any:
         from cassandra import DriverException

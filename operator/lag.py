@@ -380,12 +380,12 @@ class CassandraOffsets:
 
     def _statement(self, session: Any, target: cassandra.Target, table: str) -> Any | None:
         from cassandra import ConsistencyLevel, InvalidRequest
+        from floe_jobs.stores import schema
 
         stmt = self._prepared.get((target, table))
         if stmt is None:
             keyspace, name = table.split(".", 1)
-            known = session.cluster.metadata.keyspaces.get(keyspace)
-            if known is None or name not in known.tables:
+            if schema.table_columns(session, keyspace, name) is None:
                 return None  # not provisioned yet (checked first: a failed prepare is logged as an error)
             try:
                 stmt = session.prepare(

@@ -208,6 +208,10 @@ async def _check_kafka(
     return sum(n for n in counts.values() if n is not None), None
 
 
+async def _no_check() -> tuple[int | None, conditions.Fault | None]:
+    return None, None
+
+
 async def _provision(
     app: model.StreamingApp, deps: Deps, secrets: Mapping[str, Mapping[str, str]]
 ) -> tuple[str | None, conditions.Fault | None]:
@@ -277,10 +281,17 @@ async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children)
     deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
 
     secrets, fault = await _check_secrets(app, deps)
-    if fault is None and deps.check_kafka:
-        partitions, fault = await _check_kafka(app, deps, secrets.data)
     if fault is None:
-        provisioned, fault = await _provision(app, deps, secrets.data)
+        # Independent round trips, so a new app waits for the slower of the two, not their sum.
+        # A Kafka fault is reported first; tables made meanwhile are kept (provisioning is idempotent).
+        kafka_checked, (provisioned, cassandra_fault) = await asyncio.gather(
+            _check_kafka(app, deps, secrets.data) if deps.check_kafka else _no_check(),
+            _provision(app, deps, secrets.data),
+        )
+        partitions, fault = kafka_checked
+        fault = fault or cassandra_fault
+        if fault is not None:
+            provisioned = None
 
     if fault is None:
         sm_available = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)

@@ -136,7 +136,7 @@ class BaseStore(Generic[K, V]):
                 table_name_fn=self.options.table_name_fn,
             )
             return
-        if schema.table_columns(self.session, self.keyspace, self.table, refresh=True) is None:
+        if schema.table_columns(self.session, self.keyspace, self.table) is None:
             raise TableMissingError(
                 f"table {self.qualified_table} does not exist and create_table is off", store=self.name
             )

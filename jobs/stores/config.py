@@ -103,6 +103,10 @@ class CassandraConfig:
     protocol_version: int | None = None
     """Native protocol version (5 for Cassandra 4/5, 4 for ScyllaDB); None negotiates (and the
     driver logs a warning each time it steps down from its newest version)."""
+    schema_metadata: bool = True
+    """Whether the driver mirrors the cluster's schema. Token-aware routing needs the mirror (it
+    finds a keyspace's replicas through it); a session that only provisions and reads a few rows
+    (the operator's) turns it off, which makes connecting to a cluster with many tables fast."""
 
     def __post_init__(self) -> None:
         if isinstance(self.hosts, str):
@@ -243,6 +247,7 @@ def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
         control_connection_timeout=config.connect_timeout,
         reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=30.0),
         max_schema_agreement_wait=int(config.ddl_timeout),
+        schema_metadata_enabled=config.schema_metadata,
         **extra,
     )
     try:

@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 
 from cassandra import AlreadyExists, InvalidRequest, OperationTimedOut
 from cassandra.cluster import NoHostAvailable, Session
+from cassandra.query import ValueSequence
 from floe_jobs.stores.config import DDL_PROFILE
 from floe_jobs.stores.errors import KeyspaceMissingError, StoreConfigError, StoreUnavailableError
 from floe_jobs.stores.execution import profile_or_default
@@ -232,25 +233,33 @@ def wait_for_schema_agreement(session: Session, *, timeout: float = 60.0) -> Non
         time.sleep(0.5)
 
 
-def _table_meta(session: Session, keyspace: str, table: str) -> Any:
-    ks = session.cluster.metadata.keyspaces.get(keyspace)
-    return None if ks is None else ks.tables.get(table.lower())
+def columns_of(session: Session, keyspace: str, tables: Sequence[str]) -> dict[str, set[str]]:
+    """Table → column names, for those of `tables` that exist in `keyspace` (one query).
+
+    Reads `system_schema` instead of the driver's schema mirror, so it is always current and
+    works on sessions that keep no mirror (the operator's: mirroring a shared cluster's whole
+    schema costs memory and makes every connect slow).
+    """
+    if not tables:
+        return {}
+    rows = session.execute(
+        "SELECT table_name, column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name IN %s",
+        (keyspace, ValueSequence([t.lower() for t in tables])),
+    )
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        found.setdefault(row[0], set()).add(row[1])
+    return found
 
 
-def table_columns(session: Session, keyspace: str, table: str, *, refresh: bool = False) -> set[str] | None:
+def table_columns(session: Session, keyspace: str, table: str) -> set[str] | None:
     """The column names of a table, or None when it does not exist."""
-    if refresh:
-        try:
-            session.cluster.refresh_table_metadata(keyspace, table.lower())
-        except Exception:  # the table may not exist yet: metadata then simply lacks it
-            log.debug("Refreshed no metadata keyspace=%s table=%s", keyspace, table)
-    meta = _table_meta(session, keyspace, table)
-    return None if meta is None else set(meta.columns)
+    return columns_of(session, keyspace, [table]).get(table.lower())
 
 
 def ensure_fence_column(session: Session, keyspace: str, table: str) -> None:
     """Adds `floe_batch` to a partitioned table that lacks it (tables made by the Java library)."""
-    columns = table_columns(session, keyspace, table, refresh=True)
+    columns = table_columns(session, keyspace, table)
     if columns is None or FENCE_COLUMN in columns:
         return
     log.info("Added fence column keyspace=%s table=%s column=%s", keyspace, table, FENCE_COLUMN)
@@ -258,13 +267,8 @@ def ensure_fence_column(session: Session, keyspace: str, table: str) -> None:
 
 
 def keyspace_exists(session: Session, keyspace: str) -> bool:
-    if keyspace in session.cluster.metadata.keyspaces:
-        return True
-    try:
-        session.cluster.refresh_keyspace_metadata(keyspace)
-    except Exception:
-        return False
-    return keyspace in session.cluster.metadata.keyspaces
+    rows = session.execute("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,))
+    return rows.one() is not None
 
 
 def provision(

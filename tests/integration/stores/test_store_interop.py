@@ -72,7 +72,7 @@ def test_partitioned_table_created_by_the_java_library(session: Session, keyspac
         session, java_store, keyspace=keyspace, key_serde=serdes.STR, value_serde=serdes.LONG,
         options=StoreOptions(create_table=False, count_enabled=True), registry=registry,
     )
-    assert FENCE_COLUMN in (table_columns(session, keyspace, store.table, refresh=True) or set())
+    assert FENCE_COLUMN in (table_columns(session, keyspace, store.table) or set())
     assert dict(store.all(4)) == {"cassandra": 2, "kafka": 3, "streams": 1}
     assert [k for k, _ in store.prefix_scan(4, "ka")] == ["kafka"]
     assert store.approximate_num_entries(4) == 3
@@ -122,7 +122,7 @@ def test_global_table_created_by_the_java_library(session: Session, keyspace: st
         options=StoreOptions(create_table=False), registry=registry,
     )
     assert store.get("k") == "java"
-    assert FENCE_COLUMN not in (table_columns(session, keyspace, store.table, refresh=True) or set())
+    assert FENCE_COLUMN not in (table_columns(session, keyspace, store.table) or set())
 
 
 def test_versioned_table_created_by_the_java_library(session: Session, keyspace: str, store_name: str,
