@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -37,7 +38,7 @@ def kube(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
 
 @pytest.fixture
 def namespace(stack_env: dict[str, str], kubeconfig: str) -> Iterator[str]:
-    env = dict(stack_env, KUBECONFIG=kubeconfig)
+    env = {**os.environ, **stack_env, "KUBECONFIG": kubeconfig}
     kube(env, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds/streamingapp.yaml"))
     kube(env, "wait", "--for=condition=Established", "--timeout=60s", "crd/streamingapps.streaming.floe.dev")
     name = f"floe-lag-rec-{uuid.uuid4().hex[:6]}"
@@ -85,7 +86,7 @@ def test_app_refused_by_rbac_is_kept_stale_then_measured_once_allowed(
     cql: Any,
     keyspace: str,
 ) -> None:
-    admin = dict(stack_env, KUBECONFIG=kubeconfig)
+    admin = {**os.environ, **stack_env, "KUBECONFIG": kubeconfig}
     topic = make_topic(2)
     produce(producer, topic, {0: 5, 1: 5})
     secret_env = [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "reader-creds", "key": "password"}}}]
