@@ -38,7 +38,6 @@ from floe_jobs import state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import KafkaSink
 from floe_jobs.localdf import collect_rows, local_dataframe
-from floe_jobs.records import IDX_HEADER, OFF_HEADER, SRC_HEADER
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
@@ -55,6 +54,10 @@ class Emit:
     df: DataFrame
     topic: str | None
     order: tuple[str, ...] = ()
+    # the rows are re-keyed: the sink adds their source-position headers from the first four
+    # `order` columns (in Python when it produces them itself: collecting the headers as nested
+    # rows would double the collect's cost)
+    positions: bool = False
 
 
 StageFn = Callable[["Batch"], Any]
@@ -62,6 +65,8 @@ StageFn = Callable[["Batch"], Any]
 # re-keyed rows are written per source partition in (offset, index) order: the reading stage
 # keeps one high-water mark per source partition (`floe_jobs.records.drop_applied`)
 REKEY_ORDER = ("_floe_src_topic", "_floe_src_partition", "_floe_src_offset", "_floe_src_idx")
+# how `Batch.rekey(combine=...)` combines values per key before they are sent
+COMBINE_OPS: dict[str, Callable[..., Column]] = {"sum": F.sum, "count": F.sum, "min": F.min, "max": F.max}
 
 
 @dataclass(frozen=True)
@@ -217,6 +222,7 @@ class Batch:
         key: Column,
         value: Column | None = None,
         index: str | None = None,
+        combine: str | None = None,
     ) -> Emit:
         """Send rows to `<app-id>-<name>-repartition` keyed by `key`.
 
@@ -224,34 +230,62 @@ class Batch:
         numbering the rows derived from one input record (e.g. posexplode's `pos`), else one is
         computed. Each row carries its source position in headers; the reading stage drops
         positions it has already applied, which makes a replay of this stage exactly-once.
+
+        `combine` (sum, count, min or max) first combines `value` (default 1 per row) per key
+        and input partition within the batch, as Spark does before a shuffle, and writes one
+        row per key and input partition whose value is the result as a UTF-8 decimal (read it
+        back with `.cast("string").cast("long")`). For an aggregation that follows, this sends
+        each key once per batch instead of once per occurrence. A combined row's position is
+        (the batch's last offset of that input partition, the key's rank): a replay of the
+        same planned range makes the same rows at the same positions, and a later batch's
+        positions are higher, so the reading stage still drops what it applied.
         """
         missing = {"topic", "partition", "offset"} - set(df.columns)
         if missing:
             raise StateHelperError(f"rekey({name!r}) needs the input columns {sorted(missing)} in the DataFrame")
-        value_col = value if value is not None else F.lit(b"").cast("binary")
-        keyed = df.withColumn("_floe_key", key.cast("binary")).withColumn("_floe_value", value_col)
-        if index is not None:
-            keyed = keyed.withColumn("_floe_idx", F.col(index).cast("int"))
+        if combine is not None:
+            keyed = self._combined(df, name=name, key=key, value=value, combine=combine)
         else:
-            order = Window.partitionBy("topic", "partition", "offset").orderBy("_floe_key", "_floe_value")
-            keyed = keyed.withColumn("_floe_idx", F.row_number().over(order))
-        headers = F.array(
-            F.struct(
-                F.lit(SRC_HEADER).alias("key"), F.concat_ws(":", "topic", "partition").cast("binary").alias("value")
-            ),
-            F.struct(F.lit(OFF_HEADER).alias("key"), F.col("offset").cast("string").cast("binary").alias("value")),
-            F.struct(F.lit(IDX_HEADER).alias("key"), F.col("_floe_idx").cast("string").cast("binary").alias("value")),
-        )
+            value_col = value if value is not None else F.lit(b"").cast("binary")
+            keyed = df.withColumn("_floe_key", key.cast("binary")).withColumn("_floe_value", value_col)
+            if index is not None:
+                keyed = keyed.withColumn("_floe_idx", F.col(index).cast("int"))
+            else:
+                order = Window.partitionBy("topic", "partition", "offset").orderBy("_floe_key", "_floe_value")
+                keyed = keyed.withColumn("_floe_idx", F.row_number().over(order))
         out = keyed.select(
             F.col("_floe_key").alias("key"),
             F.col("_floe_value").alias("value"),
-            headers.alias("headers"),
             *[
                 F.col(c).alias(o)
                 for c, o in zip(("topic", "partition", "offset", "_floe_idx"), REKEY_ORDER, strict=True)
             ],
         )
-        return Emit(out, self.cfg.repartition_topic(name), order=REKEY_ORDER)
+        return Emit(out, self.cfg.repartition_topic(name), order=REKEY_ORDER, positions=True)
+
+    def _combined(self, df: DataFrame, *, name: str, key: Column, value: Column | None, combine: str) -> DataFrame:
+        """One row per (input topic, input partition, key) with the combined value (see `rekey`)."""
+        if combine not in COMBINE_OPS:
+            raise StateHelperError(f"rekey({name!r}) combine {combine!r}: accepted values are {sorted(COMBINE_OPS)}")
+        rows = df.select(
+            "topic",
+            "partition",
+            "offset",
+            key.cast("binary").alias("_floe_key"),
+            (value if value is not None else F.lit(1)).cast("long").alias("_floe_v"),
+        )
+        combined = rows.groupBy("topic", "partition", "_floe_key").agg(
+            COMBINE_OPS[combine]("_floe_v").alias("_floe_v"), F.max("offset").alias("_floe_last")
+        )
+        by_source = Window.partitionBy("topic", "partition")
+        return combined.select(
+            "topic",
+            "partition",
+            "_floe_key",
+            F.col("_floe_v").cast("string").cast("binary").alias("_floe_value"),
+            F.max("_floe_last").over(by_source).alias("offset"),
+            F.row_number().over(by_source.orderBy("_floe_key")).alias("_floe_idx"),
+        )
 
     # -- state helpers -------------------------------------------------------------------------
     def aggregate(
@@ -267,11 +301,10 @@ class Batch:
     ) -> DataFrame:
         """Aggregate `value` (default 1 per row) by key into `store`; returns (partition, key, value)
         with each touched key's new total. Aggregated in Spark first, one read and write per key."""
-        aggs = {"sum": F.sum, "count": F.sum, "min": F.min, "max": F.max}
-        if op not in aggs:
-            raise StateHelperError(f"aggregate op {op!r}: accepted values are {sorted(aggs)}")
+        if op not in COMBINE_OPS:
+            raise StateHelperError(f"aggregate op {op!r}: accepted values are {sorted(COMBINE_OPS)}")
         value = value if value is not None else F.lit(1).cast("long")
-        grouped = df.groupBy(F.col("partition"), key.alias("key")).agg(aggs[op](value).alias("value"))
+        grouped = df.groupBy(F.col("partition"), key.alias("key")).agg(COMBINE_OPS[op](value).alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
         fn = functools.partial(state.merge_partition_rows, ref=ref, fences=self._fences(), combine=op)
         return self._apply(grouped, fn, StructField("value", grouped.schema["value"].dataType))

@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from floe_jobs.config import FloeConfig
 from floe_jobs.localdf import collect_rows
 from floe_jobs.planning import PartitionPlan, Watermarks
-from floe_jobs.records import Record
+from floe_jobs.records import Record, position_headers, position_headers_column
 
 log = logging.getLogger(__name__)
 
@@ -175,20 +175,31 @@ class KafkaSink:
             "partitioner": "murmur2_random",  # Kafka's Java producer: the partitions Spark's sink chose
             "linger.ms": 5,
             "compression.type": "lz4",
+            # a batch's output is produced in one go: room for it all (librdkafka's default,
+            # 100,000, made the loop wait for deliveries mid-batch)
+            "queue.buffering.max.messages": 2_000_000,
         }
         if cfg.kafka.idempotent_output:
             conf["enable.idempotence"] = True
         self._producer = Producer(conf, logger=log)
 
     def write(
-        self, df: Any, *, topic: str | None, large: bool = False, order: tuple[str, ...] = (), dry_run: bool = False
+        self,
+        df: Any,
+        *,
+        topic: str | None,
+        large: bool = False,
+        order: tuple[str, ...] = (),
+        positions: bool = False,
+        dry_run: bool = False,
     ) -> int:
         """Write a DataFrame's key/value[/headers][/topic] rows; `topic` None: each row's topic.
 
         One Spark job either way; `large` (an estimate: the batch read many records) picks
         Spark's sink when it is available. `order`: columns (not written) giving the order in
-        which rows are written, grouped by the first two (see `floe_jobs.api.Emit`). Returns
-        the number of rows written. `dry_run`: everything but producing (a warm-up)."""
+        which rows are written, grouped by the first two (see `floe_jobs.api.Emit`);
+        `positions`: the rows get source-position headers made from the first four of them.
+        Returns the number of rows written. `dry_run`: everything but producing (a warm-up)."""
         cols = [c for c in ("key", "value", "headers", "topic") if c in df.columns]
         if topic is not None and "topic" in cols:
             cols.remove("topic")
@@ -197,6 +208,9 @@ class KafkaSink:
         if large and self.spark_sink and not dry_run:
             if order:
                 df = df.repartition(*order[:2]).sortWithinPartitions(*order)
+            if positions:
+                df = df.withColumn("headers", position_headers_column(*order[:4]))
+                cols = [*cols, "headers"]
             return self._write_with_spark(df.select(*cols), topic)
         rows = collect_rows(df.select(*cols, *order))
         if order:
@@ -206,11 +220,12 @@ class KafkaSink:
             return len(rows)
         at = {c: i for i, c in enumerate(cols)}
         k, v, h, t = (at.get(c) for c in ("key", "value", "headers", "topic"))
+        n = len(cols)
         return self.write_rows(
             (
                 None if k is None else r[k],
                 None if v is None else r[v],
-                None if h is None else r[h],
+                position_headers(*r[n : n + 4]) if positions else _headers(None if h is None else r[h]),
                 topic if t is None else r[t],
             )
             for r in rows
@@ -232,7 +247,8 @@ class KafkaSink:
             rows.unpersist()
 
     def write_rows(self, rows: Iterable[tuple[Any, Any, Any, Any]]) -> int:
-        """Produce (key, value, headers, topic) rows and wait until every one is acknowledged."""
+        """Produce (key, value, headers, topic) rows and wait until every one is acknowledged;
+        headers as a list of (str, bytes) or None."""
         errors: list[KafkaError] = []
 
         def delivered(err: KafkaError | None, _msg: Any) -> None:
@@ -242,10 +258,9 @@ class KafkaSink:
         n = 0
         produce = self._producer.produce
         for key, value, headers, target in rows:
-            hdrs = [_header(h) for h in headers] if headers else None
             while True:
                 try:
-                    produce(target, key=_bytes(key), value=_bytes(value), headers=hdrs, on_delivery=delivered)
+                    produce(target, key=_bytes(key), value=_bytes(value), headers=headers, on_delivery=delivered)
                     break
                 except BufferError:
                     self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
@@ -261,11 +276,11 @@ class KafkaSink:
         self._producer.flush(10)
 
 
-def _header(header: Any) -> tuple[str, bytes | str | None]:
-    """A header as (key, value), from a tuple or a struct collected as a dict."""
-    if isinstance(header, dict):
-        return header["key"], _bytes(header["value"])
-    return header[0], _bytes(header[1])
+def _headers(headers: Any) -> list[tuple[str, bytes | str | None]] | None:
+    """Collected headers as (key, value) pairs, from tuples or structs collected as dicts."""
+    if not headers:
+        return None
+    return [(h["key"], _bytes(h["value"])) if isinstance(h, dict) else (h[0], _bytes(h[1])) for h in headers]
 
 
 def _bytes(value: Any) -> bytes | str | None:

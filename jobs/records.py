@@ -82,6 +82,29 @@ def average_bytes(records: Sequence[Record]) -> float | None:
     return total / len(records)
 
 
+def position_headers(src_topic: str, src_partition: int, offset: int, idx: int) -> list[tuple[str, bytes]]:
+    """The headers a re-keyed record carries (the inverse of `source_position`)."""
+    return [
+        (SRC_HEADER, f"{src_topic}:{src_partition}".encode()),
+        (OFF_HEADER, str(offset).encode()),
+        (IDX_HEADER, str(idx).encode()),
+    ]
+
+
+def position_headers_column(src_topic: str, src_partition: str, offset: str, idx: str) -> Any:
+    """`position_headers` as a Spark column over the named columns (for Spark's Kafka sink)."""
+    from pyspark.sql import functions as F
+
+    def header(key: str, value: Any) -> Any:
+        return F.struct(F.lit(key).alias("key"), value.cast("binary").alias("value"))
+
+    return F.array(
+        header(SRC_HEADER, F.concat_ws(":", src_topic, src_partition)),
+        header(OFF_HEADER, F.col(offset).cast("string")),
+        header(IDX_HEADER, F.col(idx).cast("string")),
+    )
+
+
 def source_position(headers: Iterable[tuple[str, Any]] | None) -> tuple[str, Position] | None:
     """(source partition, (offset, index)) of a re-keyed record; None when it carries none."""
     if not headers:

@@ -353,8 +353,8 @@ class Runner:
                         clock=clock,
                         dry_run=True,
                     )
-                    for emit in self._emitted(stage.fn(batch)):
-                        lane.sink.write(emit.df, topic=emit.topic, order=emit.order, dry_run=True)
+                    for e in self._emitted(stage.fn(batch)):
+                        lane.sink.write(e.df, topic=e.topic, order=e.order, positions=e.positions, dry_run=True)
                     clock.lap("fn")
                     log.info("Warmed up stage=%s records=%d seconds=%.2f", stage.name, len(sample), clock.total)
                 except Exception as exc:  # a stage that refuses this input only starts cold
@@ -627,7 +627,10 @@ class Runner:
         return out
 
     def _emit(self, result: Any, sink: kafkaio.KafkaSink, *, large: bool) -> int:
-        return sum(sink.write(e.df, topic=e.topic, large=large, order=e.order) for e in self._emitted(result))
+        return sum(
+            sink.write(e.df, topic=e.topic, large=large, order=e.order, positions=e.positions)
+            for e in self._emitted(result)
+        )
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self) -> int:

@@ -23,12 +23,15 @@ def split(batch: Batch) -> Emit:
         "topic",
         "partition",
         "offset",
-        F.posexplode(F.split(F.lower(F.col("value").cast("string")), WORD_SPLIT)).alias("pos", "word"),
+        F.explode(F.split(F.lower(F.col("value").cast("string")), WORD_SPLIT)).alias("word"),
     ).where(F.col("word") != "")
-    return batch.rekey(words, name="words", key=F.col("word"), index="pos")
+    return batch.rekey(words, name="words", key=F.col("word"), combine="count")
 
 
 @job.stage(source="words")
 def count(batch: Batch) -> DataFrame:
-    counts = batch.aggregate(batch.df, store="word-count", key=F.col("key").cast("string"))
+    # a partial count, as a UTF-8 decimal; a record without one (written by a re-key that did
+    # not combine) is one occurrence
+    partial = F.coalesce(F.col("value").cast("string").cast("long"), F.lit(1).cast("long"))
+    counts = batch.aggregate(batch.df, store="word-count", key=F.col("key").cast("string"), value=partial)
     return counts.select(F.col("key"), F.col("value").cast("string").alias("value"))

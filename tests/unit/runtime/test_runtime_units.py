@@ -43,6 +43,10 @@ def test_drop_applied_drops_a_replayed_copy_in_the_same_batch() -> None:
 
 def test_source_position_reads_the_rekey_headers() -> None:
     assert records.source_position(_rekeyed(0, 0, "t:3", 17, 2).headers) == ("t:3", (17, 2))
+    assert records.source_position(records.position_headers("lines", 4, 1_000_000_007, 12)) == (
+        "lines:4",
+        (1_000_000_007, 12),
+    )
     assert records.source_position([("other", b"1")]) is None
     assert records.source_position(None) is None
 
