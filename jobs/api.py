@@ -244,6 +244,8 @@ class Batch:
         if missing:
             raise StateHelperError(f"rekey({name!r}) needs the input columns {sorted(missing)} in the DataFrame")
         if combine is not None:
+            if index is not None:
+                raise StateHelperError(f"rekey({name!r}): index numbers rows that combine merges; pass one of them")
             keyed = self._combined(df, name=name, key=key, value=value, combine=combine)
         else:
             value_col = value if value is not None else F.lit(b"").cast("binary")
