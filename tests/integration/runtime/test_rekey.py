@@ -3,37 +3,15 @@ value, at positions a replay reproduces and a later batch exceeds; bad arguments
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from floe_jobs import api, config, kafkaio, records, sparkio
+from floe_jobs import api, config, kafkaio, records
 from floe_jobs.localdf import collect_rows
 from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture(scope="module")
-def cfg(kafka_bootstrap: str) -> config.FloeConfig:
-    return config.load(
-        environ={
-            "FLOE_APP_ID": "rekey-it",
-            "FLOE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-            "FLOE_KAFKA_TOPICS": "lines",
-            "FLOE_CASSANDRA_KEYSPACE": "unused",
-            "FLOE_JOB_ENTRYPOINT": "unused:job",
-            "FLOE_SPARK_MASTER": "local[2]",
-        }
-    )
-
-
-@pytest.fixture(scope="module")
-def spark(cfg: config.FloeConfig) -> Iterator[Any]:
-    session = sparkio.build_session(cfg, app_name="rekey-it")
-    yield session
-    session.stop()
 
 
 def _batch(spark: Any, cfg: config.FloeConfig, lines: list[tuple[int, int, str]]) -> api.Batch:
@@ -60,11 +38,11 @@ def _rows(emit: api.Emit) -> list[tuple[bytes, bytes, tuple[Any, ...]]]:
     return sorted((bytes(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows)
 
 
-def test_combine_sends_each_key_once_per_input_partition(spark: Any, cfg: config.FloeConfig) -> None:
+def test_combine_sends_each_key_once_per_input_partition(spark: Any, job_config: config.FloeConfig) -> None:
     lines = [(0, 10, "a b a"), (0, 11, "b c"), (1, 40, "a a"), (0, 12, "a")]
-    batch = _batch(spark, cfg, lines)
+    batch = _batch(spark, job_config, lines)
     emit = batch.rekey(_words(batch), name="words", key=F.col("word"), combine="count")
-    assert emit.topic == "rekey-it-words-repartition" and emit.positions
+    assert emit.topic == f"{job_config.app_id}-words-repartition" and emit.positions
     rows = _rows(emit)
     # value: the count as a UTF-8 decimal; position: (last offset of the input partition, rank)
     assert rows == [
@@ -74,16 +52,16 @@ def test_combine_sends_each_key_once_per_input_partition(spark: Any, cfg: config
         (b"c", b"1", ("lines", 0, 12, 3)),
     ]
     # a replay of the same range makes the same rows at the same positions
-    again = _batch(spark, cfg, list(reversed(lines)))
+    again = _batch(spark, job_config, list(reversed(lines)))
     assert _rows(again.rekey(_words(again), name="words", key=F.col("word"), combine="count")) == rows
     # the next batch of partition 0 is above every position of this one
-    later = _batch(spark, cfg, [(0, 13, "a")])
+    later = _batch(spark, job_config, [(0, 13, "a")])
     (row,) = _rows(later.rekey(_words(later), name="words", key=F.col("word"), combine="sum"))
     assert row[2][2:] > max(r[2][2:] for r in rows if r[2][1] == 0)
 
 
-def test_rekey_refuses_bad_arguments(spark: Any, cfg: config.FloeConfig) -> None:
-    batch = _batch(spark, cfg, [(0, 1, "a")])
+def test_rekey_refuses_bad_arguments(spark: Any, job_config: config.FloeConfig) -> None:
+    batch = _batch(spark, job_config, [(0, 1, "a")])
     accepted = r"combine 'avg': accepted values are \['count', 'max', 'min', 'sum'\]"
     with pytest.raises(api.StateHelperError, match=accepted):
         batch.rekey(_words(batch), name="words", key=F.col("word"), combine="avg")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from floe_jobs import api, config, kafkaio, localrun, records, sparkio
+from floe_jobs import api, config, kafkaio, localrun, records
 from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -25,21 +25,11 @@ def _read_all(bootstrap: str, topic: str, expected: int) -> list[Any]:
     return out
 
 
-def test_both_write_paths_put_the_same_position_headers(kafka_bootstrap: str, spark_jars: list[str]) -> None:
-    app_id = localrun.unique("sink")
-    cfg = config.load(
-        environ={
-            "FLOE_APP_ID": app_id,
-            "FLOE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-            "FLOE_KAFKA_TOPICS": "unused",
-            "FLOE_CASSANDRA_KEYSPACE": "unused",
-            "FLOE_JOB_ENTRYPOINT": "unused:job",
-            "FLOE_SPARK_MASTER": "local[2]",
-            "FLOE_SPARK_JARS": ",".join(spark_jars),
-        }
-    )
-    spark = sparkio.build_session(cfg, app_name=app_id)
-    sink = kafkaio.KafkaSink(cfg, client_id=app_id)
+def test_both_write_paths_put_the_same_position_headers(
+    kafka_bootstrap: str, spark: Any, job_config: config.FloeConfig
+) -> None:
+    app_id = job_config.app_id
+    sink = kafkaio.KafkaSink(job_config, client_id=app_id)
     assert sink.spark_sink, "the connector jars of the local stack are on spark.jars"
     # written out of order on purpose: both paths sort by the order columns
     rows = [(f"w{i}".encode(), str(i).encode(), "lines", i % 2, 100 + i // 2, 3 - i % 3) for i in range(12)][::-1]
@@ -70,4 +60,3 @@ def test_both_write_paths_put_the_same_position_headers(kafka_bootstrap: str, sp
         assert len(written[True]) == len(expected)
     finally:
         sink.close()
-        spark.stop()
