@@ -3,8 +3,10 @@
 The DDL itself belongs to the job runtime's libraries (`floe_jobs.stores` for the store
 tables, `floe_jobs.offsets` for the offsets table), so the operator and a job always agree
 on table names and layouts. This module adds what an operator needs around them: one
-session per cluster shared by all apps, DDL serialized per cluster, and errors sorted into
-"unreachable, retry later" and "rejected, fix the spec".
+session per cluster shared by all apps (mirroring no schema: tables are looked up in
+`system_schema` and remembered), one provisioning at a time per keyspace with the apps that
+wait for it woken together, and errors sorted into "unreachable, retry later" and "rejected,
+fix the spec".
 """
 
 from __future__ import annotations
