@@ -55,12 +55,14 @@ _COLUMNS = (
 )
 
 
+def table_cql(keyspace: str) -> str:
+    """The offsets table's `CREATE TABLE IF NOT EXISTS` (for `schema.provision`'s extra tables)."""
+    return f"CREATE TABLE IF NOT EXISTS {keyspace}.{TABLE} ({_COLUMNS})"
+
+
 def ensure_offsets_table(session: Any, *, keyspace: str) -> None:
     """Create the keyspace's offsets table if absent (idempotent; the keyspace must exist)."""
-    stmt = SimpleStatement(
-        f"CREATE TABLE IF NOT EXISTS {keyspace}.{TABLE} ({_COLUMNS})", consistency_level=ConsistencyLevel.ALL
-    )
-    session.execute(stmt)
+    session.execute(SimpleStatement(table_cql(keyspace), consistency_level=ConsistencyLevel.ALL))
 
 
 def _read_all(session: Any, cql: str, app_id: str) -> list[Any]:

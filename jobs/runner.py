@@ -425,8 +425,13 @@ class Runner:
             schema.StoreSpec(name=s.name, type=s.type, ttl_seconds=s.ttl_seconds, table_options=s.table_options)
             for s in cfg.stores
         ]
-        schema.provision(self.session, keyspace=ks, replication=None, stores=specs, create_keyspace=True)
-        offsets.ensure_offsets_table(self.session, keyspace=ks)
+        schema.provision(
+            self.session,
+            keyspace=ks,
+            replication=None,
+            stores=specs,
+            extra_tables={offsets.TABLE: offsets.table_cql(ks)},
+        )
 
     def _stage_topics(self, stage: api.Stage) -> list[str]:
         if stage.source is None:

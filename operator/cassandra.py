@@ -201,8 +201,13 @@ class Provisioner:
         try:
             tables = schema.columns_of(session, keyspace, _needed_tables(app))
             if not _covers(tables, app):
-                schema.provision(session, keyspace=keyspace, replication=replication_of(app), stores=stores)
-                offsets.ensure_offsets_table(session, keyspace=keyspace)
+                schema.provision(
+                    session,
+                    keyspace=keyspace,
+                    replication=replication_of(app),
+                    stores=stores,
+                    extra_tables={offsets.TABLE: offsets.table_cql(keyspace)},
+                )
                 tables = schema.columns_of(session, keyspace, _needed_tables(app))
         except (errors.StoreConfigError, InvalidRequest, Unauthorized) as exc:
             raise ProvisioningRejected(f"keyspace {keyspace}: {exc}") from exc

@@ -19,6 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -198,21 +199,19 @@ def _coordinator(session: Session) -> Any:
     return sorted(hosts, key=lambda h: str(h.endpoint))[0]
 
 
-def execute_ddl(session: Session, statement: str, *, attempts: int = 5, what: str = "") -> None:
-    """Runs one DDL statement on the DDL profile, retrying transient errors, then waits for
-    schema agreement. "Already exists" counts as success (another process won the race)."""
+def _run_ddl(session: Session, statement: str, *, attempts: int, what: str) -> None:
     delay = 0.5
     for attempt in range(1, attempts + 1):
         try:
             session.execute(
                 statement, execution_profile=profile_or_default(session, DDL_PROFILE), host=_coordinator(session)
             )
-            break
+            return
         except AlreadyExists:
-            break
+            return
         except InvalidRequest as exc:
             if "already exist" in str(exc).lower():
-                break
+                return
             raise StoreConfigError(f"Cassandra rejected DDL {what or statement!r}: {exc}") from exc
         except _TRANSIENT as exc:
             if attempt == attempts:
@@ -222,6 +221,32 @@ def execute_ddl(session: Session, statement: str, *, attempts: int = 5, what: st
             log.warning("Retried DDL after transient error what=%s attempt=%d error=%s", what, attempt, exc)
             time.sleep(delay)
             delay = min(delay * 2, 8.0)
+
+
+def execute_ddl(session: Session, statement: str, *, attempts: int = 5, what: str = "") -> None:
+    """Runs one DDL statement on the DDL profile, retrying transient errors, then waits for
+    schema agreement. "Already exists" counts as success (another process won the race)."""
+    _run_ddl(session, statement, attempts=attempts, what=what)
+    wait_for_schema_agreement(session)
+
+
+def execute_ddl_together(session: Session, statements: Mapping[str, str], *, attempts: int = 5) -> None:
+    """Runs independent DDL statements (what → statement) at once, then waits for agreement once.
+
+    A new keyspace's tables do not depend on each other: sent together, the coordinator applies
+    them back to back instead of waiting a round trip and an agreement check between them.
+    """
+    if len(statements) <= 1:
+        for what, statement in statements.items():
+            execute_ddl(session, statement, attempts=attempts, what=what)
+        return
+    with ThreadPoolExecutor(max_workers=len(statements), thread_name_prefix="floe-ddl") as pool:
+        futures = [
+            pool.submit(_run_ddl, session, statement, attempts=attempts, what=what)
+            for what, statement in statements.items()
+        ]
+        for future in futures:
+            future.result()
     wait_for_schema_agreement(session)
 
 
@@ -257,9 +282,12 @@ def table_columns(session: Session, keyspace: str, table: str) -> set[str] | Non
     return columns_of(session, keyspace, [table]).get(table.lower())
 
 
-def ensure_fence_column(session: Session, keyspace: str, table: str) -> None:
-    """Adds `floe_batch` to a partitioned table that lacks it (tables made by the Java library)."""
-    columns = table_columns(session, keyspace, table)
+def ensure_fence_column(session: Session, keyspace: str, table: str, *, columns: set[str] | None = None) -> None:
+    """Adds `floe_batch` to a partitioned table that lacks it (tables made by the Java library).
+
+    `columns`: the table's columns when already read (skips the lookup).
+    """
+    columns = table_columns(session, keyspace, table) if columns is None else columns
     if columns is None or FENCE_COLUMN in columns:
         return
     log.info("Added fence column keyspace=%s table=%s column=%s", keyspace, table, FENCE_COLUMN)
@@ -279,18 +307,27 @@ def provision(
     stores: Sequence[StoreSpec],
     create_keyspace: bool = True,
     table_name_fn: TableNameFn = table_name,
+    extra_tables: Mapping[str, str] | None = None,
 ) -> None:
     """Creates the keyspace (when asked and absent) and every store's table; idempotent.
 
-    Existing tables are left as they are (options are not altered), except that partitioned
-    tables lacking the fence column get it added.
+    `extra_tables` (table → its `CREATE TABLE IF NOT EXISTS`) are made alongside the stores',
+    e.g. the offsets table. Existing tables are left as they are (options are not altered),
+    except that partitioned tables lacking the fence column get it added. One query finds
+    what exists and the missing tables are created together: a new keyspace costs its own
+    schema change plus one round of table creations.
     """
     check_identifier(keyspace, "keyspace")
     names = [spec.table_for(table_name_fn) for spec in stores]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise StoreConfigError(f"several stores map to the same table(s): {', '.join(duplicates)}")
-    statements = [table_cql(keyspace, spec, table_name_fn=table_name_fn) for spec in stores]
+    wanted = {
+        table: (f"{keyspace}.{table} of store {spec.name}", table_cql(keyspace, spec, table_name_fn=table_name_fn))
+        for spec, table in zip(stores, names, strict=True)
+    }
+    for table, statement in (extra_tables or {}).items():
+        wanted.setdefault(check_identifier(table, "table"), (f"{keyspace}.{table}", statement))
     if create_keyspace:
         execute_ddl(session, keyspace_cql(keyspace, replication), what=f"keyspace {keyspace}")
     elif not keyspace_exists(session, keyspace):
@@ -298,12 +335,14 @@ def provision(
             f"keyspace {keyspace} does not exist and create_keyspace is off; create it or turn "
             "keyspace creation on"
         )
-    for spec, table, statement in zip(stores, names, statements, strict=True):
-        if table_columns(session, keyspace, table) is None:
-            execute_ddl(session, statement, what=f"table {keyspace}.{table} of store {spec.name}")
-            log.info("Provisioned store table store=%s type=%s table=%s.%s", spec.name, spec.type, keyspace, table)
-        if spec.type == "partitioned":
-            ensure_fence_column(session, keyspace, table)
+    present = columns_of(session, keyspace, list(wanted))
+    missing = {what: statement for table, (what, statement) in wanted.items() if table not in present}
+    execute_ddl_together(session, missing)
+    for what in missing:
+        log.info("Provisioned table %s", what)
+    for spec, table in zip(stores, names, strict=True):
+        if spec.type == "partitioned" and table in present:
+            ensure_fence_column(session, keyspace, table, columns=present[table])
 
 
 def describe(stores: Sequence[StoreSpec], keyspace: str, replication: dict[str, object] | None = None) -> str:

@@ -160,3 +160,23 @@ def test_store_creates_its_keyspace_when_asked(session: Session, store_name: str
         assert store.get(b"a") == b"b"
     finally:
         execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+def test_extra_tables_are_created_with_the_stores(session: Session) -> None:
+    from floe_jobs import offsets
+
+    keyspace = f"it_extra_{uuid.uuid4().hex[:8]}"
+    try:
+        for _ in range(2):  # the second run finds everything and changes nothing
+            provision(
+                session, keyspace=keyspace, replication=None, stores=SPECS[:2],
+                extra_tables={offsets.TABLE: offsets.table_cql(keyspace)},
+            )
+            assert "floe_batch" in (table_columns(session, keyspace, "orders_kstreams_store") or set())
+            assert table_columns(session, keyspace, "customers_kstreams_store") == {"key", "time", "value"}
+            assert {"app_id", "next_offset", "source_positions"} <= (table_columns(session, keyspace, offsets.TABLE)
+                                                                     or set())
+        with pytest.raises(Exception, match="not a valid Cassandra name"):
+            provision(session, keyspace=keyspace, replication=None, stores=[], extra_tables={"bad-name": "x"})
+    finally:
+        execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
