@@ -56,6 +56,13 @@ class KafkaSettings(_Model):
     max_records_per_batch: int = Field(
         default=50_000, ge=1, description="FLOE_KAFKA_MAX_RECORDS_PER_BATCH: cap of one micro-batch, all partitions"
     )
+    spark_read_min_records: int = Field(
+        default=10_000,
+        ge=0,
+        description="FLOE_KAFKA_SPARK_READ_MIN_RECORDS: a batch planned with at least this many records is read "
+        "with Spark's Kafka source (when its connector is on spark.jars), a smaller one by the driver's consumer; "
+        "0: every batch with Spark's source",
+    )
     max_bytes_per_batch: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
@@ -251,6 +258,7 @@ ENV_KEYS: dict[tuple[str, ...], tuple[str, str]] = {
     ("kafka", "starting_offsets"): ("FLOE_KAFKA_STARTING_OFFSETS", "str"),
     ("kafka", "max_records_per_batch"): ("FLOE_KAFKA_MAX_RECORDS_PER_BATCH", "str"),
     ("kafka", "max_bytes_per_batch"): ("FLOE_KAFKA_MAX_BYTES_PER_BATCH", "str"),
+    ("kafka", "spark_read_min_records"): ("FLOE_KAFKA_SPARK_READ_MIN_RECORDS", "str"),
     ("kafka", "session_timeout_ms"): ("FLOE_KAFKA_SESSION_TIMEOUT_MS", "str"),
     ("kafka", "heartbeat_interval_ms"): ("FLOE_KAFKA_HEARTBEAT_INTERVAL_MS", "str"),
     ("kafka", "leave_group_on_close"): ("FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE", "str"),

@@ -1,10 +1,12 @@
-"""Kafka at the edges of a batch, from the driver: exact offset-range reads and acknowledged writes.
+"""Kafka at the edges of a batch: exact offset-range reads and acknowledged writes.
 
-Why not Spark's Kafka source and sink: each of them is a Spark job per batch, with a Kafka
-client created for it (offset lookups, a consumer or producer per task), which on a small
-machine costs more than the records themselves; a batch is capped in records and bytes, so it
-fits in the driver. A long-lived consumer (assigned, never subscribed: it is no group member)
-and a long-lived idempotent producer do the same work in milliseconds.
+Small batches go through the driver: Spark's Kafka source and sink cost a Spark job per batch,
+with a Kafka client created for it (offset lookups, a consumer or producer per task), which on a
+small machine costs more than a few hundred records. A long-lived consumer (assigned, never
+subscribed: it is no group member) and a long-lived idempotent producer do the same work in
+milliseconds. Large batches go through Spark (`read_with_spark`, and the sink for large
+outputs): there the driver's per-record Python work (tens of microseconds a record, read,
+framed and filtered) costs more than the job, and the records stay in the JVM.
 
 - `RangeReader.read` returns exactly the records of the planned ranges `[start, end)`; records
   deleted by retention fail the read (like Spark's `failOnDataLoss`), so a replay never reads
@@ -17,6 +19,7 @@ and a long-lived idempotent producer do the same work in milliseconds.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -28,7 +31,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from floe_jobs.config import FloeConfig
 from floe_jobs.localdf import collect_rows
 from floe_jobs.planning import PartitionPlan, Watermarks
-from floe_jobs.records import Record, position_headers, position_headers_column
+from floe_jobs.records import Record, position_headers, position_headers_column, schema, to_dataframe
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +150,50 @@ class WriteError(RuntimeError):
     """Some output records were not acknowledged; the batch fails and is replayed."""
 
 
+def spark_source_options(cfg: FloeConfig) -> dict[str, str]:
+    """Options of Spark's Kafka source and sink equal to the driver clients' connection settings."""
+    return {f"kafka.{k}": str(v) for k, v in client_settings(cfg).items()}
+
+
 def spark_sink_options(cfg: FloeConfig) -> dict[str, str]:
     """Options of Spark's Kafka sink equal to the driver producer's settings."""
-    opts = {"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers, "kafka.acks": "all"}
+    opts = {**spark_source_options(cfg), "kafka.acks": "all"}
     if cfg.kafka.idempotent_output:
         opts["kafka.enable.idempotence"] = "true"
-    opts.update({f"kafka.{k}": str(v) for k, v in client_settings(cfg).items() if k != "bootstrap.servers"})
     return opts
+
+
+def spark_connector(cfg: FloeConfig) -> bool:
+    """Whether Spark's Kafka connector is on `spark.jars` (its source and sink can be used)."""
+    return any("spark-sql-kafka" in Path(jar).name for jar in cfg.spark.jars)
+
+
+def read_with_spark(spark: Any, cfg: FloeConfig, plans: Iterable[PartitionPlan]) -> Any:
+    """Exactly the planned ranges `[start, end)`, read by Spark's Kafka source, as a DataFrame with
+    the columns of `records.schema()`. Lazy: the records are read by the jobs that use it, in the
+    JVM, without passing through the driver's Python. Missing records (deleted by retention) fail
+    the job (`failOnDataLoss`), as `RangeReader.read` does."""
+    ranges = [p for p in plans if p.end > p.start]
+    if not ranges:
+        return to_dataframe(spark, [])
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for p in ranges:
+        assign.setdefault(p.topic, []).append(p.partition)
+        starting.setdefault(p.topic, {})[str(p.partition)] = p.start
+        ending.setdefault(p.topic, {})[str(p.partition)] = p.end
+    reader = spark.read.format("kafka")
+    for key, value in spark_source_options(cfg).items():
+        reader = reader.option(key, value)
+    df = (
+        reader.option("assign", json.dumps(assign))
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .option("includeHeaders", "true")
+        .load()
+    )
+    return df.select(*schema().fieldNames())
 
 
 class KafkaSink:
@@ -167,7 +207,7 @@ class KafkaSink:
     def __init__(self, cfg: FloeConfig, *, client_id: str, timeout: float = 120.0) -> None:
         self.timeout = timeout
         self.spark_options = spark_sink_options(cfg)
-        self.spark_sink = any("spark-sql-kafka" in Path(jar).name for jar in cfg.spark.jars)
+        self.spark_sink = spark_connector(cfg)
         conf = {
             **client_settings(cfg),
             "client.id": f"{client_id}-sink",

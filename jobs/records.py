@@ -1,10 +1,12 @@
-"""The records of one micro-batch, held in the driver between the Kafka read and the stage.
+"""The records of one micro-batch, between the Kafka read and the stage.
 
-A batch is read with a plain consumer (`floe_jobs.kafkaio`) into a list of `Record` tuples —
+A small batch is read with a plain consumer (`floe_jobs.kafkaio`) into a list of `Record` tuples —
 the columns of Spark's Kafka source, in its order — and handed to the stage as a DataFrame
 built from them. Holding the records in Python first lets the runtime do the per-record
 bookkeeping without a Spark job: the bytes of the batch (for the byte cap) and, for a stage
-that reads a repartition topic, dropping the records whose source position was already applied.
+that reads a repartition topic, dropping the records whose source position was already applied
+(`drop_applied`). A large batch is read by Spark's Kafka source and never reaches Python: the
+same filter runs as a Spark plan (`drop_applied_frame`).
 
 Re-keyed records carry their source position in headers: `floe.src` (`topic:partition` of the
 stage-1 input record), `floe.off` (its offset) and `floe.idx` (the index of the record among
@@ -13,7 +15,7 @@ those derived from it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -148,3 +150,84 @@ def drop_applied(
         kept.append(r)
         seen.setdefault((r.topic, r.partition), {})[src] = at
     return kept, seen
+
+
+class KeptFrame(NamedTuple):
+    """What `drop_applied_frame` kept: the records, their highest positions, how many, and a
+    call that releases their cached copy (once the batch is done)."""
+
+    df: Any
+    seen: dict[TP, dict[str, Position]]
+    kept: int
+    release: Callable[[], Any]
+
+
+def drop_applied_frame(df: Any, applied: Mapping[TP, Mapping[str, Position]]) -> KeptFrame:
+    """`drop_applied` as a Spark plan over a DataFrame of `schema()` rows: the same records kept
+    and the same highest positions, computed by one job. That job caches the kept records, so
+    the stage's own jobs do not read Kafka again.
+
+    A record is kept when it has no source position, or when its position is above both the
+    stored mark of its (topic, partition) and source and every position before it (by offset) in
+    this batch from the same source: the running maximum of the earlier positions equals
+    `drop_applied`'s highest kept one whenever the comparison matters, since a record it drops
+    is at or below one of the two.
+    """
+    from floe_jobs.localdf import local_dataframe
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+
+    def header(name: str) -> Any:  # the first header of that name, as text (Python: the first)
+        return F.element_at(F.filter(F.col("headers"), lambda h: h["key"] == name), 1)["value"].cast("string")
+
+    src = header(SRC_HEADER)
+    pos = F.struct(
+        F.coalesce(header(OFF_HEADER).cast("long"), F.lit(-1).cast("long")).alias("off"),
+        F.coalesce(header(IDX_HEADER).cast("long"), F.lit(-1).cast("long")).alias("idx"),
+    )
+    located = df.withColumn("_floe_src", src).withColumn("_floe_pos", pos)
+    marks = local_dataframe(
+        df.sparkSession,
+        [
+            (topic, partition, source, off, idx)
+            for (topic, partition), sources in applied.items()
+            for source, (off, idx) in sources.items()
+        ],
+        StructType(
+            [
+                StructField("topic", StringType()),
+                StructField("partition", IntegerType()),
+                StructField("_floe_src", StringType()),
+                StructField("_floe_mark_off", LongType()),
+                StructField("_floe_mark_idx", LongType()),
+            ]
+        ),
+    )
+    earlier = Window.partitionBy("topic", "partition", "_floe_src").orderBy("offset").rowsBetween(
+        Window.unboundedPreceding, -1
+    )
+    mark = F.struct(F.col("_floe_mark_off").alias("off"), F.col("_floe_mark_idx").alias("idx"))
+    prev = F.col("_floe_prev")
+    keep = F.col("_floe_src").isNull() | (
+        (F.col("_floe_mark_off").isNull() | (F.col("_floe_pos") > mark)) & (prev.isNull() | (F.col("_floe_pos") > prev))
+    )
+    kept = (
+        located.join(F.broadcast(marks), ["topic", "partition", "_floe_src"], "left")
+        .withColumn("_floe_prev", F.max("_floe_pos").over(earlier))
+        .where(keep)
+        .select(*df.columns, "_floe_src", "_floe_pos")
+        .persist()
+    )
+    groups = kept.groupBy("topic", "partition", "_floe_src").agg(
+        F.max("_floe_pos").alias("high"), F.count(F.lit(1)).alias("n")
+    )
+    seen: dict[TP, dict[str, Position]] = {}
+    count = 0
+    for row in groups.collect():
+        count += row["n"]
+        if row["_floe_src"] is not None:
+            high = (row["high"]["off"], row["high"]["idx"])
+            seen.setdefault((row["topic"], row["partition"]), {})[row["_floe_src"]] = high
+    return KeptFrame(kept.select(*df.columns), seen, count, kept.unpersist)

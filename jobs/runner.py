@@ -4,9 +4,10 @@ Per iteration, for each stage of the job, over the partitions this replica owns:
 
 1. plan: read the offsets rows, replay in-flight plans exactly, plan new capped ranges, and
    store the new plans (`planned_seq` etc.) in Cassandra before anything is read;
-2. read exactly those ranges with a consumer in the driver (`floe_jobs.kafkaio`); for a
-   repartition stage, drop records whose source position was already applied; hand the rest to
-   the stage as a DataFrame;
+2. read exactly those ranges: with a consumer in the driver (`floe_jobs.kafkaio`), or with
+   Spark's Kafka source when the batch is large (`kafka.spark_read_min_records`); for a
+   repartition stage, drop records whose source position was already applied (in Python, or
+   as a Spark plan); hand the rest to the stage as a DataFrame;
 3. run the stage function; its state helpers apply per-key effects fenced by the sequence;
 4. write what it emits to Kafka and wait for the acknowledgements;
 5. commit: next_offset/committed_seq (and source positions) in Cassandra, one row write per
@@ -209,6 +210,8 @@ class Runner:
         self._halt = threading.Event()
         self._avg_bytes: dict[str, float] = {}
         self.spark: Any = None
+        # large batches are read by Spark's Kafka source when its connector is on spark.jars
+        self.spark_reads = kafkaio.spark_connector(cfg)
         self.session: Any = None
         self.membership: Any = None
         self.lanes: list[Lane] = []
@@ -330,7 +333,9 @@ class Runner:
         and loads everything it uses (1.5-5 s measured on 2 cores, against 0.1-0.5 s warm, and
         it stalls the other lanes meanwhile), and partitions a replica takes over must not wait
         for that — in a handover, or when the group protocol hands it a topic it did not read
-        before. An empty batch is not enough: what runs over no rows skips most of that.
+        before. An empty batch is not enough: what runs over no rows skips most of that. With
+        Spark's Kafka source in use for large batches, the stage runs a second time over the
+        same records read by it (its first read in a process loads the Kafka client).
 
         Nothing is committed, written or produced: no plan is stored, the batch has no sequence,
         its helpers read every key as absent and write nothing (`Batch.dry_run`), and what it
@@ -341,35 +346,58 @@ class Runner:
             for stage in lane.stages:
                 clock = api.BatchClock()
                 try:
-                    sample = self._sample(lane.reader, self._stage_topics(stage))
-                    batch = api.Batch(
-                        spark=self.spark,
-                        df=records.to_dataframe(self.spark, sample),
-                        stage=stage.name,
-                        cfg=self.cfg,
-                        args=list(self.cfg.job.args),
-                        seqs={},
-                        sink=lane.sink,
-                        clock=clock,
-                        dry_run=True,
+                    plans = self._sample(lane.reader, self._stage_topics(stage))
+                    sample = lane.reader.read(plans)
+                    clock.lap("read")
+                    self._dry_run(lane, stage, records.to_dataframe(self.spark, sample), clock)
+                    if self.spark_reads and plans:
+                        df = kafkaio.read_with_spark(self.spark, self.cfg, plans)
+                        release = None
+                        if stage.source is not None:
+                            df, _seen, _kept, release = records.drop_applied_frame(df, {})
+                        self._dry_run(lane, stage, df, clock, lap="spark")
+                        if release is not None:
+                            release()
+                    log.info(
+                        "Warmed up stage=%s records=%d seconds=%.2f %s",
+                        stage.name,
+                        len(sample),
+                        clock.total,
+                        clock.summary(),
                     )
-                    for e in self._emitted(stage.fn(batch)):
-                        lane.sink.write(e.df, topic=e.topic, order=e.order, positions=e.positions, dry_run=True)
-                    clock.lap("fn")
-                    log.info("Warmed up stage=%s records=%d seconds=%.2f", stage.name, len(sample), clock.total)
                 except Exception as exc:  # a stage that refuses this input only starts cold
                     log.warning("Warm-up of stage=%s failed (it starts cold) error=%s", stage.name, exc)
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
 
-    def _sample(self, reader: kafkaio.RangeReader, topics: list[str]) -> list[records.Record]:
-        """The last WARM_UP_RECORDS records of the first partition of `topics` that has any."""
+    def _dry_run(self, lane: Lane, stage: api.Stage, df: Any, clock: api.BatchClock, *, lap: str = "") -> None:
+        """Run `stage` over `df` as a dry run (see `_warm_up`), its phases timed on `clock`."""
+        assert lane.sink is not None
+        batch = api.Batch(
+            spark=self.spark,
+            df=df,
+            stage=stage.name,
+            cfg=self.cfg,
+            args=list(self.cfg.job.args),
+            seqs={},
+            sink=lane.sink,
+            clock=clock,
+            dry_run=True,
+        )
+        result = stage.fn(batch)
+        clock.lap(lap + "fn")
+        for e in self._emitted(result):
+            lane.sink.write(e.df, topic=e.topic, order=e.order, positions=e.positions, dry_run=True)
+        clock.lap(lap + "emit")
+
+    def _sample(self, reader: kafkaio.RangeReader, topics: list[str]) -> list[planning.PartitionPlan]:
+        """A plan over the last WARM_UP_RECORDS records of the first partition of `topics` that has any."""
         md = reader.partitions(topics)
         for topic in topics:
             for partition in sorted(md.get(topic, [])):
                 marks = reader.watermarks([(topic, partition)])[(topic, partition)]
                 if marks.high > marks.low:
                     start = max(marks.low, marks.high - WARM_UP_RECORDS)
-                    return reader.read([planning.PartitionPlan(topic, partition, 0, start, marks.high, replay=False)])
+                    return [planning.PartitionPlan(topic, partition, 0, start, marks.high, replay=False)]
         return []
 
     def _serve_queries(self) -> None:
@@ -552,45 +580,62 @@ class Runner:
                 [(p.topic, p.partition, p.seq, p.start, p.end) for p in replays],
             )
         clock.lap("plan")
-        batch_records = reader.read(plan.partitions)
-        size = records.average_bytes(batch_records)
-        if size is not None:
-            self._avg_bytes[stage.name] = size
+        before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
+        release = None
+        seen: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
+        if self.spark_reads and plan.records >= self.cfg.kafka.spark_read_min_records:
+            # records read are not counted (that would be a job): a repartition topic's offsets
+            # have no gaps (no transactions), so the plan's size is what was read
+            df = kafkaio.read_with_spark(self.spark, self.cfg, plan.partitions)
+            skipped = 0
+            if stage.source is not None:
+                df, seen, kept, release = records.drop_applied_frame(df, before)
+                skipped = plan.records - kept
+            clock.lap("read")
+        else:
+            batch_records = reader.read(plan.partitions)
+            size = records.average_bytes(batch_records)
+            if size is not None:
+                self._avg_bytes[stage.name] = size
+            read = len(batch_records)
+            if stage.source is not None:
+                batch_records, seen = records.drop_applied(batch_records, before)
+            skipped = read - len(batch_records)
+            clock.lap("read")
+            df = records.to_dataframe(self.spark, batch_records)
+            clock.lap("frame")
         positions: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
         if stage.source is not None:
-            before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
-            kept, seen = records.drop_applied(batch_records, before)
-            skipped = len(batch_records) - len(kept)
             if skipped > 0:
                 health.RECORDS_DEDUPED.labels(self.app).inc(skipped)
                 log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
             positions = {
                 p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
             }
-            batch_records = kept
-        clock.lap("read")
-        df = records.to_dataframe(self.spark, batch_records)
-        clock.lap("frame")
-        batch = api.Batch(
-            spark=self.spark,
-            df=df,
-            stage=stage.name,
-            cfg=self.cfg,
-            args=list(self.cfg.job.args),
-            seqs={p.tp: p.seq for p in plan.partitions},
-            sink=sink,
-            clock=clock,
-        )
-        result = stage.fn(batch)
-        clock.lap("fn")
-        crash_point(f"{stage.name}:after-state")
-        out = self._emit(result, sink, large=plan.records > DRIVER_EMIT_MAX_RECORDS)
-        clock.lap("emit")
-        crash_point(f"{stage.name}:after-emit")
-        self.offsets.commit(plan.partitions, positions)
-        clock.lap("commit")
-        self.membership.commit({p.tp: p.end for p in plan.partitions})
-        clock.lap("group")
+        try:
+            batch = api.Batch(
+                spark=self.spark,
+                df=df,
+                stage=stage.name,
+                cfg=self.cfg,
+                args=list(self.cfg.job.args),
+                seqs={p.tp: p.seq for p in plan.partitions},
+                sink=sink,
+                clock=clock,
+            )
+            result = stage.fn(batch)
+            clock.lap("fn")
+            crash_point(f"{stage.name}:after-state")
+            out = self._emit(result, sink, large=plan.records > DRIVER_EMIT_MAX_RECORDS)
+            clock.lap("emit")
+            crash_point(f"{stage.name}:after-emit")
+            self.offsets.commit(plan.partitions, positions)
+            clock.lap("commit")
+            self.membership.commit({p.tp: p.end for p in plan.partitions})
+            clock.lap("group")
+        finally:
+            if release is not None:
+                release()  # the kept records' cached copy
         for p in plan.partitions:
             health.COMMITTED.labels(self.app, p.topic, str(p.partition)).set(p.end)
         health.RECORDS_IN.labels(self.app, stage.name).inc(plan.records)

@@ -40,9 +40,18 @@ def wait_ready(procs: list[localrun.Replica], *, timeout: float) -> None:
     assert all(p.ready() for p in procs), f"replicas not ready within {timeout:.0f}s"
 
 
-@pytest.mark.parametrize("replicas", [1, 2, 3])
-def test_word_count_exact_with_replicas(replicas: int, word_count_app: localrun.App, session: Any) -> None:
+# every batch is read by the driver's consumer (batches of 5,000 records are below the default
+# kafka.spark_read_min_records), except in the "spark" cases, where Spark's Kafka source reads all
+SPARK_READS = {"FLOE_KAFKA_SPARK_READ_MIN_RECORDS": "0"}
+
+
+@pytest.mark.parametrize(("replicas", "reads"), [(1, "driver"), (2, "spark"), (3, "driver")])
+def test_word_count_exact_with_replicas(
+    replicas: int, reads: str, word_count_app: localrun.App, session: Any
+) -> None:
     app = word_count_app
+    if reads == "spark":
+        app.extra_env.update(SPARK_READS)
     lines = localrun.word_lines(3000, seed=replicas)
     localrun.produce(app.bootstrap, app.topics[0], lines[:1500])
     procs = [localrun.Replica(app, f"r{i}").start() for i in range(replicas)]
@@ -159,11 +168,15 @@ def test_sigkill_chaos_exact(word_count_app: localrun.App, session: Any) -> None
 
 
 @pytest.mark.timeout(2400)
-def test_crash_points_replay_exactly(word_count_app: localrun.App, session: Any, tmp_path: Any) -> None:
+@pytest.mark.parametrize("reads", ["driver", "spark"])
+def test_crash_points_replay_exactly(reads: str, word_count_app: localrun.App, session: Any, tmp_path: Any) -> None:
     """SIGKILL at chosen instants: after stage 1 wrote the repartition topic (its replay duplicates
     records there, which stage 2 must drop), after stage 2 applied state (the fence must skip it),
-    after stage 2 emitted (its output is repeated, the state not)."""
+    after stage 2 emitted (its output is repeated, the state not). Both read paths: the driver's
+    filter of applied records and Spark's."""
     app = word_count_app
+    if reads == "spark":
+        app.extra_env.update(SPARK_READS)
     app.extra_env.update(
         {
             "FLOE_TEST_CRASH_POINTS": "split:after-emit,count:after-state,count:after-emit",
