@@ -210,8 +210,11 @@ class Runner:
         self._halt = threading.Event()
         self._avg_bytes: dict[str, float] = {}
         self.spark: Any = None
-        # large batches are read by Spark's Kafka source when its connector is on spark.jars
-        self.spark_reads = kafkaio.spark_connector(cfg)
+        # large batches are read by Spark's Kafka source when its connector is on spark.jars and
+        # the batch cap lets a batch be that large
+        self.spark_reads = (
+            kafkaio.spark_connector(cfg) and cfg.kafka.spark_read_min_records <= cfg.kafka.max_records_per_batch
+        )
         self.session: Any = None
         self.membership: Any = None
         self.lanes: list[Lane] = []
