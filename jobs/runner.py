@@ -375,22 +375,35 @@ class Runner:
     def _dry_run(self, lane: Lane, stage: api.Stage, df: Any, clock: api.BatchClock, *, lap: str = "") -> None:
         """Run `stage` over `df` as a dry run (see `_warm_up`), its phases timed on `clock`."""
         assert lane.sink is not None
-        batch = api.Batch(
+        result = stage.fn(self._batch(lane, stage, df, clock, seqs={}, dry_run=True))
+        clock.lap(lap + "fn")
+        for e in self._emitted(result):
+            lane.sink.write(e.df, topic=e.topic, order=e.order, positions=e.positions, dry_run=True)
+        clock.lap(lap + "emit")
+
+    def _batch(
+        self,
+        lane: Lane,
+        stage: api.Stage,
+        df: Any,
+        clock: api.BatchClock,
+        *,
+        seqs: dict[tuple[str, int], int],
+        dry_run: bool = False,
+    ) -> api.Batch:
+        """What a stage function receives: its records, the session, the lane's sink and a clock."""
+        assert lane.sink is not None
+        return api.Batch(
             spark=self.spark,
             df=df,
             stage=stage.name,
             cfg=self.cfg,
             args=list(self.cfg.job.args),
-            seqs={},
+            seqs=seqs,
             sink=lane.sink,
             clock=clock,
-            dry_run=True,
+            dry_run=dry_run,
         )
-        result = stage.fn(batch)
-        clock.lap(lap + "fn")
-        for e in self._emitted(result):
-            lane.sink.write(e.df, topic=e.topic, order=e.order, positions=e.positions, dry_run=True)
-        clock.lap(lap + "emit")
 
     def _sample(self, reader: kafkaio.RangeReader, topics: list[str]) -> list[planning.PartitionPlan]:
         """A plan over the last WARM_UP_RECORDS records of the first partition of `topics` that has any."""
@@ -616,16 +629,7 @@ class Runner:
                 p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
             }
         try:
-            batch = api.Batch(
-                spark=self.spark,
-                df=df,
-                stage=stage.name,
-                cfg=self.cfg,
-                args=list(self.cfg.job.args),
-                seqs={p.tp: p.seq for p in plan.partitions},
-                sink=sink,
-                clock=clock,
-            )
+            batch = self._batch(lane, stage, df, clock, seqs={p.tp: p.seq for p in plan.partitions})
             result = stage.fn(batch)
             clock.lap("fn")
             crash_point(f"{stage.name}:after-state")
