@@ -313,9 +313,9 @@ def provision(
 
     `extra_tables` (table → its `CREATE TABLE IF NOT EXISTS`) are made alongside the stores',
     e.g. the offsets table. Existing tables are left as they are (options are not altered),
-    except that partitioned tables lacking the fence column get it added. One query finds
-    what exists and the missing tables are created together: a new keyspace costs its own
-    schema change plus one round of table creations.
+    except that partitioned tables lacking the fence column get it added. The tables' statements
+    are sent together: a new keyspace costs its own schema change plus one round of table
+    creations.
     """
     check_identifier(keyspace, "keyspace")
     names = [spec.table_for(table_name_fn) for spec in stores]
@@ -335,11 +335,13 @@ def provision(
             f"keyspace {keyspace} does not exist and create_keyspace is off; create it or turn "
             "keyspace creation on"
         )
-    present = columns_of(session, keyspace, list(wanted))
-    missing = {what: statement for table, (what, statement) in wanted.items() if table not in present}
-    execute_ddl_together(session, missing)
-    for what in missing:
-        log.info("Provisioned table %s", what)
+    # Every table's statement is sent, even for tables system_schema already lists: while another
+    # process's creation of a table is under way, its rows can be visible there before the table
+    # can be used, and only a statement of our own returns after the creation is applied (an
+    # existing table costs one round trip and no schema change).
+    execute_ddl_together(session, {what: statement for what, statement in wanted.values()})
+    log.debug("Ensured tables keyspace=%s tables=%s", keyspace, ",".join(wanted))
+    present = columns_of(session, keyspace, [t for spec, t in zip(stores, names, strict=True) if spec.partitioned])
     for spec, table in zip(stores, names, strict=True):
         if spec.type == "partitioned" and table in present:
             ensure_fence_column(session, keyspace, table, columns=present[table])

@@ -34,6 +34,7 @@ SPECS = [
 
 WORKER = textwrap.dedent("""
     import sys, time
+    from floe_jobs import offsets
     from floe_jobs.stores import CassandraConfig, StoreSpec, connect, provision
     hosts, port, keyspace, start = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
     specs = [StoreSpec("orders", "partitioned", ttl_seconds=3600), StoreSpec("customers", "global"),
@@ -41,7 +42,10 @@ WORKER = textwrap.dedent("""
              StoreSpec("rates", "versioned-global", table_options={"comment": "fx"})]
     session = connect(CassandraConfig(hosts=hosts, port=port))
     time.sleep(max(0.0, start - time.time()))
-    provision(session, keyspace=keyspace, replication=None, stores=specs)
+    provision(session, keyspace=keyspace, replication=None, stores=specs,
+              extra_tables={offsets.TABLE: offsets.table_cql(keyspace)})
+    # usable as soon as provision returns, whichever process created it
+    session.prepare(f"SELECT * FROM {keyspace}.{offsets.TABLE} WHERE app_id = ?")
     session.cluster.shutdown()
     print("provisioned")
 """)
@@ -68,7 +72,7 @@ def test_concurrent_provisioning_from_several_processes(
         session.cluster.refresh_schema_metadata()
         tables = session.cluster.metadata.keyspaces[keyspace].tables
         assert set(tables) == {"orders_kstreams_store", "customers_kstreams_store", "prices_kstreams_store",
-                               "rates_kstreams_store"}
+                               "rates_kstreams_store", "floe_offsets"}
         assert tables["orders_kstreams_store"].options["default_time_to_live"] == 3600
         assert "floe_batch" in tables["orders_kstreams_store"].columns
         # The tables work: one id per table, schema in agreement.
