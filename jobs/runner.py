@@ -355,12 +355,14 @@ class Runner:
                     self._dry_run(lane, stage, records.to_dataframe(self.spark, sample), clock)
                     if self.spark_reads and plans:
                         df = kafkaio.read_with_spark(self.spark, self.cfg, plans)
-                        release = None
-                        if stage.source is not None:
-                            df, _seen, _kept, release = records.drop_applied_frame(df, {})
-                        self._dry_run(lane, stage, df, clock, lap="spark")
-                        if release is not None:
-                            release()
+                        if stage.source is None:
+                            self._dry_run(lane, stage, df, clock, lap="spark")
+                        else:
+                            kept = records.drop_applied_frame(df, {})
+                            try:
+                                self._dry_run(lane, stage, kept.df, clock, lap="spark")
+                            finally:
+                                kept.release()
                     log.info(
                         "Warmed up stage=%s records=%d seconds=%.2f %s",
                         stage.name,

@@ -341,9 +341,10 @@ def provision(
     # existing table costs one round trip and no schema change).
     execute_ddl_together(session, {what: statement for what, statement in wanted.values()})
     log.debug("Ensured tables keyspace=%s tables=%s", keyspace, ",".join(wanted))
-    present = columns_of(session, keyspace, [t for spec, t in zip(stores, names, strict=True) if spec.partitioned])
-    for spec, table in zip(stores, names, strict=True):
-        if spec.type == "partitioned" and table in present:
+    fenced = [table for spec, table in zip(stores, names, strict=True) if spec.type == "partitioned"]
+    present = columns_of(session, keyspace, fenced)
+    for table in fenced:
+        if table in present:
             ensure_fence_column(session, keyspace, table, columns=present[table])
 
 
