@@ -277,6 +277,16 @@ def wait_caught_up(
     raise TimeoutError(f"app {app.app_id} did not catch up on {topics} within {timeout:.0f}s")
 
 
+def drop_keyspace(session: Any, keyspace: str) -> None:
+    """Drops an app's keyspace when a test or benchmark is done with it. Left behind, keyspaces
+    slow every later schema change on the node: provisioning a keyspace with two tables took
+    0.44 s (median of 6) with 1,000 leftover tables against 0.17 s on a clean node."""
+    from floe_jobs.stores import schema
+
+    schema.check_identifier(keyspace, "keyspace")
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=300)
+
+
 def read_store(session: Any, keyspace: str, store: str, *, key_serde: str, value_serde: str) -> dict[Any, Any]:
     """Every live key of a partitioned store (all partitions)."""
     from floe_jobs.stores import schema, serdes

@@ -46,6 +46,18 @@ def session_for(env: dict[str, str]) -> Any:
     )
 
 
+def drop_and_close(session: Any, keyspaces: list[str]) -> None:
+    """Drops a run's keyspaces, so later runs see the same node (see `localrun.drop_keyspace`),
+    then closes the session."""
+    from floe_jobs import localrun
+
+    try:
+        for keyspace in keyspaces:
+            localrun.drop_keyspace(session, keyspace)
+    finally:
+        session.cluster.shutdown()
+
+
 def new_app(env: dict[str, str], workdir: Path, *, prefix: str, partitions: int = 6, **extra: str) -> Any:
     from floe_jobs import localrun
 
@@ -177,7 +189,7 @@ def handover_once(
             stop.set()
             for r in replicas:
                 r.stop()
-            session.cluster.shutdown()
+            drop_and_close(session, [app.keyspace])
             keep_logs(Path(tmp), logs, f"handover-{protocol}-{'on' if leave else 'off'}-{app.app_id}")
         steady_gaps, gaps = [], []
         for _p, times in advances.items():
@@ -381,7 +393,7 @@ def bench_scaleout(args: argparse.Namespace) -> None:
                     runs[name].append({"keys": sizes[name], "settle_s": settled, **result})
                     print(name, runs[name][-1], flush=True)
         finally:
-            session.cluster.shutdown()
+            drop_and_close(session, [app.keyspace for app in apps.values()])
     small = statistics.median(r["ready_s"] for r in runs["small"])
     large = statistics.median(r["ready_s"] for r in runs["large"])
     write_result(
@@ -529,7 +541,7 @@ def floe_throughput(env: dict[str, str], lines: list[str], *, batch: int, logs: 
         finally:
             peak = rss.stop()
             replica.stop()
-            session.cluster.shutdown()
+            drop_and_close(session, [app.keyspace])
             keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
     seconds = phases["warm_up_s"] + phases["batches_s"]
     return {

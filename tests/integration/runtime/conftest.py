@@ -20,18 +20,35 @@ def session(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[object]
 
 
 @pytest.fixture
+def dropped_keyspaces(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[list[str]]:
+    """Keyspaces a test creates, dropped when it ends (see `localrun.drop_keyspace`)."""
+    from floe_jobs.stores import CassandraConfig, connect
+
+    names: list[str] = []
+    yield names
+    if names:
+        s = connect(CassandraConfig(hosts=tuple(cassandra_hosts), port=cassandra_port))
+        try:
+            for name in names:
+                localrun.drop_keyspace(s, name)
+        finally:
+            s.cluster.shutdown()
+
+
+@pytest.fixture
 def word_count_app(
     tmp_path: Path,
     kafka_bootstrap: str,
     cassandra_hosts: list[str],
     cassandra_port: int,
     spark_jars: list[str],
+    dropped_keyspaces: list[str],
 ) -> localrun.App:
     app_id = localrun.unique("wc")
     lines_topic = f"{app_id}-lines"
     localrun.create_topic(kafka_bootstrap, lines_topic, 6)
     localrun.create_topic(kafka_bootstrap, f"{app_id}-output", 6)
-    return localrun.App(
+    app = localrun.App(
         app_id=app_id,
         bootstrap=kafka_bootstrap,
         cassandra_hosts=cassandra_hosts,
@@ -45,6 +62,8 @@ def word_count_app(
         workdir=tmp_path,
         extra_env={"FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "5000"},
     )
+    dropped_keyspaces.append(app.keyspace)
+    return app
 
 
 @pytest.fixture(scope="session")

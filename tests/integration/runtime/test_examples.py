@@ -17,13 +17,21 @@ pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
 
 
 def make_app(
-    tmp_path: Path, bootstrap: str, hosts: list[str], port: int, jars: list[str], *, example: str, store: dict[str, Any]
+    tmp_path: Path,
+    bootstrap: str,
+    hosts: list[str],
+    port: int,
+    jars: list[str],
+    *,
+    example: str,
+    store: dict[str, Any],
+    dropped: list[str],
 ) -> localrun.App:
     app_id = localrun.unique(example[:5])
     localrun.create_topic(bootstrap, f"{app_id}-in", 3)
     localrun.create_topic(bootstrap, f"{app_id}-out", 3)
     module = {"order-locations": "order_locations.py", "dedup": "dedup.py"}[example]
-    return localrun.App(
+    app = localrun.App(
         app_id=app_id,
         bootstrap=bootstrap,
         cassandra_hosts=hosts,
@@ -36,6 +44,8 @@ def make_app(
         spark_jars=jars,
         workdir=tmp_path,
     )
+    dropped.append(app.keyspace)
+    return app
 
 
 def produce_keyed(bootstrap: str, topic: str, records: list[tuple[str, bytes]]) -> None:
@@ -65,6 +75,7 @@ def test_order_locations(
     cassandra_port: int,
     spark_jars: list[str],
     session: Any,
+    dropped_keyspaces: list[str],
 ) -> None:
     app = make_app(
         tmp_path,
@@ -74,6 +85,7 @@ def test_order_locations(
         spark_jars,
         example="order-locations",
         store={"name": "order-locations"},
+        dropped=dropped_keyspaces,
     )
     rng = random.Random(4)
     records, latest = [], {}
@@ -115,6 +127,7 @@ def test_dedup(
     cassandra_port: int,
     spark_jars: list[str],
     session: Any,
+    dropped_keyspaces: list[str],
 ) -> None:
     app = make_app(
         tmp_path,
@@ -124,6 +137,7 @@ def test_dedup(
         spark_jars,
         example="dedup",
         store={"name": "seen-ids", "ttl_seconds": 3600},
+        dropped=dropped_keyspaces,
     )
     rng = random.Random(8)
     events = [(f"e-{rng.randrange(300)}", f"payload-{i}".encode()) for i in range(1500)]
