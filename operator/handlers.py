@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kopf
-from floe_operator import cassandra, k8s, kafka, lag_handlers, model, reconcile, render
+from floe_operator import cassandra, k8s, kafka, loops, model, reconcile, render
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,8 @@ class LeanDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
 
 
 def backoff(retry: int) -> float:
-    """Seconds before retry number `retry` (0-based): 5, 10, 20 … capped at 5 minutes."""
-    return float(min(300, 5 * 2 ** min(retry, 6)))
+    """Seconds before Kopf's retry number `retry` (0-based): 5, 10, 20 … capped at 5 minutes."""
+    return loops.backoff_seconds(retry + 1, base=5.0, cap=300.0)
 
 
 def _index_name(kind: str) -> str:
@@ -150,7 +150,7 @@ async def _report(deps: reconcile.Deps, body: Mapping[str, Any], outcome: reconc
             if exc.status != 404:
                 raise
     for event in outcome.events:
-        kopf.event(dict(body), type=event.type, reason=event.reason, message=event.message)  # type: ignore[arg-type]
+        await deps.cluster.post_event(body, event.type, event.reason, event.message)
 
 
 def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.OperatorRegistry:
@@ -165,7 +165,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             prefix=model.GROUP, key="last-handled-configuration"
         )
         # Kopf's own "handler succeeded" notes would be a write per object per change;
-        # Floe posts its own events for the transitions that matter.
+        # Floe posts its own events for the transitions that matter (`k8s.Cluster.post_event`).
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
@@ -179,7 +179,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             check_kafka=options.check_kafka,
         )
         memo.resync = asyncio.create_task(
-            lag_handlers.keep_running(
+            loops.keep_running(
                 lambda: resync_forever(memo.deps, kwargs), what="Resync loop", base=options.resync_seconds
             ),
             name="floe-resync",
@@ -318,11 +318,11 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         except (cassandra.CassandraUnavailable, cassandra.ProvisioningRejected, kafka.KafkaUnavailable) as exc:
             if retry < MAX_DELETE_RETRIES:
                 raise kopf.TemporaryError(f"Dropping state failed: {exc}", delay=backoff(retry)) from exc
-            kopf.event(
-                body, type="Warning", reason="StateDropFailed", message=f"Gave up dropping state, tables kept: {exc}"
+            await deps.cluster.post_event(
+                body, "Warning", "StateDropFailed", f"Gave up dropping state, tables kept: {exc}"
             )
             return
-        kopf.event(body, type="Normal", reason="StateDropped", message=done)
+        await deps.cluster.post_event(body, "Normal", "StateDropped", done)
         log.info("Finalized app=%s/%s result=%s", body.metadata.namespace, body.metadata.name, done)
 
     return registry

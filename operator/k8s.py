@@ -14,9 +14,11 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import kubernetes
@@ -29,6 +31,12 @@ WRITES = Counter(
     "Write calls the operator made to the Kubernetes API, by kind and verb",
     ["kind", "verb"],
 )
+log = logging.getLogger(__name__)
+
+# What the API server keeps of an Event's message (longer ones are cut, with a marker).
+EVENT_MESSAGE_LIMIT = 1024
+EVENT_SOURCE = "floe-operator"
+
 READS = Counter("floe_operator_kube_reads", "Read calls the operator made to the Kubernetes API", ["kind"])
 
 # kind → (API path prefix, plural). Only the kinds Floe writes or reads.
@@ -109,6 +117,40 @@ class Urgency:
         if self._pending:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), self.patience)
+
+
+def event_manifest(
+    involved: Mapping[str, Any], type_: str, reason: str, message: str, *, now: datetime
+) -> dict[str, Any]:
+    """A core/v1 Event about `involved` (a StreamingApp body), as `kubectl describe` shows it."""
+    meta = involved.get("metadata") or {}
+    if len(message) > EVENT_MESSAGE_LIMIT:
+        message = message[: EVENT_MESSAGE_LIMIT - 3] + "..."
+    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    micro = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name', 'streamingapp')}.", "namespace": meta.get("namespace")},
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion", model.API_VERSION),
+            "kind": involved.get("kind", model.KIND),
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": EVENT_SOURCE},
+        "reportingComponent": EVENT_SOURCE,
+        "reportingInstance": os.environ.get("POD_NAME", EVENT_SOURCE),
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "eventTime": micro,
+        "action": reason,
+        "count": 1,
+    }
 
 
 class Cluster:
@@ -196,6 +238,24 @@ class Cluster:
     async def scale(self, namespace: str, name: str, replicas: int) -> dict[str, Any]:
         """Set a StreamingApp's replicas through its scale subresource (as an HPA would)."""
         return await asyncio.to_thread(self.scale_sync, namespace, name, replicas)
+
+    def post_event_sync(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        event = event_manifest(involved, type_, reason, message, now=datetime.now(UTC))
+        WRITES.labels(kind="Event", verb="create").inc()
+        code, parsed = self._call("POST", f"/api/v1/namespaces/{event['metadata']['namespace']}/events", body=event)
+        self._checked(code, parsed, kind="Event", name=reason)
+
+    async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """Post an Event on a StreamingApp. Best effort: an Event that cannot be posted is logged,
+        never a reason to fail the reconcile or the lag loop that reports it. Posted by the
+        operator itself rather than through Kopf, whose event queue exists only inside its
+        handlers, not in the resync and lag loops."""
+        if not (involved.get("metadata") or {}).get("name"):
+            return
+        try:
+            await asyncio.to_thread(self.post_event_sync, involved, type_, reason, message)
+        except ApiError as exc:
+            log.warning("Posting an event failed reason=%s error=%s", reason, exc)
 
     def delete_sync(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         WRITES.labels(kind=kind, verb="delete").inc()

@@ -39,15 +39,14 @@ from typing import Any
 
 import kopf
 import pydantic
-from floe_operator import autoscale, cassandra, conditions, k8s, kafka, lag, lag_metrics, model
+from floe_operator import autoscale, cassandra, conditions, k8s, kafka, lag, lag_metrics, loops, model
 
 log = logging.getLogger(__name__)
 
 SECRET_TTL = 60.0
-MAX_BACKOFF_SECONDS = 60.0
 MAX_SAMPLES = 9000  # a 24 h stabilization window at a 10 s interval
 
-EventSink = Callable[[Mapping[str, Any], str, str, str], None]
+EventSink = Callable[[Mapping[str, Any], str, str, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -63,49 +62,6 @@ class Options:
 
 def iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def backoff_seconds(failures: int, *, base: float, cap: float = MAX_BACKOFF_SECONDS) -> float:
-    """Delay after `failures` failures in a row: base, 2·base, 4·base … at most `cap` (never less
-    than `base`). A source that is down is asked again soon, then less often, and never given up on."""
-    if failures <= 1:
-        return base
-    return max(base, min(cap, base * 2.0 ** min(failures - 1, 16)))
-
-
-async def keep_running(
-    start: Callable[[], Awaitable[None]],
-    *,
-    what: str,
-    base: float,
-    cap: float = MAX_BACKOFF_SECONDS,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
-    """Run `start` forever: whatever it raises (but cancellation), it is started again after a backoff.
-
-    The lag loop is a task of its own, started once by a startup handler; an exception that
-    escaped it would end it silently and no app would be measured again until a restart.
-    """
-    failures = 0
-    while True:
-        try:
-            await start()
-            log.warning("%s returned; starting it again", what)
-            failures = 0
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            failures += 1
-            log.exception("%s failed failures=%d", what, failures)
-        await sleep(backoff_seconds(failures, base=base, cap=cap))
-
-
-def post_event(body: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-    """Post through Kopf's event queue (only available while the operator runs)."""
-    try:
-        kopf.event(dict(body), type=type_, reason=reason, message=message)  # type: ignore[arg-type]
-    except LookupError:
-        log.debug("No event queue; event not posted reason=%s", reason)
 
 
 @dataclass
@@ -157,13 +113,13 @@ class LagLoop:
         scraper: lag.Scraper,
         metrics: lag_metrics.LagMetrics,
         options: Options = Options(),
-        emit: EventSink = post_event,
+        emit: EventSink | None = None,
     ) -> None:
         self.cluster = cluster
         self.scraper = scraper
         self.metrics = metrics
         self.options = options
-        self.emit = emit
+        self.emit = emit or cluster.post_event
         self.clock = scraper.clock
         self.apps: dict[tuple[str, str], Mapping[str, Any]] = {}
         self.memory: dict[tuple[str, str], AppMemory] = {}
@@ -353,7 +309,7 @@ class LagLoop:
                 decision.reason,
                 inputs,
             )
-            self.emit(
+            await self.emit(
                 self.apps.get(result.key) or {},
                 "Normal",
                 decision.reason,
@@ -366,7 +322,7 @@ class LagLoop:
                 autoscale.AT_LIMIT,
                 autoscale.NO_PROGRESS,
             ):
-                self.emit(
+                await self.emit(
                     self.apps.get(result.key) or {},
                     "Warning",
                     decision.reason,
@@ -430,7 +386,7 @@ class LagLoop:
             except Exception:
                 failures += 1
                 log.exception("Lag tick failed failures=%d", failures)
-            wait = backoff_seconds(failures, base=self.options.interval_seconds)
+            wait = loops.backoff_seconds(failures, base=self.options.interval_seconds)
             await asyncio.sleep(max(0.0, wait - (self.clock() - started)))
 
 
@@ -496,7 +452,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             await book.loop.run()
 
         book.task = asyncio.create_task(
-            keep_running(start, what="Lag loop", base=options.interval_seconds), name="floe-lag-loop"
+            loops.keep_running(start, what="Lag loop", base=options.interval_seconds), name="floe-lag-loop"
         )
 
     @kopf.on.cleanup(registry=registry, id="lag_stop")

@@ -106,7 +106,6 @@ async def test_burst_scales_up_then_down_after_the_window(
     rows = OffsetsRows(cql, keyspace, app.app_id)
     rows.commit(topic, dict.fromkeys(range(PARTITIONS), 0))
 
-    events: list[tuple[str, str, str]] = []
     scraper = lag.Scraper(
         kafka_offsets=lag.KafkaOffsets(),
         cassandra_offsets=lag.CassandraOffsets(lambda target: cql),
@@ -119,7 +118,6 @@ async def test_burst_scales_up_then_down_after_the_window(
         scraper=scraper,
         metrics=lag_metrics.LagMetrics(registry),
         options=lag_handlers.Options(interval_seconds=INTERVAL),
-        emit=lambda obj, type_, reason, message: events.append((type_, reason, message)),
     )
     ends = dict.fromkeys(range(PARTITIONS), 0)
     committed = dict.fromkeys(range(PARTITIONS), 0)
@@ -186,6 +184,13 @@ async def test_burst_scales_up_then_down_after_the_window(
     auto = status["autoscaling"]
     assert auto["mode"] == "Native" and auto["capacityPerReplica"] == pytest.approx(CAPACITY, rel=0.1)
     assert "lastScaleTime" in auto
+    # the Events the loop posted, as `kubectl describe streamingapp burst` lists them
+    selector = "involvedObject.name=burst,involvedObject.kind=StreamingApp"
+    listed = json.loads(
+        run(kubectl, kubeconfig, "get", "events", "-n", namespace, "-o", "json", "--field-selector", selector)
+    )["items"]
+    assert all(e["source"]["component"] == "floe-operator" for e in listed)
+    events = [(e["type"], e["reason"], e["message"]) for e in listed]
     kinds = {reason for _, reason, _ in events}
     assert kinds & {autoscale.LAG_ABOVE_CAPACITY, autoscale.LAG_GROWING}
     assert autoscale.LOW_LOAD in kinds

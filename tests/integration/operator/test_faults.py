@@ -25,14 +25,18 @@ def _degraded(kube: Kubectl, name: str, namespace: str, reason: str) -> dict[str
     )
 
 
-def _warning(kube: Kubectl, name: str, namespace: str, reason: str) -> None:
+def _event(kube: Kubectl, name: str, namespace: str, reason: str, type_: str = "Warning") -> None:
+    """Waits for the operator's Event `reason` on app `name` (posted from a handler or a resync)."""
     wait_for(
         lambda: [
             e
             for e in kube.list("event", namespace)
-            if e["involvedObject"]["name"] == name and e["reason"] == reason and e["type"] == "Warning"
+            if e["involvedObject"]["name"] == name
+            and e["reason"] == reason
+            and e["type"] == type_
+            and e["source"].get("component") == "floe-operator"
         ],
-        what=f"a Warning event {reason}",
+        what=f"a {type_} event {reason}",
     )
 
 
@@ -46,12 +50,13 @@ def test_missing_secret_then_key_then_recovery(kube: Kubectl, spec_args: dict[st
     assert "Secret cass-creds not found" in condition(obj, "Degraded")["message"]
     assert condition(obj, "Ready")["reason"] == "SecretNotFound"
     assert kube.get("deployment", "needs-secret", ns) is None
-    _warning(kube, "needs-secret", ns, "SecretNotFound")
+    _event(kube, "needs-secret", ns, "SecretNotFound")
 
     kube.run("create", "secret", "generic", "cass-creds", "-n", ns, "--from-literal=username=floe")
     obj = _degraded(kube, "needs-secret", ns, "SecretKeyNotFound")
     assert "has no key password" in condition(obj, "Degraded")["message"]
     assert kube.get("deployment", "needs-secret", ns) is None
+    _event(kube, "needs-secret", ns, "SecretKeyNotFound")
 
     kube.run("delete", "secret", "cass-creds", "-n", ns)
     kube.run(
@@ -76,6 +81,7 @@ def test_missing_secret_then_key_then_recovery(kube: Kubectl, spec_args: dict[st
         what="Degraded False",
     )
     assert condition(obj, "Degraded")["reason"] == "AsExpected"
+    _event(kube, "needs-secret", ns, "Provisioned", "Normal")
 
 
 def test_missing_topic_then_recovery(

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-from floe_operator import k8s, lag, lag_handlers, lag_metrics
+from floe_operator import handlers, k8s, lag, lag_handlers, lag_metrics, loops
 from prometheus_client import CollectorRegistry
 
 
@@ -61,6 +61,10 @@ class Cluster:
         self.patches: list[dict[str, Any]] = []
         self.scales: list[int] = []
         self.secret_error: k8s.ApiError | None = None
+        self.events: list[tuple[str, str, str]] = []
+
+    async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         self.patches.append(dict(status))
@@ -95,16 +99,14 @@ def make(mode: str = "Native", **kw: Any) -> tuple[lag_handlers.LagLoop, Clock, 
     clock = Clock()
     scraper = Scraper(clock)
     cluster = Cluster()
-    events: list[Any] = []
     loop = lag_handlers.LagLoop(
         cluster=cluster,  # type: ignore[arg-type]
         scraper=scraper,  # type: ignore[arg-type]
         metrics=lag_metrics.LagMetrics(CollectorRegistry()),
         options=lag_handlers.Options(interval_seconds=10, status_seconds=30),
-        emit=lambda obj, type_, reason, message: events.append((type_, reason, message)),
     )
     loop.track(body(mode, **kw))
-    return loop, clock, scraper, cluster, events
+    return loop, clock, scraper, cluster, cluster.events
 
 
 def tick(loop: lag_handlers.LagLoop, clock: Clock, seconds: float = 10) -> None:
@@ -207,8 +209,8 @@ def test_an_app_whose_secrets_cannot_be_read_is_kept_stale_until_they_can(monkey
 
 
 def test_backoff_doubles_from_the_interval_up_to_a_cap() -> None:
-    assert [lag_handlers.backoff_seconds(n, base=5) for n in range(7)] == [5, 5, 10, 20, 40, 60, 60]
-    assert lag_handlers.backoff_seconds(3, base=90) == 90  # never shorter than the interval itself
+    assert [loops.backoff_seconds(n, base=5) for n in range(7)] == [5, 5, 10, 20, 40, 60, 60]
+    assert loops.backoff_seconds(3, base=90) == 90  # never shorter than the interval itself
 
 
 def test_the_loop_is_started_again_after_any_failure_with_backoff() -> None:
@@ -225,5 +227,9 @@ def test_the_loop_is_started_again_after_any_failure_with_backoff() -> None:
         waits.append(seconds)
 
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(lag_handlers.keep_running(start, what="Lag loop", base=5, sleep=sleep))
+        asyncio.run(loops.keep_running(start, what="Lag loop", base=5, sleep=sleep))
     assert len(attempts) == 4 and waits == [5, 10, 20]
+
+
+def test_kopf_retries_back_off_from_5_seconds_to_5_minutes() -> None:
+    assert [handlers.backoff(r) for r in range(8)] == [5, 10, 20, 40, 80, 160, 300, 300]
