@@ -77,6 +77,7 @@ class KafkaSpec(_Model):
     starting_offsets: Literal["earliest", "latest"] = "latest"
     max_records_per_batch: int = 100000
     max_bytes_per_batch: int = 67108864
+    spark_read_min_records: int | None = None
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
 
 

@@ -114,7 +114,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     """The runtime's configuration (`floe_jobs.config`), mounted as floe.yaml; never a secret.
 
     Keys: app_id, kafka.{bootstrap_servers, topics, output_topics, group_id,
-    starting_offsets, max_records_per_batch, max_bytes_per_batch, session_timeout_ms,
+    starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records (when
+    set), session_timeout_ms,
     heartbeat_interval_ms, leave_group_on_close, extra}, cassandra.{hosts, port,
     local_datacenter, keyspace}, stores[{name, type, ttl_seconds, table_options}],
     spark.{master, conf}, shutdown.drain_timeout_seconds, metrics.port, job.{entrypoint, args}.
@@ -127,6 +128,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     extra: dict[str, str] = {"security.protocol": kafka.security.protocol}
     if kafka.security.sasl is not None:
         extra["sasl.mechanism"] = kafka.security.sasl.mechanism
+    reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
     return {
         "app_id": app.app_id,
         "kafka": {
@@ -137,6 +139,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             "starting_offsets": kafka.starting_offsets,
             "max_records_per_batch": kafka.max_records_per_batch,
             "max_bytes_per_batch": kafka.max_bytes_per_batch,
+            **reads,
             "session_timeout_ms": spec.shutdown.session_timeout_ms,
             "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
             "leave_group_on_close": spec.shutdown.leave_group_on_close,
