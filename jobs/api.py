@@ -34,13 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from floe_jobs import state
+from floe_jobs import smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import KafkaSink
 from floe_jobs.localdf import collect_rows, local_dataframe
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import BinaryType, DataType, IntegerType, StructField, StructType
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Emit:
     # `order` columns (in Python when it produces them itself: collecting the headers as nested
     # rows would double the collect's cost)
     positions: bool = False
+    # the rows of df.select("key", "value", *order) when the stage already holds them in the
+    # driver (a small batch's re-key): the sink produces them without another Spark job
+    rows: list[tuple[Any, ...]] | None = field(default=None, repr=False, compare=False)
 
 
 StageFn = Callable[["Batch"], Any]
@@ -153,12 +156,18 @@ class Batch:
     # a warm-up run (`floe_jobs.runner`): helpers touch no store (every key reads as absent and
     # nothing is written) and the sink produces nothing
     dry_run: bool = False
+    # input records planned for this batch; None: unknown (every helper runs in Spark)
+    records: int | None = None
 
     @property
     def stores(self) -> dict[str, StoreSettings]:
         return {s.name: s for s in self.cfg.stores}
 
     # -- plumbing ---------------------------------------------------------------------------
+    def _small(self) -> bool:
+        """Whether helpers do their grouping in the driver (`floe_jobs.smallbatch`)."""
+        return self.records is not None and self.records <= self.cfg.spark.driver_batch_max_records
+
     def _fences(self) -> dict[int, int]:
         fences: dict[int, int] = {}
         topics = {t for t, _ in self.seqs}
@@ -192,13 +201,21 @@ class Batch:
             value_serde=value_serde,
         )
 
-    def _apply(self, rows: DataFrame, fn: Callable[..., Any], out_value: StructField) -> DataFrame:
+    def _apply(
+        self,
+        rows: DataFrame,
+        fn: Callable[..., Any],
+        out_value: StructField,
+        *,
+        collected: list[tuple[Any, ...]] | None = None,
+    ) -> DataFrame:
         """Run `fn` over the (partition, key, value) rows in the driver; its output as a DataFrame.
 
         The rows are already aggregated per key, so they are few next to the batch's records,
         and one collect is a single Spark job; the state reads and writes then go out from one
         Cassandra session with the stores' bounded concurrency, and the result is local data
-        that later actions of the stage never recompute (nor re-apply)."""
+        that later actions of the stage never recompute (nor re-apply). `collected`: the rows,
+        when a small batch grouped them in the driver."""
         key_field = rows.schema["key"]
         schema = StructType(
             [
@@ -207,7 +224,8 @@ class Batch:
                 out_value,
             ]
         )
-        collected = collect_rows(rows)
+        if collected is None:
+            collected = collect_rows(rows)
         self.clock.lap("fn")
         result = [(p, k, None) for p, k, _v in collected] if self.dry_run else list(fn(collected))
         self.clock.lap("state")
@@ -243,9 +261,13 @@ class Batch:
         missing = {"topic", "partition", "offset"} - set(df.columns)
         if missing:
             raise StateHelperError(f"rekey({name!r}) needs the input columns {sorted(missing)} in the DataFrame")
+        if combine is not None and combine not in COMBINE_OPS:
+            raise StateHelperError(f"rekey({name!r}) combine {combine!r}: accepted values are {sorted(COMBINE_OPS)}")
+        if combine is not None and index is not None:
+            raise StateHelperError(f"rekey({name!r}): index numbers rows that combine merges; pass one of them")
+        if self._small() and (combine is not None or index is not None or value is None):
+            return self._rekey_in_driver(df, name=name, key=key, value=value, index=index, combine=combine)
         if combine is not None:
-            if index is not None:
-                raise StateHelperError(f"rekey({name!r}): index numbers rows that combine merges; pass one of them")
             keyed = self._combined(df, name=name, key=key, value=value, combine=combine)
         else:
             value_col = value if value is not None else F.lit(b"").cast("binary")
@@ -265,10 +287,46 @@ class Batch:
         )
         return Emit(out, self.cfg.repartition_topic(name), order=REKEY_ORDER, positions=True)
 
+    def _rekey_in_driver(
+        self, df: DataFrame, *, name: str, key: Column, value: Column | None, index: str | None, combine: str | None
+    ) -> Emit:
+        """`rekey` for a small batch: one collect, then the rows and positions the Spark plan
+        would give, computed in the driver (`floe_jobs.smallbatch`)."""
+        source = [F.col("topic"), F.col("partition"), F.col("offset"), key.cast("binary").alias("_floe_key")]
+        value_type: DataType
+        if combine is not None:
+            got = collect_rows(df.select(*source, (value if value is not None else F.lit(1)).cast("long")))
+            rows, value_type = smallbatch.combined(got, combine), BinaryType()
+        else:
+            value_col = (value if value is not None else F.lit(b"").cast("binary")).alias("_floe_value")
+            picked = df.select(*source, value_col, *([F.col(index).cast("int")] if index is not None else []))
+            got = collect_rows(picked)
+            if index is not None:
+                rows = smallbatch.indexed([r[:5] for r in got], [r[5] for r in got])
+            else:
+                rows = smallbatch.indexed(got)
+            value_type = picked.schema["_floe_value"].dataType
+        schema = StructType(
+            [
+                StructField("key", BinaryType()),
+                StructField("value", value_type),
+                *(
+                    StructField(o, df.schema[c].dataType)
+                    for c, o in zip(("topic", "partition", "offset"), REKEY_ORDER, strict=False)
+                ),
+                StructField(REKEY_ORDER[3], IntegerType()),
+            ]
+        )
+        return Emit(
+            local_dataframe(self.spark, rows, schema),
+            self.cfg.repartition_topic(name),
+            order=REKEY_ORDER,
+            positions=True,
+            rows=rows,
+        )
+
     def _combined(self, df: DataFrame, *, name: str, key: Column, value: Column | None, combine: str) -> DataFrame:
         """One row per (input topic, input partition, key) with the combined value (see `rekey`)."""
-        if combine not in COMBINE_OPS:
-            raise StateHelperError(f"rekey({name!r}) combine {combine!r}: accepted values are {sorted(COMBINE_OPS)}")
         rows = df.select(
             "topic",
             "partition",
@@ -309,7 +367,10 @@ class Batch:
         grouped = df.groupBy(F.col("partition"), key.alias("key")).agg(COMBINE_OPS[op](value).alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
         fn = functools.partial(state.merge_partition_rows, ref=ref, fences=self._fences(), combine=op)
-        return self._apply(grouped, fn, StructField("value", grouped.schema["value"].dataType))
+        rows = None
+        if self._small():  # the group-by in the driver; Spark's plan only gives the types
+            rows = smallbatch.reduced(collect_rows(df.select(F.col("partition"), key.alias("key"), value)), op)
+        return self._apply(grouped, fn, StructField("value", grouped.schema["value"].dataType), collected=rows)
 
     def latest(
         self,

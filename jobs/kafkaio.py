@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -232,6 +232,7 @@ class KafkaSink:
         order: tuple[str, ...] = (),
         positions: bool = False,
         dry_run: bool = False,
+        rows: Sequence[tuple[Any, ...]] | None = None,
     ) -> int:
         """Write a DataFrame's key/value[/headers][/topic] rows; `topic` None: each row's topic.
 
@@ -239,7 +240,9 @@ class KafkaSink:
         Spark's sink when it is available. `order`: columns (not written) giving the order in
         which rows are written, grouped by the first two (see `floe_jobs.api.Emit`);
         `positions`: the rows get source-position headers made from the first four of them.
-        Returns the number of rows written. `dry_run`: everything but producing (a warm-up)."""
+        Returns the number of rows written. `dry_run`: everything but producing (a warm-up).
+        `rows`: the rows of `df.select("key", "value", *order)` when the driver already holds
+        them (`floe_jobs.api.Emit.rows`); they are produced without a Spark job."""
         cols = [c for c in ("key", "value", "headers", "topic") if c in df.columns]
         if topic is not None and "topic" in cols:
             cols.remove("topic")
@@ -252,12 +255,13 @@ class KafkaSink:
                 df = df.withColumn("headers", position_headers_column(*order[:4]))
                 cols = [*cols, "headers"]
             return self._write_with_spark(df.select(*cols), topic)
-        rows = collect_rows(df.select(*cols, *order))
+        held = rows is not None and cols == ["key", "value"]
+        collected = list(rows or []) if held else collect_rows(df.select(*cols, *order))
         if order:
             # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
-            rows.sort(key=lambda r: tuple(r[len(cols) :]))
+            collected.sort(key=lambda r: tuple(r[len(cols) :]))
         if dry_run:
-            return len(rows)
+            return len(collected)
         at = {c: i for i, c in enumerate(cols)}
         k, v, h, t = (at.get(c) for c in ("key", "value", "headers", "topic"))
         n = len(cols)
@@ -268,7 +272,7 @@ class KafkaSink:
                 position_headers(*r[n : n + 4]) if positions else _headers(None if h is None else r[h]),
                 topic if t is None else r[t],
             )
-            for r in rows
+            for r in collected
         )
 
     def _write_with_spark(self, df: Any, topic: str | None) -> int:

@@ -392,8 +392,11 @@ class Runner:
         *,
         seqs: dict[tuple[str, int], int],
         dry_run: bool = False,
+        records: int | None = None,
     ) -> api.Batch:
-        """What a stage function receives: its records, the session, the lane's sink and a clock."""
+        """What a stage function receives: its records, the session, the lane's sink and a clock.
+        A warm-up's batch has no record count, so its helpers run the Spark plans that large
+        batches need, not the driver-side ones of small batches."""
         assert lane.sink is not None
         return api.Batch(
             spark=self.spark,
@@ -405,6 +408,7 @@ class Runner:
             sink=lane.sink,
             clock=clock,
             dry_run=dry_run,
+            records=records,
         )
 
     def _sample(self, reader: kafkaio.RangeReader, topics: list[str]) -> list[planning.PartitionPlan]:
@@ -631,7 +635,9 @@ class Runner:
                 p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
             }
         try:
-            batch = self._batch(lane, stage, df, clock, seqs={p.tp: p.seq for p in plan.partitions})
+            batch = self._batch(
+                lane, stage, df, clock, seqs={p.tp: p.seq for p in plan.partitions}, records=plan.records
+            )
             result = stage.fn(batch)
             clock.lap("fn")
             crash_point(f"{stage.name}:after-state")
@@ -687,7 +693,7 @@ class Runner:
 
     def _emit(self, result: Any, sink: kafkaio.KafkaSink, *, large: bool) -> int:
         return sum(
-            sink.write(e.df, topic=e.topic, large=large, order=e.order, positions=e.positions)
+            sink.write(e.df, topic=e.topic, large=large, order=e.order, positions=e.positions, rows=e.rows)
             for e in self._emitted(result)
         )
 

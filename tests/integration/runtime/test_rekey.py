@@ -1,20 +1,24 @@
 """`Batch.rekey(combine=...)` on real Spark: one row per key and input partition with the combined
-value, at positions a replay reproduces and a later batch exceeds; bad arguments are refused."""
+value, at positions a replay reproduces and a later batch exceeds; bad arguments are refused.
+Small batches group their rows in the driver (`floe_jobs.smallbatch`): the same rows as Spark's."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from floe_jobs import api, config, kafkaio, records
+from floe_jobs import api, config, kafkaio, records, smallbatch
 from floe_jobs.localdf import collect_rows
 from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
-def _batch(spark: Any, cfg: config.FloeConfig, lines: list[tuple[int, int, str]]) -> api.Batch:
+def _batch(
+    spark: Any, cfg: config.FloeConfig, lines: list[tuple[int, int, str]], *, planned: int | None = None
+) -> api.Batch:
     recs = [records.Record(None, text.encode(), "lines", p, off, datetime.now(UTC), None) for p, off, text in lines]
     return api.Batch(
         spark=spark,
@@ -24,6 +28,7 @@ def _batch(spark: Any, cfg: config.FloeConfig, lines: list[tuple[int, int, str]]
         args=[],
         seqs={},
         sink=kafkaio.KafkaSink(cfg, client_id="rekey-it"),
+        records=planned,
     )
 
 
@@ -33,9 +38,13 @@ def _words(batch: api.Batch) -> Any:
     )
 
 
-def _rows(emit: api.Emit) -> list[tuple[bytes, bytes, tuple[Any, ...]]]:
+def _plain(value: Any) -> Any:
+    return value if value is None or isinstance(value, str) else bytes(value)
+
+
+def _rows(emit: api.Emit) -> list[tuple[Any, Any, tuple[Any, ...]]]:
     rows = collect_rows(emit.df.select("key", "value", *emit.order))
-    return sorted((bytes(r[0]), bytes(r[1]), tuple(r[2:])) for r in rows)
+    return sorted((_plain(r[0]), _plain(r[1]), tuple(r[2:])) for r in rows)
 
 
 def test_combine_sends_each_key_once_per_input_partition(spark: Any, job_config: config.FloeConfig) -> None:
@@ -69,3 +78,54 @@ def test_rekey_refuses_bad_arguments(spark: Any, job_config: config.FloeConfig) 
         batch.rekey(_words(batch), name="words", key=F.col("word"), combine="count", index="word")
     with pytest.raises(api.StateHelperError, match=r"needs the input columns \['offset'\]"):
         batch.rekey(_words(batch).drop("offset"), name="words", key=F.col("word"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_small_batches_rekey_in_the_driver_exactly_as_spark_does(
+    spark: Any, job_config: config.FloeConfig, seed: int
+) -> None:
+    """A replay may take the other path (a batch's size decides it), so both must make the same
+    rows at the same positions: every combine, a stage's own index, and rows numbered per record."""
+    rng = random.Random(seed)
+    vocab = ["a", "b", "é", "zz", "\u00ff", "A", "b b"]
+    lines = [
+        (rng.randrange(3), off, " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 6))))
+        for off in rng.sample(range(1000), 60)
+    ]
+    spark_batch = _batch(spark, job_config, lines)
+    driver_batch = _batch(spark, job_config, lines, planned=len(lines))
+
+    def words(batch: api.Batch) -> Any:
+        return batch.df.select(
+            "topic", "partition", "offset", F.posexplode(F.split(F.col("value").cast("string"), " "))
+        ).where(F.col("col") != "")
+
+    cases: list[dict[str, Any]] = [
+        *({"combine": op} for op in sorted(api.COMBINE_OPS)),
+        {"combine": "sum", "value": F.length("col") - 2},  # negative and zero values too
+        {"index": "pos", "value": F.upper("col")},  # a stage's own numbers, a string value
+        {},  # rows numbered per input record
+    ]
+    for case in cases:
+        expected = spark_batch.rekey(words(spark_batch), name="words", key=F.col("col"), **case)
+        got = driver_batch.rekey(words(driver_batch), name="words", key=F.col("col"), **case)
+        assert expected.rows is None and got.rows is not None, case
+        assert _rows(got) == _rows(expected), case
+        held = sorted((_plain(r[0]), _plain(r[1]), tuple(r[2:])) for r in got.rows)
+        assert held == _rows(expected), case
+
+
+@pytest.mark.parametrize("op", sorted(api.COMBINE_OPS))
+def test_the_driver_group_by_of_small_aggregations_equals_sparks(spark: Any, op: str) -> None:
+    """`aggregate` groups a small batch's rows in the driver (`smallbatch.reduced`): the same
+    totals per (partition, key) as Spark's group-by, null values skipped, all-null giving null."""
+    rng = random.Random(op)
+    rows = [
+        (rng.randrange(3), rng.choice(["a", "b", "é", None]), rng.choice([None, *range(-3, 9)])) for _ in range(300)
+    ]
+    df = spark.createDataFrame(rows, "partition int, key string, value long")
+    expected = sorted(
+        collect_rows(df.groupBy("partition", "key").agg(api.COMBINE_OPS[op]("value").alias("value"))),
+        key=repr,
+    )
+    assert sorted(smallbatch.reduced(collect_rows(df), op), key=repr) == expected

@@ -40,9 +40,11 @@ def wait_ready(procs: list[localrun.Replica], *, timeout: float) -> None:
     assert all(p.ready() for p in procs), f"replicas not ready within {timeout:.0f}s"
 
 
-# every batch is read by the driver's consumer (batches of 5,000 records are below the default
-# kafka.spark_read_min_records), except in the "spark" cases, where Spark's Kafka source reads all
-SPARK_READS = {"FLOE_KAFKA_SPARK_READ_MIN_RECORDS": "0"}
+# batches of at most 5,000 records: every one is read by the driver's consumer (below the default
+# kafka.spark_read_min_records) and re-keyed and aggregated in the driver (within the default
+# spark.driver_batch_max_records), except in the "spark" cases, where Spark's Kafka source reads
+# every batch and the helpers run their Spark plans
+SPARK_READS = {"FLOE_KAFKA_SPARK_READ_MIN_RECORDS": "0", "FLOE_SPARK_DRIVER_BATCH_MAX_RECORDS": "0"}
 
 
 @pytest.mark.parametrize(("replicas", "reads"), [(1, "driver"), (2, "spark"), (3, "driver")])
