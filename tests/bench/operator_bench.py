@@ -67,6 +67,7 @@ class Bench:
 
         self.args = args
         self.env = env
+        self.cassandra_tables = 0
         os.environ["KUBECONFIG"] = env["KUBECONFIG"]
         kubernetes.config.load_kube_config(config_file=env["KUBECONFIG"])
         configuration = kubernetes.client.Configuration.get_default_copy()
@@ -98,6 +99,19 @@ class Bench:
         admin = AdminClient({"bootstrap.servers": self.env["FLOE_KAFKA_BOOTSTRAP"]})
         admin.create_topics([NewTopic(self.topic, num_partitions=3, replication_factor=1)])[self.topic].result(30)
         threading.Thread(target=self._watch, daemon=True).start()
+        self.cassandra_tables = self.user_tables()
+
+    def user_tables(self) -> int:
+        """Tables outside Cassandra's own keyspaces: every schema change costs more as they grow
+        (see `localrun.drop_keyspace`), so the results say how many there were."""
+        from cassandra.cluster import Cluster
+
+        cluster = Cluster(self.env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(self.env["FLOE_CASSANDRA_PORT"]))
+        try:
+            rows = cluster.connect().execute("SELECT keyspace_name FROM system_schema.tables")
+            return sum(1 for row in rows if not row[0].startswith("system"))
+        finally:
+            cluster.shutdown()
 
     def _watch(self) -> None:
         import kubernetes
@@ -392,6 +406,7 @@ def main() -> None:
             target="p99 <= 2 s",
             operator_cpu_s=round(cold_cpu, 2),
             first_create_to_last_deployment_s=round(cold_wall, 2),
+            cassandra_tables_at_start=bench.cassandra_tables,
             load_average=os.getloadavg()[0],
             machine=machine,
         )
@@ -438,6 +453,7 @@ def main() -> None:
             operator_cpu_s=round(warm_cpu, 2),
             api_writes_per_app_until_last_deployment=dict(sorted(api_writes.items(), key=lambda kv: -kv[1])),
             first_create_to_last_deployment_s=round(warm_wall, 2),
+            cassandra_tables_at_start=bench.cassandra_tables,
             load_average=os.getloadavg()[0],
             machine=machine,
         )
