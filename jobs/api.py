@@ -268,7 +268,7 @@ class Batch:
         if self._small() and (combine is not None or index is not None or value is None):
             return self._rekey_in_driver(df, name=name, key=key, value=value, index=index, combine=combine)
         if combine is not None:
-            keyed = self._combined(df, name=name, key=key, value=value, combine=combine)
+            keyed = self._combined(df, key=key, value=value, combine=combine)
         else:
             value_col = value if value is not None else F.lit(b"").cast("binary")
             keyed = df.withColumn("_floe_key", key.cast("binary")).withColumn("_floe_value", value_col)
@@ -325,7 +325,7 @@ class Batch:
             rows=rows,
         )
 
-    def _combined(self, df: DataFrame, *, name: str, key: Column, value: Column | None, combine: str) -> DataFrame:
+    def _combined(self, df: DataFrame, *, key: Column, value: Column | None, combine: str) -> DataFrame:
         """One row per (input topic, input partition, key) with the combined value (see `rekey`)."""
         rows = df.select(
             "topic",
