@@ -26,18 +26,18 @@ import urllib3
 from floe_operator import model
 from prometheus_client import Counter
 
+log = logging.getLogger(__name__)
+
 WRITES = Counter(
     "floe_operator_kube_writes",
     "Write calls the operator made to the Kubernetes API, by kind and verb",
     ["kind", "verb"],
 )
-log = logging.getLogger(__name__)
+READS = Counter("floe_operator_kube_reads", "Read calls the operator made to the Kubernetes API", ["kind"])
 
 # What the API server keeps of an Event's message (longer ones are cut, with a marker).
 EVENT_MESSAGE_LIMIT = 1024
 EVENT_SOURCE = "floe-operator"
-
-READS = Counter("floe_operator_kube_reads", "Read calls the operator made to the Kubernetes API", ["kind"])
 
 # kind → (API path prefix, plural). Only the kinds Floe writes or reads.
 _RESOURCES: dict[tuple[str, str], str] = {
@@ -120,7 +120,7 @@ class Urgency:
 
 
 def event_manifest(
-    involved: Mapping[str, Any], type_: str, reason: str, message: str, *, now: datetime
+    involved: Mapping[str, Any], type_: str, reason: str, message: str, *, now: datetime, instance: str = EVENT_SOURCE
 ) -> dict[str, Any]:
     """A core/v1 Event about `involved` (a StreamingApp body), as `kubectl describe` shows it."""
     meta = involved.get("metadata") or {}
@@ -144,7 +144,7 @@ def event_manifest(
         "message": message,
         "source": {"component": EVENT_SOURCE},
         "reportingComponent": EVENT_SOURCE,
-        "reportingInstance": os.environ.get("POD_NAME", EVENT_SOURCE),
+        "reportingInstance": instance,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "eventTime": micro,
@@ -160,6 +160,8 @@ class Cluster:
         self._client = client
         self._crd_cache: dict[str, tuple[float, bool]] = {}
         self._urgent = Urgency()
+        # which operator replica posts Events (the pod's name in a cluster)
+        self._instance = os.environ.get("POD_NAME", EVENT_SOURCE)
 
     def _call(
         self,
@@ -240,7 +242,7 @@ class Cluster:
         return await asyncio.to_thread(self.scale_sync, namespace, name, replicas)
 
     def post_event_sync(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-        event = event_manifest(involved, type_, reason, message, now=datetime.now(UTC))
+        event = event_manifest(involved, type_, reason, message, now=datetime.now(UTC), instance=self._instance)
         WRITES.labels(kind="Event", verb="create").inc()
         code, parsed = self._call("POST", f"/api/v1/namespaces/{event['metadata']['namespace']}/events", body=event)
         self._checked(code, parsed, kind="Event", name=reason)

@@ -15,7 +15,9 @@ NOW = datetime(2026, 5, 4, 3, 2, 1, 500, tzinfo=UTC)
 
 
 def test_event_names_the_app_and_says_who_posted_it() -> None:
-    event = k8s.event_manifest(APP, "Warning", "CassandraUnavailable", "connect failed", now=NOW)
+    event = k8s.event_manifest(
+        APP, "Warning", "CassandraUnavailable", "connect failed", now=NOW, instance="floe-operator-7d9f"
+    )
     assert event["metadata"] == {"generateName": "orders.", "namespace": "shop"}
     assert event["involvedObject"] == {
         "apiVersion": "streaming.floe.dev/v1alpha1",
@@ -26,6 +28,7 @@ def test_event_names_the_app_and_says_who_posted_it() -> None:
     }
     assert (event["type"], event["reason"], event["message"]) == ("Warning", "CassandraUnavailable", "connect failed")
     assert event["source"] == {"component": "floe-operator"} and event["reportingComponent"] == "floe-operator"
+    assert event["reportingInstance"] == "floe-operator-7d9f"
     assert event["firstTimestamp"] == event["lastTimestamp"] == "2026-05-04T03:02:01Z"
     assert event["eventTime"] == "2026-05-04T03:02:01.000500Z"
     assert event["count"] == 1
