@@ -9,9 +9,7 @@ there. Before this, the rows went as JSON text that Spark parsed (base64 for bin
 about ten times the Python work per row, and a parse in every job.
 
 The other way, `collect_rows` fetches a DataFrame's rows as Arrow record batches (one socket
-stream, no per-row pickling) and turns the columns into plain Python tuples. A DataFrame whose
-rows the optimizer already holds (projections and filters of local data, `DataFrame.isLocal`)
-is collected without a job: 0.03 s against 0.10 s through Arrow for 60 rows.
+stream, no per-row pickling) and turns the columns into plain Python tuples.
 """
 
 from __future__ import annotations
@@ -20,19 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DoubleType,
-    FloatType,
-    IntegralType,
-    StringType,
-    StructType,
-)
-
-# types whose collect() values equal Arrow's (bytearray aside: made bytes); others (timestamps,
-# decimals, nested types) always go through Arrow
-_PLAIN_TYPES = (BinaryType, BooleanType, DoubleType, FloatType, IntegralType, StringType)
+from pyspark.sql.types import StructType
 
 
 def _arrow_schema(schema: StructType) -> Any:
@@ -62,10 +48,7 @@ def local_dataframe(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: 
 
 
 def collect_rows(df: DataFrame) -> list[tuple[Any, ...]]:
-    """Every row of `df` as a tuple of plain Python values (one Spark job, Arrow transfer; no
-    job for local rows of plain types)."""
-    if all(isinstance(f.dataType, _PLAIN_TYPES) for f in df.schema.fields) and df.isLocal():
-        return [tuple(bytes(v) if isinstance(v, bytearray) else v for v in row) for row in df.collect()]
+    """Every row of `df` as a tuple of plain Python values (one Spark job, Arrow transfer)."""
     table = df.toArrow()
     if table.num_rows == 0:
         return []

@@ -4,8 +4,8 @@ For a batch of a few hundred records, Spark's plans for a re-key (a group-by and
 or an aggregation (a group-by) cost a few hundred milliseconds of scheduling on a busy 2-core
 machine, where the rows themselves take milliseconds. Small batches are the ones that decide
 how soon a partition moves on after a handover, so up to `spark.driver_batch_max_records`
-input records a helper collects its rows once (a job of one stage, or none when the rows
-are local data) and these functions give what the Spark plan would: the same rows, at the
+input records a helper collects its rows once (a job of one stage, no shuffle) and these
+functions give what the Spark plan would: the same rows, at the
 same positions for a re-key, so a replay that takes the other path still makes the rows the
 reading stage has already applied.
 
