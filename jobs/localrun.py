@@ -53,7 +53,12 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     while time.monotonic() < deadline:
         md = admin.list_topics(name, timeout=10)
         t = md.topics.get(name)
-        if t is not None and t.error is None and len(t.partitions) == partitions:
+        if (
+            t is not None
+            and t.error is None
+            and len(t.partitions) == partitions
+            and all(p.leader >= 0 for p in t.partitions.values())
+        ):
             return
         time.sleep(0.2)
     raise TimeoutError(f"topic {name} did not appear")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from floe_jobs import offsets
+from floe_jobs import localrun, offsets
 
 
 class FakeClock:
@@ -84,14 +84,13 @@ def admin(kafka_bootstrap: str) -> Any:
 
 
 @pytest.fixture
-def make_topic(admin: Any) -> Iterator[Callable[[int], str]]:
-    from confluent_kafka.admin import NewTopic
-
+def make_topic(admin: Any, kafka_bootstrap: str) -> Iterator[Callable[[int], str]]:
+    """Topics whose partitions all have a leader, so the first scrape of a test already sees them."""
     created: list[str] = []
 
     def make(partitions: int) -> str:
         name = f"it-lag-{uuid.uuid4().hex[:8]}"
-        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(timeout=30)
+        localrun.create_topic(kafka_bootstrap, name, partitions)
         created.append(name)
         return name
 
