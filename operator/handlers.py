@@ -135,7 +135,11 @@ def _deletes_state(spec: kopf.Spec, **_: Any) -> bool:
 
 
 def _observed(memo: kopf.Memo, namespace: str | None, kind: str, name: str, body: kopf.Body) -> None:
-    """Tell the memory of recent writes which version a watch has just delivered."""
+    """Tell the memory of recent writes which version a watch has just delivered.
+
+    Called from the index handlers, which are coroutines for that reason: Kopf runs a plain
+    function in a worker thread, and the reconciles on the event loop change the same memory
+    (a write during a burst of creates failed with "dictionary changed size during iteration")."""
     deps: reconcile.Deps | None = getattr(memo, "deps", None)
     if deps is not None:
         deps.recent.observed(namespace or "", kind, name, body)
@@ -205,7 +209,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             await asyncio.to_thread(deps.provisioner.close)
 
     @kopf.index(group, version, plural, registry=registry, id="apps_idx")
-    def apps_idx(
+    async def apps_idx(
         namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
     ) -> dict[tuple[str, str], dict[str, Any]]:
         _observed(memo, namespace, model.KIND, name, body)
@@ -215,7 +219,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     for idx_group, idx_version, idx_plural, kind in CHILD_INDEXES:
         keep_status = kind == "Deployment"
 
-        def child_idx(
+        async def child_idx(
             namespace: str | None,
             name: str,
             labels: Mapping[str, str],

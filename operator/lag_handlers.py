@@ -464,7 +464,9 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
                 await book.task
 
     @kopf.on.event(group, version, plural, registry=registry, id="lag_track")
-    def lag_track(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    async def lag_track(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        # a coroutine, so it runs on the event loop with the lag loop that reads the book
+        # (Kopf runs a plain function in a worker thread)
         book: _Book | None = getattr(memo, "lag_book", None)
         if book is None:
             return
