@@ -36,7 +36,7 @@ from typing import Any
 
 from floe_jobs import smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
-from floe_jobs.kafkaio import KafkaSink
+from floe_jobs.kafkaio import DRIVER_EMIT_MAX_RECORDS, KafkaSink
 from floe_jobs.localdf import collect_rows, local_dataframe
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -168,6 +168,12 @@ class Batch:
         """Whether helpers do their grouping in the driver (`floe_jobs.smallbatch`)."""
         return self.records is not None and self.records <= self.cfg.spark.driver_batch_max_records
 
+    def _collected_by_sink(self) -> bool:
+        """Whether the sink will collect what this batch emits and produce it from the driver
+        (below `kafkaio.DRIVER_EMIT_MAX_RECORDS` input records; a warm-up too), rather than
+        hand a Spark plan to Spark's Kafka sink."""
+        return self.records is None or self.records <= DRIVER_EMIT_MAX_RECORDS
+
     def _fences(self) -> dict[int, int]:
         fences: dict[int, int] = {}
         topics = {t for t, _ in self.seqs}
@@ -267,8 +273,10 @@ class Batch:
             raise StateHelperError(f"rekey({name!r}): index numbers rows that combine merges; pass one of them")
         if self._small() and (combine is not None or index is not None or value is None):
             return self._rekey_in_driver(df, name=name, key=key, value=value, index=index, combine=combine)
+        grouped = None
         if combine is not None:
-            keyed = self._combined(df, key=key, value=value, combine=combine)
+            grouped = self._grouped(df, key=key, value=value, combine=combine)
+            keyed = self._combined(grouped)
         else:
             value_col = value if value is not None else F.lit(b"").cast("binary")
             keyed = df.withColumn("_floe_key", key.cast("binary")).withColumn("_floe_value", value_col)
@@ -285,7 +293,12 @@ class Batch:
                 for c, o in zip(("topic", "partition", "offset", "_floe_idx"), REKEY_ORDER, strict=True)
             ],
         )
-        return Emit(out, self.cfg.repartition_topic(name), order=REKEY_ORDER, positions=True)
+        rows = None
+        if grouped is not None and self._collected_by_sink():
+            # The rows are collected anyway: collect the group-by and rank in the driver, which
+            # spares the two windows' shuffles (0.3 s of a 0.6 s job over 50 lines, warm).
+            rows = smallbatch.ranked(collect_rows(grouped))
+        return Emit(out, self.cfg.repartition_topic(name), order=REKEY_ORDER, positions=True, rows=rows)
 
     def _rekey_in_driver(
         self, df: DataFrame, *, name: str, key: Column, value: Column | None, index: str | None, combine: str | None
@@ -325,8 +338,9 @@ class Batch:
             rows=rows,
         )
 
-    def _combined(self, df: DataFrame, *, key: Column, value: Column | None, combine: str) -> DataFrame:
-        """One row per (input topic, input partition, key) with the combined value (see `rekey`)."""
+    def _grouped(self, df: DataFrame, *, key: Column, value: Column | None, combine: str) -> DataFrame:
+        """One row per (input topic, input partition, key): `combine` over its values, and its
+        last offset (`smallbatch.ranked` takes these rows)."""
         rows = df.select(
             "topic",
             "partition",
@@ -334,11 +348,15 @@ class Batch:
             key.cast("binary").alias("_floe_key"),
             (value if value is not None else F.lit(1)).cast("long").alias("_floe_v"),
         )
-        combined = rows.groupBy("topic", "partition", "_floe_key").agg(
+        return rows.groupBy("topic", "partition", "_floe_key").agg(
             COMBINE_OPS[combine]("_floe_v").alias("_floe_v"), F.max("offset").alias("_floe_last")
         )
+
+    @staticmethod
+    def _combined(grouped: DataFrame) -> DataFrame:
+        """The grouped rows at their positions (see `rekey`), as a Spark plan."""
         by_source = Window.partitionBy("topic", "partition")
-        return combined.select(
+        return grouped.select(
             "topic",
             "partition",
             "_floe_key",

@@ -9,9 +9,13 @@ functions give what the Spark plan would: the same rows, at the
 same positions for a re-key, so a replay that takes the other path still makes the rows the
 reading stage has already applied.
 
+Larger batches whose rows the sink collects anyway (`Batch._collected_by_sink`) keep Spark's
+group-by of a combining re-key and rank its rows here (`ranked`) instead of in two windows.
+
 Rows are `(topic, partition, offset, key, value)` with the key as bytes (or None) and the
 value an int for `combined`, bytes for `indexed` without an index, anything otherwise; for
-`reduced`, `(partition, key, value)`. Re-key results are `(key, value, src_topic,
+`reduced`, `(partition, key, value)`; for `ranked`, `(topic, partition, key, combined value, last
+offset)`. Re-key results are `(key, value, src_topic,
 src_partition, src_offset, src_idx)`: the written columns followed by `api.REKEY_ORDER`.
 """
 
@@ -48,18 +52,31 @@ def _nulls_first(value: bytes | None) -> tuple[bool, bytes]:
 def combined(rows: Iterable[Row], op: str) -> list[Row]:
     """One row per (topic, partition, key): `op` over its non-null values, as a UTF-8 decimal;
     position (the largest offset of that input partition in the batch, the key's rank)."""
-    values: dict[tuple[str, int], dict[bytes | None, list[int | None]]] = {}
-    last: dict[tuple[str, int], int] = {}
+    values: dict[tuple[str, int, bytes | None], list[int | None]] = {}
+    last: dict[tuple[str, int, bytes | None], int] = {}
     for topic, partition, offset, key, value in rows:
+        group = (topic, partition, None if key is None else bytes(key))
+        values.setdefault(group, []).append(None if value is None else int(value))
+        last[group] = max(last.get(group, offset), offset)
+    return ranked((*group, _reduce(op, found), last[group]) for group, found in values.items())
+
+
+def ranked(groups: Iterable[Row]) -> list[Row]:
+    """The rows of Spark's group-by of a combining re-key, `(topic, partition, key, value, last
+    offset)`, at their positions: (the largest last offset of that input partition, the key's
+    rank among the partition's keys), the value as a UTF-8 decimal. The Spark plan does this
+    with two windows, that is two more shuffles."""
+    by_source: dict[tuple[str, int], list[tuple[bytes | None, int | None]]] = {}
+    last: dict[tuple[str, int], int] = {}
+    for topic, partition, key, value, offset in groups:
         source = (topic, partition)
-        found = values.setdefault(source, {}).setdefault(None if key is None else bytes(key), [])
-        found.append(None if value is None else int(value))
+        by_source.setdefault(source, []).append((None if key is None else bytes(key), value))
         last[source] = max(last.get(source, offset), offset)
     out: list[Row] = []
-    for source, by_key in values.items():
-        for idx, key in enumerate(sorted(by_key, key=_nulls_first), start=1):
-            total = _reduce(op, by_key[key])
-            out.append((key, None if total is None else str(total).encode(), *source, last[source], idx))
+    for source, found in sorted(by_source.items()):  # in the order the sink writes them
+        found.sort(key=lambda kv: _nulls_first(kv[0]))
+        for idx, (key, value) in enumerate(found, start=1):
+            out.append((key, None if value is None else str(value).encode(), *source, last[source], idx))
     return out
 
 

@@ -47,6 +47,11 @@ def _rows(emit: api.Emit) -> list[tuple[Any, Any, tuple[Any, ...]]]:
     return sorted((_plain(r[0]), _plain(r[1]), tuple(r[2:])) for r in rows)
 
 
+def _held(emit: api.Emit) -> list[tuple[Any, Any, tuple[Any, ...]]]:
+    assert emit.rows is not None
+    return sorted((_plain(r[0]), _plain(r[1]), tuple(r[2:])) for r in emit.rows)
+
+
 def test_combine_sends_each_key_once_per_input_partition(spark: Any, job_config: config.FloeConfig) -> None:
     lines = [(0, 10, "a b a"), (0, 11, "b c"), (1, 40, "a a"), (0, 12, "a")]
     batch = _batch(spark, job_config, lines)
@@ -84,15 +89,19 @@ def test_rekey_refuses_bad_arguments(spark: Any, job_config: config.FloeConfig) 
 def test_small_batches_rekey_in_the_driver_exactly_as_spark_does(
     spark: Any, job_config: config.FloeConfig, seed: int
 ) -> None:
-    """A replay may take the other path (a batch's size decides it), so both must make the same
-    rows at the same positions: every combine, a stage's own index, and rows numbered per record."""
+    """A replay may take another path (a batch's size decides it), so all must make the same rows
+    at the same positions: every combine, a stage's own index, and rows numbered per record.
+    Spark's plans alone above `DRIVER_EMIT_MAX_RECORDS` input records (Spark's Kafka sink takes
+    them); below it a combining re-key ranks Spark's group-by in the driver; small batches do
+    everything in the driver."""
     rng = random.Random(seed)
     vocab = ["a", "b", "é", "zz", "\u00ff", "A", "b b"]
     lines = [
         (rng.randrange(3), off, " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 6))))
         for off in rng.sample(range(1000), 60)
     ]
-    spark_batch = _batch(spark, job_config, lines)
+    spark_batch = _batch(spark, job_config, lines, planned=kafkaio.DRIVER_EMIT_MAX_RECORDS + 1)
+    ranked_batch = _batch(spark, job_config, lines, planned=job_config.spark.driver_batch_max_records + 1)
     driver_batch = _batch(spark, job_config, lines, planned=len(lines))
 
     def words(batch: api.Batch) -> Any:
@@ -111,8 +120,10 @@ def test_small_batches_rekey_in_the_driver_exactly_as_spark_does(
         got = driver_batch.rekey(words(driver_batch), name="words", key=F.col("col"), **case)
         assert expected.rows is None and got.rows is not None, case
         assert _rows(got) == _rows(expected), case
-        held = sorted((_plain(r[0]), _plain(r[1]), tuple(r[2:])) for r in got.rows)
-        assert held == _rows(expected), case
+        assert _held(got) == _rows(expected), case
+        if "combine" in case:
+            ranked = ranked_batch.rekey(words(ranked_batch), name="words", key=F.col("col"), **case)
+            assert ranked.rows is not None and _held(ranked) == _rows(expected), case
 
 
 @pytest.mark.parametrize("op", sorted(api.COMBINE_OPS))

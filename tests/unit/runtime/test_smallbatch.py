@@ -58,3 +58,26 @@ def test_reduced_groups_by_partition_and_key_skipping_nulls() -> None:
     rows = [(0, "a", 1), (0, "a", None), (1, "a", 4), (0, "b", None), (0, "a", 2)]
     assert sorted(smallbatch.reduced(rows, "sum"), key=repr) == [(0, "a", 3), (0, "b", None), (1, "a", 4)]
     assert (0, "a", 2) in smallbatch.reduced(rows, "max")
+
+
+def test_ranked_places_grouped_rows_as_combined_does() -> None:
+    """Spark's group-by then `ranked` (larger batches) equals `combined` (small ones): a replay
+    that takes the other path makes the same rows at the same positions."""
+    rows = [
+        ("t", p, o, None if o % 11 == 0 else bytes([200 + (o * 7 + p) % 5]), o % 3) for p in range(3) for o in range(40)
+    ]
+    groups: dict[tuple, tuple[int, int]] = {}
+    for topic, partition, offset, key, value in rows:
+        total, last = groups.get((topic, partition, key), (0, -1))
+        groups[(topic, partition, key)] = (total + value, max(last, offset))
+    grouped = [(*g, total, last) for g, (total, last) in groups.items()]
+    assert sorted(smallbatch.ranked(grouped), key=repr) == sorted(smallbatch.combined(rows, "sum"), key=repr)
+
+
+def test_ranked_keeps_a_null_value_and_takes_the_largest_last_offset_of_each_source() -> None:
+    got = smallbatch.ranked([("t", 0, b"b", 2, 7), ("t", 0, b"a", None, 9), ("t", 1, b"a", 1, 3)])
+    assert sorted(got, key=repr) == [
+        (b"a", None, "t", 0, 9, 1),
+        (b"a", b"1", "t", 1, 3, 1),
+        (b"b", b"2", "t", 0, 9, 2),
+    ]
