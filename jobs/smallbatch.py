@@ -14,9 +14,9 @@ group-by of a combining re-key and rank its rows here (`ranked`) instead of in t
 
 Rows are `(topic, partition, offset, key, value)` with the key as bytes (or None) and the
 value an int for `combined`, bytes for `indexed` without an index, anything otherwise; for
-`reduced`, `(partition, key, value)`; for `ranked`, `(topic, partition, key, combined value, last
-offset)`. Re-key results are `(key, value, src_topic,
-src_partition, src_offset, src_idx)`: the written columns followed by `api.REKEY_ORDER`.
+`reduced`, `(partition, key, value)`; for `ranked`, `(topic, partition, key, combined value,
+last offset)`. Re-key results are `(key, value, src_topic, src_partition, src_offset,
+src_idx)`: the written columns followed by `api.REKEY_ORDER`.
 """
 
 from __future__ import annotations
