@@ -57,7 +57,10 @@ class Sampler:
             if not entry.name.isdigit():
                 continue
             try:
-                kind = _kind((entry / "cmdline").read_bytes())
+                cmdline = (entry / "cmdline").read_bytes()
+                if not cmdline:  # a kernel thread, or a process that has just exited
+                    continue
+                kind = _kind(cmdline)
                 seen[int(entry.name)] = (kind, _cpu((entry / "stat").read_text())[1])
                 if kind == "spark-jvm":
                     for task in (entry / "task").iterdir():
