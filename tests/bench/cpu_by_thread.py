@@ -1,6 +1,6 @@
 """CPU seconds of one word-count throughput run, by process and by JVM thread.
 
-    .venv/bin/python tests/bench/cpu_by_thread.py floe|ss [--words 10000] [--lines 100000] [--jvm-options "..."]
+    .venv/bin/python tests/bench/cpu_by_thread.py floe|ss [--words 10000] [--lines 100000] [--jvm-options "..."] [--logs DIR]
 
 Runs one Floe replica (`floe`) or the Structured Streaming baseline (`ss`) as the throughput
 benchmark does, sampling every process's and every Spark JVM thread's CPU time from /proc
@@ -96,6 +96,7 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=50_000)
     parser.add_argument("--jvm-options", default=None, help="driver JVM options of both systems")
+    parser.add_argument("--logs", type=Path, default=None, help="keep the Floe replica's log here")
     args = parser.parse_args()
     if args.jvm_options:
         conf = json.dumps({"spark.driver.extraJavaOptions": args.jvm_options})
@@ -109,7 +110,7 @@ def main() -> None:
     lines = rb.vocab_lines(args.lines, args.words, seed=5)
     sampler = Sampler()
     if args.system == "floe":
-        result = rb.floe_throughput(env, lines, batch=args.batch)
+        result = rb.floe_throughput(env, lines, batch=args.batch, logs=args.logs)
     else:
         result = rb.ss_throughput(env, lines, batch=args.batch)
     by_kind, by_thread = sampler.stop()
