@@ -223,6 +223,9 @@ class KafkaSink:
             # a batch's output is produced in one go: room for it all (librdkafka's default,
             # 100,000, made the loop wait for deliveries mid-batch)
             "queue.buffering.max.messages": 2_000_000,
+            # delivery callbacks only for failures: producing 300,000 re-keyed records from Python
+            # took 1.27-1.53 s with a callback per record, 1.06-1.18 s without
+            "delivery.report.only.error": True,
         }
         if cfg.kafka.idempotent_output:
             conf["enable.idempotence"] = True

@@ -55,9 +55,12 @@ class StoreOptions:
     """Statements in flight at once for batched operations."""
     page_size: int = 1000
     """Rows fetched per page when iterating."""
-    in_chunk_size: int = 100
-    """Keys per `IN` query of a partitioned get_many (1: one statement per key)."""
-    batch_max_rows: int = 200
+    in_chunk_size: int = 500
+    """Keys per `IN` query of a partitioned get_many (1: one statement per key). Larger chunks
+    mean fewer requests for the driver and the node to handle: fenced reads and writes of
+    200,000 keys took 5.8-6.0 s at 500 keys per query and 1,000 rows per batch against
+    6.8-8.0 s at 100 and 200 (one node on 2 shared cores)."""
+    batch_max_rows: int = 1000
     """Rows per single-partition batch of put_all (1: no batches)."""
     batch_max_bytes: int = 256 * 1024
     """Payload bytes per single-partition batch of put_all."""
