@@ -1,6 +1,7 @@
 """CPU seconds of one word-count throughput run, by process and by JVM thread.
 
-    .venv/bin/python tests/bench/cpu_by_thread.py floe|ss [--words 10000] [--lines 100000] [--jvm-options "..."] [--logs DIR]
+    .venv/bin/python tests/bench/cpu_by_thread.py floe|ss [--words 10000] [--lines 100000]
+        [--jvm-options "..."] [--logs DIR]
 
 Runs one Floe replica (`floe`) or the Structured Streaming baseline (`ss`) as the throughput
 benchmark does, sampling every process's and every Spark JVM thread's CPU time from /proc
