@@ -65,14 +65,28 @@ def ensure_offsets_table(session: Any, *, keyspace: str) -> None:
     session.execute(SimpleStatement(table_cql(keyspace), consistency_level=ConsistencyLevel.ALL))
 
 
+def being_created(exc: Exception) -> bool:
+    """Whether a read failed only because its table is being created by another client: Cassandra
+    then answers with a server error naming an unknown table id ("Unknown CF <id>"), which the
+    driver reports as NoHostAvailable once every host has answered so. Polling a new app's
+    progress while its replica provisions hits this a few times per creation."""
+    errors = getattr(exc, "errors", None)
+    return bool(errors) and all("Unknown CF" in str(error) for error in errors.values())
+
+
 def _read_all(session: Any, cql: str, app_id: str) -> list[Any]:
     from cassandra import InvalidRequest
+    from cassandra.cluster import NoHostAvailable
 
     stmt = SimpleStatement(cql, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
     try:
         return list(session.execute(stmt, (app_id,)))
     except InvalidRequest:  # unconfigured table: nothing was ever recorded
         return []
+    except NoHostAvailable as exc:
+        if being_created(exc):  # nothing recorded yet either
+            return []
+        raise
 
 
 def recorded_topics(session: Any, *, keyspace: str, app_id: str) -> list[str]:

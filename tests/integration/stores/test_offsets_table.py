@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 from cassandra.cluster import Session
 from floe_jobs import offsets
 from floe_jobs.planning import OffsetRow, PartitionPlan
+from floe_jobs.stores.config import CassandraConfig, connect
 
 
 def _app() -> str:
@@ -68,3 +70,30 @@ def test_reads_before_the_table_exists_find_nothing(session: Session) -> None:
         offsets.forget(session, keyspace=bare, app_id="x")  # nothing to forget, no error
     finally:
         execute_ddl(session, f"DROP KEYSPACE IF EXISTS {bare}")
+
+
+def test_progress_read_while_another_client_makes_the_table(
+    session: Session, cassandra_config: CassandraConfig
+) -> None:
+    """Cassandra answers a read racing the table's creation with "Unknown CF"; a tool polling a
+    new app's progress sees no rows yet, not an error."""
+    from floe_jobs.stores.schema import execute_ddl, keyspace_cql
+
+    creator = connect(cassandra_config)
+    reads = 0
+    try:
+        for _ in range(5):
+            bare = f"it_offsets_{uuid.uuid4().hex[:8]}"
+            execute_ddl(session, keyspace_cql(bare))
+            made = threading.Thread(target=offsets.ensure_offsets_table, args=(creator,), kwargs={"keyspace": bare})
+            made.start()
+            try:
+                while made.is_alive():
+                    assert offsets.progress(session, keyspace=bare, app_id="x") == {}
+                    reads += 1
+            finally:
+                made.join()
+                execute_ddl(session, f"DROP KEYSPACE IF EXISTS {bare}")
+    finally:
+        creator.cluster.shutdown()
+    assert reads > 0

@@ -104,3 +104,16 @@ def test_advance_positions_keeps_maximum() -> None:
     before = {"lines:0": (10, 2), "lines:1": (5, 0)}
     seen = {"lines:0": (10, 1), "lines:1": (6, 0), "lines:2": (0, 0)}
     assert planning.advance_positions(before, seen) == {"lines:0": (10, 2), "lines:1": (6, 0), "lines:2": (0, 0)}
+
+
+def test_a_table_being_created_is_told_from_other_failures() -> None:
+    from cassandra.cluster import NoHostAvailable
+    from floe_jobs import offsets
+
+    racing = Exception("java.lang.IllegalArgumentException: Unknown CF c1de82e0-e857-11f1-9379-b74e6de35468")
+    assert offsets.being_created(NoHostAvailable("Unable to complete", {"127.0.0.1:9042": racing}))
+    down = ConnectionRefusedError("Connection refused")
+    assert not offsets.being_created(NoHostAvailable("Unable to connect", {"127.0.0.1:9042": down}))
+    assert not offsets.being_created(NoHostAvailable("Unable to complete", {"a": racing, "b": down}))
+    assert not offsets.being_created(NoHostAvailable("Unable to complete", {}))
+    assert not offsets.being_created(ValueError("Unknown CF"))
