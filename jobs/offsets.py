@@ -70,7 +70,7 @@ def being_created(exc: Exception) -> bool:
     then answers with a server error naming an unknown table id ("Unknown CF <id>"), which the
     driver reports as NoHostAvailable once every host has answered so. Polling a new app's
     progress while its replica provisions hits this a few times per creation."""
-    errors = getattr(exc, "errors", None)
+    errors = getattr(exc, "errors", None) or {}
     return bool(errors) and all("Unknown CF" in str(error) for error in errors.values())
 
 
