@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -49,6 +49,8 @@ TP = tuple[str, int]
 # Bounds of the per-partition memory: points of the end-offset ring, observations of the status window.
 RING_POINTS = 64
 WINDOW_OBSERVATIONS = 64
+# Group offsets read at once in a scrape (each a short-lived consumer with its own connection).
+GROUP_READS_IN_FLIGHT = 16
 
 
 # --- time lag ---------------------------------------------------------------------------
@@ -348,6 +350,24 @@ class KafkaOffsets:
             consumer.close()
         return {(tp.topic, tp.partition): int(tp.offset) for tp in answer if tp.error is None and tp.offset >= 0}
 
+    def many_group_offsets(
+        self, requests: Mapping[tuple[str, str], tuple[kafka.Target, str, Sequence[TP]]]
+    ) -> dict[tuple[str, str], dict[TP, int] | kafka.KafkaUnavailable]:
+        """`group_offsets` of many apps (key → cluster, group, partitions), side by side. Each is
+        a consumer's own connection and round trips, about 40 ms against a local broker, so one
+        after another 500 apps that have not committed to Cassandra yet made a scrape last 20 s."""
+        if not requests:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(GROUP_READS_IN_FLIGHT, len(requests))) as pool:
+            futures = {key: pool.submit(self.group_offsets, *request) for key, request in requests.items()}
+        out: dict[tuple[str, str], dict[TP, int] | kafka.KafkaUnavailable] = {}
+        for key, future in futures.items():
+            try:
+                out[key] = future.result()
+            except kafka.KafkaUnavailable as exc:
+                out[key] = exc
+        return out
+
     def close(self) -> None:
         self._admins.clear()
 
@@ -520,6 +540,18 @@ class Scraper:
                 errors.append(("cassandra", str(rows)))
                 stale.setdefault(key, f"Cassandra: {rows}")
 
+        def rows_of(app: AppRef) -> dict[TP, CommittedRow]:
+            read = committed.get(app.key)
+            return read if isinstance(read, dict) else {}
+
+        # Partitions without a row in Cassandra (an app not started yet): the group's commits.
+        group_requests = {}
+        for app in apps:
+            missing = [tp for tp in tps_of.get(app.key, []) if tp not in rows_of(app)]
+            if app.key not in stale and missing:
+                group_requests[app.key] = (app.kafka, app.group, missing)
+        groups = self.kafka.many_group_offsets(group_requests)
+
         now = self.clock()
         results: list[AppLag] = []
         live: set[tuple[str, str, str, int]] = set()
@@ -527,19 +559,14 @@ class Scraper:
             if app.key in stale:
                 results.append(AppLag(app.namespace, app.name, now, stale=True, error=stale[app.key]))
                 continue
-            read = committed.get(app.key)
-            rows = read if isinstance(read, dict) else {}
+            rows = rows_of(app)
             app_ends = ends.get(app.kafka, {})
             tps = tps_of.get(app.key, [])
-            missing = [tp for tp in tps if tp not in rows]
-            group: dict[TP, int] = {}
-            if missing:
-                try:
-                    group = self.kafka.group_offsets(app.kafka, app.group, missing)
-                except kafka.KafkaUnavailable as exc:
-                    errors.append(("kafka", str(exc)))
-                    results.append(AppLag(app.namespace, app.name, now, stale=True, error=str(exc)))
-                    continue
+            group = groups.get(app.key, {})
+            if isinstance(group, kafka.KafkaUnavailable):
+                errors.append(("kafka", str(group)))
+                results.append(AppLag(app.namespace, app.name, now, stale=True, error=str(group)))
+                continue
             parts: list[PartitionLag] = []
             for topic, partition in tps:
                 end = app_ends.get((topic, partition))

@@ -9,6 +9,9 @@ Writes bench/results/lag-<name>.json:
   offsets tables with concurrent queries). Baseline: the same numbers gathered app by app,
   one ListOffsets request and one synchronous Cassandra read per app and topic, as a
   per-app timer would. Target: <= 1 s.
+- scrape-not-started-200: one scrape of 200 apps with no offsets in Cassandra yet, whose
+  groups are read instead (a short-lived consumer each), side by side. Baseline: the same
+  scrape reading the groups one after another. Target: ratio <= 0.5.
 - time-lag-accuracy: a producer appends at a steady rate to one partition while the app's
   committed offset trails it by a few seconds; at every scrape (1 s apart) the estimated
   time lag is compared with the truth, now minus the CreateTime of the record at the
@@ -177,6 +180,64 @@ def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) ->
     )
 
 
+def bench_not_started(args: argparse.Namespace, env: dict[str, str], session: Any) -> None:
+    """Apps with no row in Cassandra yet (created, not started): each falls back to its Kafka
+    group's commits, one short-lived consumer per group. Value: reads side by side
+    (`lag.GROUP_READS_IN_FLIGHT`); baseline: the same scraper reading them one after another."""
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
+    hosts = env["FLOE_CASSANDRA_HOSTS"].split(",")
+    port = int(env["FLOE_CASSANDRA_PORT"])
+    topic = "floe-bench-lag-not-started"
+    ensure_topics(AdminClient({"bootstrap.servers": bootstrap}), [topic], 6)
+    refs = [
+        lag.app_ref(app_of(1000 + i, topic=topic, bootstrap=bootstrap, hosts=hosts, port=port), {})
+        for i in range(args.idle_apps)
+    ]
+    in_flight = lag.GROUP_READS_IN_FLIGHT
+
+    def scrape(reads: int) -> float:
+        lag.GROUP_READS_IN_FLIGHT = reads
+        try:
+            scraper = lag.Scraper(
+                kafka_offsets=lag.KafkaOffsets(),
+                cassandra_offsets=lag.CassandraOffsets(lambda target: session),
+                partitions_of=kafka.Inspector().partitions_sync,
+            )
+            result = scraper.scrape(refs)
+        finally:
+            lag.GROUP_READS_IN_FLIGHT = in_flight
+        assert not result.errors, result.errors
+        assert {p.source for a in result.apps for p in a.partitions} == {"none"}
+        return result.duration
+
+    times, base = [], []
+    for _ in range(args.idle_runs):  # alternated, so both see the machine's load alike
+        times.append(scrape(in_flight))
+        base.append(scrape(1))
+    value, baseline = statistics.median(times), statistics.median(base)
+    write(
+        f"scrape-not-started-{args.idle_apps}",
+        {
+            "metric": f"seconds for one lag scrape of {args.idle_apps} apps not started yet (no offsets in "
+            "Cassandra, so each app's Kafka group is read), value / baseline; lower is better",
+            "unit": "s",
+            "value": round(value, 4),
+            "baseline": "the same scrape reading the groups one after another",
+            "baseline_value": round(baseline, 4),
+            "ratio": round(value / baseline, 4),
+            "target": "ratio <= 0.5",
+            "p50_s": round(percentile(times, 0.5), 4),
+            "p99_s": round(percentile(times, 0.99), 4),
+            "baseline_p50_s": round(percentile(base, 0.5), 4),
+            "runs": args.idle_runs,
+            "reads_in_flight": in_flight,
+            "command": f".venv/bin/python tests/bench/lag_bench.py --only not-started --idle-apps {args.idle_apps} "
+            f"--idle-runs {args.idle_runs}",
+            "machine": "2 CPUs shared with the local stack (kube-apiserver, etcd, Kafka, Cassandra)",
+        },
+    )
+
+
 def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) -> None:
     bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
     hosts = env["FLOE_CASSANDRA_HOSTS"].split(",")
@@ -277,7 +338,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=25.0, help="duration of the accuracy run")
     parser.add_argument("--rate", type=float, default=1000.0, help="records/s of the steady producer")
     parser.add_argument("--trail-seconds", type=float, default=4.0, help="how far the app trails the producer")
-    parser.add_argument("--only", choices=["scrape", "accuracy"], default=None)
+    parser.add_argument("--idle-apps", type=int, default=200, help="apps not started yet (not-started)")
+    parser.add_argument("--idle-runs", type=int, default=5, help="runs of each kind (not-started)")
+    parser.add_argument("--only", choices=["scrape", "not-started", "accuracy"], default=None)
     args = parser.parse_args()
     env = stack_env()
     cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
@@ -289,6 +352,8 @@ def main() -> None:
     try:
         if args.only in (None, "scrape"):
             bench_scrape(args, env, session)
+        if args.only in (None, "not-started"):
+            bench_not_started(args, env, session)
         if args.only in (None, "accuracy"):
             bench_accuracy(args, env, session)
     finally:

@@ -149,6 +149,45 @@ def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(
     assert got[(idle, 0)] == 0.0 and got[(idle, 1)] == 0.0
 
 
+def test_many_apps_not_started_each_get_their_own_group_offsets(
+    make_topic: Any,
+    producer: Any,
+    cql: Any,
+    keyspace: str,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    clock: FakeClock,
+) -> None:
+    """Apps with no Cassandra rows yet fall back to their groups, read side by side: each app
+    must get its own group's commits, whatever order the reads finish in."""
+    topic = make_topic(2)
+    produce(producer, topic, {0: 100, 1: 100})
+    apps = [
+        model.StreamingApp.from_body(
+            app_body(
+                f"idle-{i}",
+                topics=[topic],
+                bootstrap=kafka_bootstrap,
+                hosts=cassandra_hosts,
+                port=cassandra_port,
+                keyspace=keyspace,
+            )
+        )
+        for i in range(lag.GROUP_READS_IN_FLIGHT + 8)
+    ]
+    for i, app in enumerate(apps):
+        if i % 4 != 3:  # every fourth app has committed nowhere
+            commit_group(kafka_bootstrap, app.consumer_group, topic, {0: i, 1: 100 - i})
+    scrape = make_scraper(clock, cql).scrape([lag.app_ref(app, {}) for app in apps])
+    assert scrape.errors == ()
+    got = {a.name: {p.partition: (p.committed, p.source) for p in a.partitions} for a in scrape.apps}
+    assert got == {
+        app.name: {0: (i, "kafka"), 1: (100 - i, "kafka")} if i % 4 != 3 else {0: (None, "none"), 1: (None, "none")}
+        for i, app in enumerate(apps)
+    }
+
+
 def test_unreachable_sources_mark_only_their_apps_stale_and_recover(
     make_topic: Any,
     producer: Any,
