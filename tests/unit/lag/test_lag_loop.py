@@ -233,3 +233,35 @@ def test_the_loop_is_started_again_after_any_failure_with_backoff() -> None:
 
 def test_kopf_retries_back_off_from_5_seconds_to_5_minutes() -> None:
     assert [handlers.backoff(r) for r in range(8)] == [5, 10, 20, 40, 80, 160, 300, 300]
+
+
+def test_tracked_body_keeps_what_the_loop_reads_and_owns_its_copy() -> None:
+    body = {
+        "apiVersion": "streaming.floe.dev/v1alpha1",
+        "kind": "StreamingApp",
+        "metadata": {
+            "name": "orders",
+            "namespace": "shop",
+            "uid": "u-1",
+            "generation": 3,
+            "labels": {"team": "a"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        },
+        "spec": {"replicas": 2, "kafka": {"topics": ["in"]}},
+        "status": {"replicas": 2},
+    }
+    snapshot = lag_handlers.tracked(body)
+    assert snapshot["metadata"] == {
+        "name": "orders",
+        "namespace": "shop",
+        "uid": "u-1",
+        "generation": 3,
+        "labels": {"team": "a"},
+    }
+    assert {k: snapshot[k] for k in ("apiVersion", "kind", "spec", "status")} == {
+        k: body[k] for k in ("apiVersion", "kind", "spec", "status")
+    }
+    body["spec"]["kafka"]["topics"].append("more")  # Kopf's body changes under the loop
+    body["metadata"]["labels"]["team"] = "b"
+    assert snapshot["spec"]["kafka"]["topics"] == ["in"] and snapshot["metadata"]["labels"] == {"team": "a"}
