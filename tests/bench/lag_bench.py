@@ -62,6 +62,19 @@ def percentile(values: list[float], q: float) -> float:
     return data[min(len(data) - 1, max(0, round(q * (len(data) - 1))))]
 
 
+def compared(times: list[float], base: list[float]) -> dict[str, float]:
+    """Medians and percentiles of a timed value against its baseline timed in the same run."""
+    value, baseline = statistics.median(times), statistics.median(base)
+    return {
+        "value": round(value, 4),
+        "baseline_value": round(baseline, 4),
+        "ratio": round(value / baseline, 4),
+        "p50_s": round(percentile(times, 0.5), 4),
+        "p99_s": round(percentile(times, 0.99), 4),
+        "baseline_p50_s": round(percentile(base, 0.5), 4),
+    }
+
+
 def write(name: str, result: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {"name": name, **result, "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
@@ -154,23 +167,16 @@ def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) ->
     for _ in range(args.runs):
         times.append(scraper.scrape(refs).duration)
         base.append(per_app_baseline())
-    value = statistics.median(times)
-    baseline = statistics.median(base)
     write(
         f"scrape-{args.apps}x{args.partitions}",
         {
             "metric": f"seconds for one lag scrape of {args.apps} apps x {args.partitions} partitions "
             "(end offsets, committed offsets from Cassandra, time lag, status); lower is better",
             "unit": "s",
-            "value": round(value, 4),
             "baseline": "the same offsets gathered app by app: one ListOffsets request and one synchronous "
             "Cassandra read per app",
-            "baseline_value": round(baseline, 4),
-            "ratio": round(value / baseline, 4),
             "target": "<= 1.0 s",
-            "p50_s": round(percentile(times, 0.5), 4),
-            "p99_s": round(percentile(times, 0.99), 4),
-            "baseline_p50_s": round(percentile(base, 0.5), 4),
+            **compared(times, base),
             "runs": args.runs,
             "memory_points": scraper.memory_points(),
             "command": f".venv/bin/python tests/bench/lag_bench.py --apps {args.apps} --partitions {args.partitions} "
@@ -214,21 +220,15 @@ def bench_not_started(args: argparse.Namespace, env: dict[str, str], session: An
     for _ in range(args.idle_runs):  # alternated, so both see the machine's load alike
         times.append(scrape(in_flight))
         base.append(scrape(1))
-    value, baseline = statistics.median(times), statistics.median(base)
     write(
         f"scrape-not-started-{args.idle_apps}",
         {
             "metric": f"seconds for one lag scrape of {args.idle_apps} apps not started yet (no offsets in "
             "Cassandra, so each app's Kafka group is read), value / baseline; lower is better",
             "unit": "s",
-            "value": round(value, 4),
             "baseline": "the same scrape reading the groups one after another",
-            "baseline_value": round(baseline, 4),
-            "ratio": round(value / baseline, 4),
             "target": "ratio <= 0.5",
-            "p50_s": round(percentile(times, 0.5), 4),
-            "p99_s": round(percentile(times, 0.99), 4),
-            "baseline_p50_s": round(percentile(base, 0.5), 4),
+            **compared(times, base),
             "runs": args.idle_runs,
             "reads_in_flight": in_flight,
             "command": f".venv/bin/python tests/bench/lag_bench.py --only not-started --idle-apps {args.idle_apps} "

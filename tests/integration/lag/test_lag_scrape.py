@@ -8,6 +8,7 @@ follows from the committed offsets the test writes.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,6 +32,19 @@ def app_body(name: str, *, topics: list[str], bootstrap: str, hosts: list[str], 
     }
 
 
+@pytest.fixture
+def new_app(
+    kafka_bootstrap: str, cassandra_hosts: list[str], cassandra_port: int, keyspace: str
+) -> Callable[..., model.StreamingApp]:
+    """new_app(name, topics, bootstrap=..., hosts=..., port=...): an app on the local stack unless told otherwise."""
+
+    def make(name: str, topics: list[str], **where: Any) -> model.StreamingApp:
+        at = {"bootstrap": kafka_bootstrap, "hosts": cassandra_hosts, "port": cassandra_port, **where}
+        return model.StreamingApp.from_body(app_body(name, topics=topics, keyspace=keyspace, **at))
+
+    return make
+
+
 def make_scraper(clock: FakeClock, session: Any, *, window: float = 60.0) -> lag.Scraper:
     return lag.Scraper(
         kafka_offsets=lag.KafkaOffsets(timeout=3.0),
@@ -50,23 +64,13 @@ def test_lag_and_time_lag_from_cassandra_with_group_fallback(
     make_topic: Any,
     producer: Any,
     cql: Any,
+    new_app: Callable[..., model.StreamingApp],
     keyspace: str,
     kafka_bootstrap: str,
-    cassandra_hosts: list[str],
-    cassandra_port: int,
     clock: FakeClock,
 ) -> None:
     topic = make_topic(3)
-    app = model.StreamingApp.from_body(
-        app_body(
-            "orders",
-            topics=[topic],
-            bootstrap=kafka_bootstrap,
-            hosts=cassandra_hosts,
-            port=cassandra_port,
-            keyspace=keyspace,
-        )
-    )
+    app = new_app("orders", [topic])
     ref = lag.app_ref(app, {})
     rows = OffsetsRows(cql, keyspace, app.app_id)
     scraper = make_scraper(clock, cql)
@@ -113,23 +117,12 @@ def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(
     make_topic: Any,
     producer: Any,
     cql: Any,
-    keyspace: str,
+    new_app: Callable[..., model.StreamingApp],
     kafka_bootstrap: str,
-    cassandra_hosts: list[str],
-    cassandra_port: int,
     clock: FakeClock,
 ) -> None:
     busy, idle = make_topic(2), make_topic(2)
-    app = model.StreamingApp.from_body(
-        app_body(
-            "fresh",
-            topics=[busy, idle],
-            bootstrap=kafka_bootstrap,
-            hosts=cassandra_hosts,
-            port=cassandra_port,
-            keyspace=keyspace,
-        )
-    )
+    app = new_app("fresh", [busy, idle])
     produce(producer, busy, {0: 40, 1: 10})
     commit_group(kafka_bootstrap, app.consumer_group, busy, {0: 30})
     scraper = make_scraper(clock, cql)
@@ -153,29 +146,15 @@ def test_many_apps_not_started_each_get_their_own_group_offsets(
     make_topic: Any,
     producer: Any,
     cql: Any,
-    keyspace: str,
+    new_app: Callable[..., model.StreamingApp],
     kafka_bootstrap: str,
-    cassandra_hosts: list[str],
-    cassandra_port: int,
     clock: FakeClock,
 ) -> None:
     """Apps with no Cassandra rows yet fall back to their groups, read side by side: each app
     must get its own group's commits, whatever order the reads finish in."""
     topic = make_topic(2)
     produce(producer, topic, {0: 100, 1: 100})
-    apps = [
-        model.StreamingApp.from_body(
-            app_body(
-                f"idle-{i}",
-                topics=[topic],
-                bootstrap=kafka_bootstrap,
-                hosts=cassandra_hosts,
-                port=cassandra_port,
-                keyspace=keyspace,
-            )
-        )
-        for i in range(lag.GROUP_READS_IN_FLIGHT + 8)
-    ]
+    apps = [new_app(f"idle-{i}", [topic]) for i in range(lag.GROUP_READS_IN_FLIGHT + 8)]
     for i, app in enumerate(apps):
         if i % 4 != 3:  # every fourth app has committed nowhere
             commit_group(kafka_bootstrap, app.consumer_group, topic, {0: i, 1: 100 - i})
@@ -192,38 +171,14 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(
     make_topic: Any,
     producer: Any,
     cql: Any,
-    keyspace: str,
-    kafka_bootstrap: str,
-    cassandra_hosts: list[str],
+    new_app: Callable[..., model.StreamingApp],
     cassandra_port: int,
     clock: FakeClock,
 ) -> None:
     topic = make_topic(1)
-    good = model.StreamingApp.from_body(
-        app_body(
-            "good",
-            topics=[topic],
-            bootstrap=kafka_bootstrap,
-            hosts=cassandra_hosts,
-            port=cassandra_port,
-            keyspace=keyspace,
-        )
-    )
-    no_kafka = model.StreamingApp.from_body(
-        app_body(
-            "no-kafka",
-            topics=[topic],
-            bootstrap="127.0.0.1:1",
-            hosts=cassandra_hosts,
-            port=cassandra_port,
-            keyspace=keyspace,
-        )
-    )
-    no_cassandra = model.StreamingApp.from_body(
-        app_body(
-            "no-cassandra", topics=[topic], bootstrap=kafka_bootstrap, hosts=["127.0.0.1"], port=1, keyspace=keyspace
-        )
-    )
+    good = new_app("good", [topic])
+    no_kafka = new_app("no-kafka", [topic], bootstrap="127.0.0.1:1")
+    no_cassandra = new_app("no-cassandra", [topic], hosts=["127.0.0.1"], port=1)
     produce(producer, topic, {0: 5})
     provisioner = cassandra.Provisioner(connect_timeout=2.0)
     sessions: dict[int, Any] = {}
