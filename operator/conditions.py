@@ -39,6 +39,7 @@ REPLICAS_EXCEED_PARTITIONS = "ReplicasExceedPartitions"
 # Faults: what only the operator can know.
 SECRET_NOT_FOUND = "SecretNotFound"
 SECRET_KEY_NOT_FOUND = "SecretKeyNotFound"
+SECRET_UNREADABLE = "SecretUnreadable"
 CASSANDRA_UNAVAILABLE = "CassandraUnavailable"
 PROVISIONING_FAILED = "ProvisioningFailed"
 KAFKA_UNAVAILABLE = "KafkaUnavailable"

@@ -171,7 +171,10 @@ class SecretsSeen:
 async def _check_secrets(app: model.StreamingApp, deps: Deps) -> tuple[SecretsSeen, conditions.Fault | None]:
     seen = SecretsSeen()
     for name, keys in model.referenced_secrets(app.spec).items():
-        found = await deps.cluster.secret(app.namespace, name)
+        try:
+            found = await deps.cluster.secret(app.namespace, name)
+        except k8s.ApiError as exc:
+            return seen, conditions.Fault(conditions.SECRET_UNREADABLE, _unreadable(name, app.namespace, exc))
         if found is None:
             return seen, conditions.Fault(
                 conditions.SECRET_NOT_FOUND,
@@ -187,6 +190,16 @@ async def _check_secrets(app: model.StreamingApp, deps: Deps) -> tuple[SecretsSe
         seen.data[name] = data
         seen.versions[name] = version
     return seen, None
+
+
+def _unreadable(name: str, namespace: str, exc: k8s.ApiError) -> str:
+    """Why a referenced Secret could not be read, and what to change: a refusal is the operator's
+    RBAC (a namespaced install, or a chart whose Secret access was narrowed), anything else is
+    retried."""
+    what = f"Reading Secret {name} in namespace {namespace} failed (HTTP {exc.status}: {exc.message})"
+    if exc.status == 403:
+        return f"{what}; grant the operator's ServiceAccount get on Secrets in namespace {namespace}"
+    return f"{what}; retrying"
 
 
 async def _check_kafka(

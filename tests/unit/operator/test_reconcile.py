@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from floe_operator import cassandra, conditions, kafka, model, reconcile, render
+from floe_operator import cassandra, conditions, k8s, kafka, model, reconcile, render
 
 from .conftest import load_case
 
@@ -198,6 +198,35 @@ def test_missing_secret_and_key() -> None:
     outcome = _run(body, _deps(cluster=cluster, kafka=FakeKafka({"metrics.raw": 3})), {})
     assert outcome.fault is not None and outcome.fault.reason == conditions.SECRET_KEY_NOT_FOUND
     assert "password" in outcome.fault.message
+
+
+class RefusingCluster(FakeCluster):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__()
+        self.refusal = k8s.ApiError(status, message, kind="Secret", name="rollup-kafka")
+
+    async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        raise self.refusal
+
+
+def test_an_unreadable_secret_degrades_the_app_with_what_to_change() -> None:
+    body = load_case("sasl-plaintext")
+    forbidden = 'secrets "rollup-kafka" is forbidden: User "system:serviceaccount:floe:floe" cannot get resource'
+    cluster = RefusingCluster(403, forbidden)
+    outcome = _run(body, _deps(cluster=cluster, kafka=FakeKafka({"metrics.raw": 3})), {})
+    assert outcome.fault == conditions.Fault(
+        conditions.SECRET_UNREADABLE,
+        f"Reading Secret rollup-kafka in namespace obs failed (HTTP 403: {forbidden}); "
+        "grant the operator's ServiceAccount get on Secrets in namespace obs",
+    )
+    assert cluster.applied == []  # nothing rolls out on a spec whose Secrets are unknown
+    degraded = next(c for c in outcome.status_patch["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", conditions.SECRET_UNREADABLE)
+
+    outcome = _run(body, _deps(cluster=RefusingCluster(0, "API server unreachable: timed out")), {})
+    assert outcome.fault is not None and outcome.fault.message.endswith(
+        "(HTTP 0: API server unreachable: timed out); retrying"
+    )
 
 
 def test_is_subset_tolerates_api_defaults_and_quantity_forms() -> None:
