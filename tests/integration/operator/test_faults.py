@@ -129,3 +129,37 @@ def test_unreachable_services_degrade_without_blocking_others(
     for name in ("no-kafka", "no-cassandra"):
         kube.run("delete", "streamingapp", name, "-n", ns, "--wait=true", "--timeout=20s")
         assert kube.get("streamingapp", name, ns) is None
+
+
+def test_a_secret_the_operator_may_not_read_degrades_the_app(
+    kube: Kubectl, kubeconfig: str, spec_args: dict[str, Any]
+) -> None:
+    """A pass run by a ServiceAccount without RBAC on Secrets (a narrowed install): the real
+    API server refuses the read, and the app is Degraded with the grant to add, nothing applied."""
+    import asyncio
+
+    import kubernetes
+    from floe_operator import cassandra, k8s, kafka, reconcile
+
+    ns = spec_args["namespace"]
+    account = f"no-secrets-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "serviceaccount", account, "-n", ns)
+    kube.run("create", "secret", "generic", f"{account}-creds", "-n", ns, "--from-literal=username=u")
+    token = kube.run("create", "token", account, "-n", ns).stdout.strip()
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=config)
+    config.cert_file = config.key_file = None  # the ServiceAccount's token, not the admin's certificate
+    config.api_key = {"authorization": f"Bearer {token}"}
+    deps = reconcile.Deps(
+        cluster=k8s.Cluster(kubernetes.client.ApiClient(config)),
+        provisioner=cassandra.Provisioner(),
+        kafka=kafka.Inspector(),
+    )
+    body = app_manifest("narrowed", **spec_args)
+    body["spec"]["state"]["cassandra"]["credentialsSecretRef"] = {"name": f"{account}-creds"}
+    outcome = asyncio.run(reconcile.reconcile(body, deps=deps, children={}))
+    assert outcome.fault is not None and outcome.fault.reason == "SecretUnreadable", outcome.fault
+    assert f"Reading Secret {account}-creds in namespace {ns} failed (HTTP 403: " in outcome.fault.message
+    assert outcome.fault.message.endswith(f"grant the operator's ServiceAccount get on Secrets in namespace {ns}")
+    assert outcome.applied == []
+    deps.provisioner.close()
