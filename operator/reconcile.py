@@ -193,9 +193,8 @@ async def _check_secrets(app: model.StreamingApp, deps: Deps) -> tuple[SecretsSe
 
 
 def _unreadable(name: str, namespace: str, exc: k8s.ApiError) -> str:
-    """Why a referenced Secret could not be read, and what to change: a refusal is the operator's
-    RBAC (a namespaced install, or a chart whose Secret access was narrowed), anything else is
-    retried."""
+    """Why a referenced Secret could not be read, and what to change: a refusal comes from the
+    operator's RBAC (Secret access taken out of its Role), anything else is retried."""
     what = f"Reading Secret {name} in namespace {namespace} failed (HTTP {exc.status}: {exc.message})"
     if exc.status == 403:
         return f"{what}; grant the operator's ServiceAccount get on Secrets in namespace {namespace}"
