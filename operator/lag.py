@@ -289,8 +289,9 @@ def app_ref(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -
 class KafkaOffsets:
     """End offsets and group offsets, one admin client per cluster."""
 
-    def __init__(self, *, timeout: float = 5.0) -> None:
+    def __init__(self, *, timeout: float = 5.0, group_reads_in_flight: int = GROUP_READS_IN_FLIGHT) -> None:
         self._timeout = timeout
+        self._group_reads = group_reads_in_flight
         self._admins: dict[kafka.Target, Any] = {}
         self._guard = threading.Lock()
 
@@ -358,7 +359,7 @@ class KafkaOffsets:
         another, 200 apps that had not committed to Cassandra yet made a scrape last 6 s."""
         if not requests:
             return {}
-        with ThreadPoolExecutor(max_workers=min(GROUP_READS_IN_FLIGHT, len(requests))) as pool:
+        with ThreadPoolExecutor(max_workers=min(self._group_reads, len(requests))) as pool:
             futures = {key: pool.submit(self.group_offsets, *request) for key, request in requests.items()}
         out: dict[tuple[str, str], dict[TP, int] | kafka.KafkaUnavailable] = {}
         for key, future in futures.items():

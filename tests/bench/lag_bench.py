@@ -202,16 +202,12 @@ def bench_not_started(args: argparse.Namespace, env: dict[str, str], session: An
     in_flight = lag.GROUP_READS_IN_FLIGHT
 
     def scrape(reads: int) -> float:
-        lag.GROUP_READS_IN_FLIGHT = reads
-        try:
-            scraper = lag.Scraper(
-                kafka_offsets=lag.KafkaOffsets(),
-                cassandra_offsets=lag.CassandraOffsets(lambda target: session),
-                partitions_of=kafka.Inspector().partitions_sync,
-            )
-            result = scraper.scrape(refs)
-        finally:
-            lag.GROUP_READS_IN_FLIGHT = in_flight
+        scraper = lag.Scraper(
+            kafka_offsets=lag.KafkaOffsets(group_reads_in_flight=reads),
+            cassandra_offsets=lag.CassandraOffsets(lambda target: session),
+            partitions_of=kafka.Inspector().partitions_sync,
+        )
+        result = scraper.scrape(refs)
         assert not result.errors, result.errors
         assert {p.source for a in result.apps for p in a.partitions} == {"none"}
         return result.duration
