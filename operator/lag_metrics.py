@@ -17,17 +17,44 @@ Exporter:
 
 Series of partitions and apps that are gone are removed, so the label set stays bounded.
 On a failed scrape the last values of the app are kept and `floe_lag_metrics_stale` says so.
+
+The per-partition and per-app series are not client-library Gauge children: a collector builds
+them from the last scrape when Prometheus asks. With 500 apps of 3 partitions that is 15,500
+series, and as Gauge children (each with its own lock and value object) they held 12 MiB of
+the operator's memory; the scrape already holds every value they carried.
 """
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Iterator
 
 from floe_operator import autoscale, lag
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 PARTITION = ["namespace", "app", "topic", "partition"]
 APP = ["namespace", "app"]
+
+# name → help, of the series built from the last scrape
+PARTITION_FAMILIES = {
+    "floe_consumergroup_lag": "Records not yet processed, per partition",
+    "floe_consumergroup_lag_seconds": "Estimated seconds since the oldest unprocessed record reached the log "
+    "(0 when caught up)",
+    "floe_consumergroup_group_offset": "Committed offset: the next record to process",
+    "floe_partition_latest_offset": "End offset (high watermark) of the partition",
+}
+STATUS_FAMILY = "floe_consumergroup_partition_status"
+STATUS_HELP = "Burrow-style partition status: 1 for the current status (OK, WARN, STALL, STOP), 0 for the others"
+APP_FAMILIES = {
+    "floe_consumergroup_sum_lag": "Lag summed over the app's input partitions",
+    "floe_consumergroup_max_lag": "Largest lag of the app's partitions",
+    "floe_consumergroup_max_lag_seconds": "Largest time lag of the app's partitions",
+    "floe_consumergroup_consumption_rate": "Records committed per second over the rate window",
+    "floe_consumergroup_input_rate": "Records appended to the input per second over the rate window",
+    "floe_lag_metrics_stale": "1 while the app's lag could not be measured",
+    "floe_autoscaler_desired_replicas": "Replicas the native autoscaler decided last",
+}
 
 
 class LagMetrics:
@@ -35,45 +62,6 @@ class LagMetrics:
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         r = registry
-        self.lag = Gauge("floe_consumergroup_lag", "Records not yet processed, per partition", PARTITION, registry=r)
-        self.lag_seconds = Gauge(
-            "floe_consumergroup_lag_seconds",
-            "Estimated seconds since the oldest unprocessed record reached the log (0 when caught up)",
-            PARTITION,
-            registry=r,
-        )
-        self.group_offset = Gauge(
-            "floe_consumergroup_group_offset", "Committed offset: the next record to process", PARTITION, registry=r
-        )
-        self.latest_offset = Gauge(
-            "floe_partition_latest_offset", "End offset (high watermark) of the partition", PARTITION, registry=r
-        )
-        self.status = Gauge(
-            "floe_consumergroup_partition_status",
-            "Burrow-style partition status: 1 for the current status (OK, WARN, STALL, STOP), 0 for the others",
-            [*PARTITION, "status"],
-            registry=r,
-        )
-        self.sum_lag = Gauge(
-            "floe_consumergroup_sum_lag", "Lag summed over the app's input partitions", APP, registry=r
-        )
-        self.max_lag = Gauge("floe_consumergroup_max_lag", "Largest lag of the app's partitions", APP, registry=r)
-        self.max_lag_seconds = Gauge(
-            "floe_consumergroup_max_lag_seconds", "Largest time lag of the app's partitions", APP, registry=r
-        )
-        self.consumption_rate = Gauge(
-            "floe_consumergroup_consumption_rate", "Records committed per second over the rate window", APP, registry=r
-        )
-        self.input_rate = Gauge(
-            "floe_consumergroup_input_rate",
-            "Records appended to the input per second over the rate window",
-            APP,
-            registry=r,
-        )
-        self.stale = Gauge("floe_lag_metrics_stale", "1 while the app's lag could not be measured", APP, registry=r)
-        self.desired = Gauge(
-            "floe_autoscaler_desired_replicas", "Replicas the native autoscaler decided last", APP, registry=r
-        )
         self.decisions = Counter(
             "floe_autoscaler_decisions",
             "Scaling decisions of the native autoscaler",
@@ -92,10 +80,13 @@ class LagMetrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
             registry=r,
         )
-        self._partitions: set[tuple[str, str, str, str]] = set()
-        self._apps: set[tuple[str, str]] = set()
         for source in ("kafka", "cassandra", "kubernetes"):
             self.errors.labels(source=source)
+        # Replaced whole on each update, so a concurrent collect sees one scrape or the next.
+        self._measured: dict[tuple[str, str], lag.AppLag] = {}  # last app lag with values
+        self._stale: dict[tuple[str, str], bool] = {}
+        self._desired: dict[tuple[str, str], int] = {}
+        r.register(_ScrapeCollector(self))
 
     def update(self, scrape: lag.Scrape) -> None:
         self.duration.observe(scrape.duration)
@@ -103,51 +94,61 @@ class LagMetrics:
             self.errors.labels(source=source).inc()
         if not scrape.errors:
             self.last_success.set(scrape.at)
-        seen_parts: set[tuple[str, str, str, str]] = set()
-        seen_apps: set[tuple[str, str]] = set()
+        measured: dict[tuple[str, str], lag.AppLag] = {}
+        stale: dict[tuple[str, str], bool] = {}
         for app in scrape.apps:
-            ak = (app.namespace, app.name)
-            seen_apps.add(ak)
-            self.stale.labels(*ak).set(1 if app.stale else 0)
-            if app.stale:
-                seen_parts.update(p for p in self._partitions if p[:2] == ak)
-                continue
-            for p in app.partitions:
-                pk = (app.namespace, app.name, p.topic, str(p.partition))
-                seen_parts.add(pk)
-                self.lag.labels(*pk).set(p.lag)
-                self.lag_seconds.labels(*pk).set(p.lag_seconds)
-                if p.committed is not None:
-                    self.group_offset.labels(*pk).set(p.committed)
-                self.latest_offset.labels(*pk).set(p.end)
-                for state in lag.STATUSES:
-                    self.status.labels(*pk, state).set(1 if state == p.status else 0)
-            self.sum_lag.labels(*ak).set(app.total)
-            self.max_lag.labels(*ak).set(app.max_lag)
-            self.max_lag_seconds.labels(*ak).set(app.max_seconds)
-            self.consumption_rate.labels(*ak).set(app.consumption_rate or 0.0)
-            self.input_rate.labels(*ak).set(app.input_rate or 0.0)
-        for pk in self._partitions - seen_parts:
-            self._remove_partition(pk)
-        for ak in self._apps - seen_apps:
-            for g in (self.sum_lag, self.max_lag, self.max_lag_seconds, self.consumption_rate, self.input_rate):
-                _discard(g, ak)
-            _discard(self.stale, ak)
-            _discard(self.desired, ak)
-        self._partitions = seen_parts
-        self._apps = seen_apps
-
-    def _remove_partition(self, pk: tuple[str, str, str, str]) -> None:
-        for g in (self.lag, self.lag_seconds, self.group_offset, self.latest_offset):
-            _discard(g, pk)
-        for state in lag.STATUSES:
-            _discard(self.status, (*pk, state))
+            stale[app.key] = app.stale
+            last = app if not app.stale else self._measured.get(app.key)
+            if last is not None:
+                measured[app.key] = last
+        self._measured, self._stale = measured, stale
+        self._desired = {k: v for k, v in self._desired.items() if k in stale}
 
     def record_decision(self, namespace: str, app: str, decision: autoscale.Decision) -> None:
-        self.desired.labels(namespace, app).set(decision.replicas)
+        self._desired = {**self._desired, (namespace, app): decision.replicas}
         self.decisions.labels(namespace, app, decision.action, decision.reason).inc()
 
+    def families(self) -> Iterator[GaugeMetricFamily]:
+        """The per-partition and per-app series of the last scrape (what the collector yields)."""
+        measured, stale, desired = self._measured, self._stale, self._desired
+        part = {name: GaugeMetricFamily(name, text, labels=PARTITION) for name, text in PARTITION_FAMILIES.items()}
+        status = GaugeMetricFamily(STATUS_FAMILY, STATUS_HELP, labels=[*PARTITION, "status"])
+        per_app = {name: GaugeMetricFamily(name, text, labels=APP) for name, text in APP_FAMILIES.items()}
+        for (namespace, name), app in measured.items():
+            for p in app.partitions:
+                pk = [namespace, name, p.topic, str(p.partition)]
+                part["floe_consumergroup_lag"].add_metric(pk, p.lag)
+                part["floe_consumergroup_lag_seconds"].add_metric(pk, p.lag_seconds)
+                if p.committed is not None:
+                    part["floe_consumergroup_group_offset"].add_metric(pk, p.committed)
+                part["floe_partition_latest_offset"].add_metric(pk, p.end)
+                for state in lag.STATUSES:
+                    status.add_metric([*pk, state], 1 if state == p.status else 0)
+            ak = [namespace, name]
+            per_app["floe_consumergroup_sum_lag"].add_metric(ak, app.total)
+            per_app["floe_consumergroup_max_lag"].add_metric(ak, app.max_lag)
+            per_app["floe_consumergroup_max_lag_seconds"].add_metric(ak, app.max_seconds)
+            per_app["floe_consumergroup_consumption_rate"].add_metric(ak, app.consumption_rate or 0.0)
+            per_app["floe_consumergroup_input_rate"].add_metric(ak, app.input_rate or 0.0)
+        for (namespace, name), is_stale in stale.items():
+            per_app["floe_lag_metrics_stale"].add_metric([namespace, name], 1 if is_stale else 0)
+        for (namespace, name), replicas in desired.items():
+            per_app["floe_autoscaler_desired_replicas"].add_metric([namespace, name], replicas)
+        yield from part.values()
+        yield status
+        yield from per_app.values()
 
-def _discard(metric: Gauge, labels: tuple[str, ...]) -> None:
-    with contextlib.suppress(KeyError):
-        metric.remove(*labels)
+
+class _ScrapeCollector(Collector):
+    """Hands the registry the series `LagMetrics.families` builds."""
+
+    def __init__(self, metrics: LagMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        return self._metrics.families()
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        # the names without samples, so registering does not build a collect
+        names = {**PARTITION_FAMILIES, STATUS_FAMILY: STATUS_HELP, **APP_FAMILIES}
+        return iter([GaugeMetricFamily(name, text) for name, text in names.items()])

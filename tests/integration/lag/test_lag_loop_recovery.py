@@ -70,8 +70,15 @@ def grant(env: dict[str, str], namespace: str) -> None:
     kube(env, "apply", "-f", "-", stdin=yaml.safe_dump_all([role, binding]))
 
 
-def series(gauge: Any, **labels: str) -> list[float]:
-    return [s.value for family in gauge.collect() for s in family.samples if labels.items() <= s.labels.items()]
+def series(registry: CollectorRegistry, name: str, **labels: str) -> list[float]:
+    """Values of one metric family as Prometheus would read them from `registry`."""
+    return [
+        s.value
+        for family in registry.collect()
+        if family.name == name
+        for s in family.samples
+        if labels.items() <= s.labels.items()
+    ]
 
 
 def test_app_refused_by_rbac_is_kept_stale_then_measured_once_allowed(
@@ -102,7 +109,8 @@ def test_app_refused_by_rbac_is_kept_stale_then_measured_once_allowed(
         admin, admin["FLOE_KUBECTL"], tmp_path / "reader.kubeconfig", namespace=namespace, account=ACCOUNT
     )
     monkeypatch.setenv("KUBECONFIG", str(path))
-    metrics = lag_metrics.LagMetrics(CollectorRegistry())
+    registry = CollectorRegistry()
+    metrics = lag_metrics.LagMetrics(registry)
     loop = lag_handlers.LagLoop(
         cluster=k8s.Cluster(k8s.load_client()),
         scraper=lag.Scraper(
@@ -116,17 +124,17 @@ def test_app_refused_by_rbac_is_kept_stale_then_measured_once_allowed(
     loop.track(created)
 
     asyncio.run(loop.tick())
-    assert series(metrics.stale, app="reader") == [1.0]
-    assert series(metrics.lag, app="reader") == []
+    assert series(registry, "floe_lag_metrics_stale", app="reader") == [1.0]
+    assert series(registry, "floe_consumergroup_lag", app="reader") == []
     assert (namespace, "reader") in loop.apps and (namespace, "reader") in loop.memory
 
     grant(admin, namespace)
     for _ in range(60):  # RBAC changes reach the authorizer within moments
         asyncio.run(loop.tick())
-        if series(metrics.stale, app="reader") == [0.0]:
+        if series(registry, "floe_lag_metrics_stale", app="reader") == [0.0]:
             break
         time.sleep(0.5)
-    assert series(metrics.stale, app="reader") == [0.0]
-    assert sorted(series(metrics.lag, app="reader")) == [2.0, 3.0]
+    assert series(registry, "floe_lag_metrics_stale", app="reader") == [0.0]
+    assert sorted(series(registry, "floe_consumergroup_lag", app="reader")) == [2.0, 3.0]
     status = json.loads(kube(admin, "-n", namespace, "get", model.PLURAL, "reader", "-o", "json"))["status"]
     assert status["lag"]["records"] == 5 and status["lag"]["stale"] is False

@@ -167,6 +167,42 @@ def test_many_apps_not_started_each_get_their_own_group_offsets(
     }
 
 
+def test_a_group_without_commits_is_read_again_only_after_the_recheck_interval(
+    make_topic: Any,
+    producer: Any,
+    cql: Any,
+    new_app: Callable[..., model.StreamingApp],
+    kafka_bootstrap: str,
+    clock: FakeClock,
+) -> None:
+    """A not-started app's empty group is not read at every scrape; commits made meanwhile show
+    once the recheck interval has passed, and a group with commits is read every time."""
+    topic = make_topic(1)
+    produce(producer, topic, {0: 50})
+    empty, busy = new_app("empty", [topic]), new_app("busy", [topic])
+    commit_group(kafka_bootstrap, busy.consumer_group, topic, {0: 10})
+    scraper = lag.Scraper(
+        kafka_offsets=lag.KafkaOffsets(timeout=3.0, empty_recheck_seconds=60.0, clock=clock),
+        cassandra_offsets=lag.CassandraOffsets(lambda target: cql),
+        partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
+        clock=clock,
+    )
+    refs = [lag.app_ref(a, {}) for a in (empty, busy)]
+
+    def committed() -> dict[str, int | None]:
+        scrape = scraper.scrape(refs)
+        assert scrape.errors == ()
+        return {a.name: a.partitions[0].committed for a in scrape.apps}
+
+    assert committed() == {"empty": None, "busy": 10}
+    commit_group(kafka_bootstrap, empty.consumer_group, topic, {0: 20})
+    commit_group(kafka_bootstrap, busy.consumer_group, topic, {0: 30})
+    clock.advance(30)
+    assert committed() == {"empty": None, "busy": 30}  # the empty group is trusted for 60 s
+    clock.advance(31)
+    assert committed() == {"empty": 20, "busy": 30}
+
+
 def test_unreachable_sources_mark_only_their_apps_stale_and_recover(
     make_topic: Any,
     producer: Any,

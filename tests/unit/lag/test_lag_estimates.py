@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from floe_operator import lag, lag_metrics
-from prometheus_client import CollectorRegistry
+from floe_operator import autoscale, lag, lag_metrics
+from prometheus_client import CollectorRegistry, generate_latest
 
 
 def ring_of(points: list[tuple[int, float]], size: int = lag.RING_POINTS) -> lag.OffsetRing:
@@ -131,7 +131,16 @@ def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
     assert get("floe_lag_scrape_errors_total", {"source": "kafka"}) == 1
     assert get("floe_lag_last_success_timestamp_seconds") == 1000.0
 
+    decision = autoscale.Decision(replicas=3, action="ScaleUp", reason="LagGrowing", message="")
+    metrics.record_decision("ns", "a", decision)
+    assert get("floe_autoscaler_desired_replicas", {"namespace": "ns", "app": "a"}) == 3
+    text = generate_latest(registry).decode()
+    assert "# HELP floe_consumergroup_lag Records not yet processed" in text
+    assert 'floe_consumergroup_lag{app="a",namespace="ns",partition="3",topic="in"} 100.0' in text
+
     # The app is gone: its series go too.
     metrics.update(lag.Scrape(at=1020.0, duration=0.01, apps=(), errors=()))
     assert get("floe_consumergroup_lag", labels) is None
     assert get("floe_consumergroup_sum_lag", {"namespace": "ns", "app": "a"}) is None
+    assert get("floe_lag_metrics_stale", {"namespace": "ns", "app": "a"}) is None
+    assert get("floe_autoscaler_desired_replicas", {"namespace": "ns", "app": "a"}) is None

@@ -176,8 +176,8 @@ def test_rollout_in_progress() -> None:
 
 
 def stale_gauge(loop: lag_handlers.LagLoop) -> float | None:
-    for family in loop.metrics.stale.collect():
-        for sample in family.samples:
+    for family in loop.metrics.families():
+        for sample in family.samples if family.name == "floe_lag_metrics_stale" else ():
             if sample.labels == {"namespace": "ns", "app": "a"}:
                 return sample.value
     return None
