@@ -2,6 +2,8 @@
 
     .venv/bin/python tests/bench/runtime_bench.py [handover|scaleout|throughput] ...
 
+With no area (as `make bench` runs it), all three run in turn with their defaults.
+
 handover: seed 02's experiment. 3 replicas of word count over a 6-partition topic fed at a
 steady rate; SIGTERM one replica; the longest time any input partition goes without a
 committed batch (sampled from the offsets table every 100 ms), with leave-group-on-close on
@@ -642,7 +644,7 @@ def bench_throughput(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="area", required=True)
+    sub = p.add_subparsers(dest="area")
     h = sub.add_parser("handover")
     h.add_argument("--protocols", nargs="+", default=["consumer", "classic"], choices=["consumer", "classic"])
     h.add_argument("--window-on", type=float, default=20.0, help="seconds observed after the SIGTERM, leave on")
@@ -660,12 +662,10 @@ def main(argv: list[str] | None = None) -> int:
     tp.add_argument("--warm-up", type=int, default=1, help="discarded runs of each system on a fifth of the lines")
     tp.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
     args = p.parse_args(argv)
-    if args.area == "throughput":
-        bench_throughput(args)
-    if args.area == "handover":
-        bench_handover(args)
-    elif args.area == "scaleout":
-        bench_scaleout(args)
+    runs = {"handover": bench_handover, "scaleout": bench_scaleout, "throughput": bench_throughput}
+    for each in [args] if args.area else [p.parse_args([area]) for area in runs]:
+        print(f"runtime_bench: {each.area}", flush=True)
+        runs[each.area](each)
     return 0
 
 
