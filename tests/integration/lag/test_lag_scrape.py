@@ -45,9 +45,11 @@ def new_app(
     return make
 
 
-def make_scraper(clock: FakeClock, session: Any, *, window: float = 60.0) -> lag.Scraper:
+def make_scraper(
+    clock: FakeClock, session: Any, *, window: float = 60.0, kafka_offsets: lag.KafkaOffsets | None = None
+) -> lag.Scraper:
     return lag.Scraper(
-        kafka_offsets=lag.KafkaOffsets(timeout=3.0),
+        kafka_offsets=kafka_offsets or lag.KafkaOffsets(timeout=3.0),
         cassandra_offsets=lag.CassandraOffsets(lambda target: session),
         partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
         clock=clock,
@@ -181,12 +183,8 @@ def test_a_group_without_commits_is_read_again_only_after_the_recheck_interval(
     produce(producer, topic, {0: 50})
     empty, busy = new_app("empty", [topic]), new_app("busy", [topic])
     commit_group(kafka_bootstrap, busy.consumer_group, topic, {0: 10})
-    scraper = lag.Scraper(
-        kafka_offsets=lag.KafkaOffsets(timeout=3.0, empty_recheck_seconds=60.0, clock=clock),
-        cassandra_offsets=lag.CassandraOffsets(lambda target: cql),
-        partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
-        clock=clock,
-    )
+    offsets = lag.KafkaOffsets(timeout=3.0, empty_recheck_seconds=60.0, clock=clock)
+    scraper = make_scraper(clock, cql, kafka_offsets=offsets)
     refs = [lag.app_ref(a, {}) for a in (empty, busy)]
 
     def committed() -> dict[str, int | None]:
