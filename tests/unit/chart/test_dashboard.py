@@ -1,7 +1,8 @@
 """The Grafana dashboard is valid JSON whose queries use only metrics Floe defines.
 
 Metric names are collected from the Counter/Gauge/Histogram definitions in jobs/ and
-operator/, so renaming a metric without updating the dashboard fails here.
+operator/, and from what the operator's lag exporter registers (its per-partition and per-app
+series are built by a collector), so renaming a metric without updating the dashboard fails here.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from floe_operator import lag_metrics
+from prometheus_client import CollectorRegistry
 
 from . import chartkit
 
@@ -38,6 +42,9 @@ def _defined_metrics() -> set[str]:
         for path in (chartkit.ROOT / folder).rglob("*.py"):
             for m in DEFINITION.finditer(path.read_text()):
                 names.add(_base(m.group(1)))
+    registry = CollectorRegistry()
+    lag_metrics.LagMetrics(registry)
+    names |= {family.name for family in registry.collect()}
     return names
 
 
