@@ -377,8 +377,8 @@ class KafkaOffsets:
         A group that had no commit for the partitions asked is taken as still empty until
         `empty_recheck_seconds` have passed. Such apps have not committed a batch yet (a replica
         commits to Cassandra first, so once it has, the group is no longer asked), and a burst of
-        them would otherwise start a Kafka client per app at every scrape: 500 of them every 10 s
-        held about 13 MiB more of the operator's memory."""
+        them would otherwise start a Kafka client per app at every scrape (with 500 such apps
+        scraped every 10 s, one run of the operator held 262 MiB, and 249 MiB with no group read)."""
         now = self._clock()
         reads = {key: (target, group, tuple(tps)) for key, (target, group, tps) in requests.items()}
         out: dict[tuple[str, str], dict[TP, int] | kafka.KafkaUnavailable] = {
