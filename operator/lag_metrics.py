@@ -111,9 +111,7 @@ class LagMetrics:
     def families(self) -> Iterator[GaugeMetricFamily]:
         """The per-partition and per-app series of the last scrape (what the collector yields)."""
         measured, stale, desired = self._measured, self._stale, self._desired
-        part = {name: GaugeMetricFamily(name, text, labels=PARTITION) for name, text in PARTITION_FAMILIES.items()}
-        status = GaugeMetricFamily(STATUS_FAMILY, STATUS_HELP, labels=[*PARTITION, "status"])
-        per_app = {name: GaugeMetricFamily(name, text, labels=APP) for name, text in APP_FAMILIES.items()}
+        part, status, per_app = _empty_families()
         for (namespace, name), app in measured.items():
             for p in app.partitions:
                 pk = [namespace, name, p.topic, str(p.partition)]
@@ -139,6 +137,14 @@ class LagMetrics:
         yield from per_app.values()
 
 
+def _empty_families() -> tuple[dict[str, GaugeMetricFamily], GaugeMetricFamily, dict[str, GaugeMetricFamily]]:
+    """The scrape-built families without samples: per partition, the status, per app."""
+    part = {name: GaugeMetricFamily(name, text, labels=PARTITION) for name, text in PARTITION_FAMILIES.items()}
+    status = GaugeMetricFamily(STATUS_FAMILY, STATUS_HELP, labels=[*PARTITION, "status"])
+    per_app = {name: GaugeMetricFamily(name, text, labels=APP) for name, text in APP_FAMILIES.items()}
+    return part, status, per_app
+
+
 class _ScrapeCollector(Collector):
     """Hands the registry the series `LagMetrics.families` builds."""
 
@@ -149,6 +155,6 @@ class _ScrapeCollector(Collector):
         return self._metrics.families()
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
-        # the names without samples, so registering does not build a collect
-        names = {**PARTITION_FAMILIES, STATUS_FAMILY: STATUS_HELP, **APP_FAMILIES}
-        return iter([GaugeMetricFamily(name, text) for name, text in names.items()])
+        # the families without samples, so registering does not build a collect
+        part, status, per_app = _empty_families()
+        return iter([*part.values(), status, *per_app.values()])
