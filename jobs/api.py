@@ -38,6 +38,7 @@ from floe_jobs import smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import DRIVER_EMIT_MAX_RECORDS, KafkaSink
 from floe_jobs.localdf import collect_rows, local_dataframe
+from floe_jobs.statecache import Ownership
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, DataType, IntegerType, StructField, StructType
@@ -158,6 +159,9 @@ class Batch:
     dry_run: bool = False
     # input records planned for this batch; None: unknown (every helper runs in Spark)
     records: int | None = None
+    # the replica's known state rows and the assignments of the batch's partitions
+    # (`floe_jobs.statecache`); None: every state read goes to Cassandra
+    owned: Ownership | None = None
 
     @property
     def stores(self) -> dict[str, StoreSettings]:
@@ -384,7 +388,9 @@ class Batch:
         value = value if value is not None else F.lit(1).cast("long")
         grouped = df.groupBy(F.col("partition"), key.alias("key")).agg(COMBINE_OPS[op](value).alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
-        fn = functools.partial(state.merge_partition_rows, ref=ref, fences=self._fences(), combine=op)
+        fn = functools.partial(
+            state.merge_partition_rows, ref=ref, fences=self._fences(), combine=op, owned=self.owned
+        )
         rows = None
         if self._small():  # the group-by in the driver; Spark's plan only gives the types
             rows = smallbatch.reduced(collect_rows(df.select(F.col("partition"), key.alias("key"), value)), op)
@@ -407,7 +413,7 @@ class Batch:
             last = last.withColumn("value", F.to_json("value"))
             value_serde = "str"
         ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
-        fn = functools.partial(state.latest_partition_rows, ref=ref, fences=self._fences())
+        fn = functools.partial(state.latest_partition_rows, ref=ref, fences=self._fences(), owned=self.owned)
         return self._apply(last, fn, StructField("value", last.schema["value"].dataType))
 
     def dedup(self, df: DataFrame, *, store: str, key: Column, key_serde: str = "str") -> DataFrame:
@@ -415,7 +421,7 @@ class Batch:
         keyed = df.withColumn("_floe_key", key)
         first = keyed.groupBy(F.col("partition"), F.col("_floe_key").alias("key")).agg(F.min("offset").alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde="long")
-        fn = functools.partial(state.first_seen_partition_rows, ref=ref, fences=self._fences())
+        fn = functools.partial(state.first_seen_partition_rows, ref=ref, fences=self._fences(), owned=self.owned)
         verdicts = self._apply(first, fn, StructField("keep", _bool_type()))
         kept = verdicts.where("keep").select(F.col("partition").alias("_p"), F.col("key").alias("_k"))
         firsts = first.join(kept, (first["partition"] == kept["_p"]) & (first["key"] == kept["_k"])).select(

@@ -190,6 +190,16 @@ class SparkSettings(_Model):
     )
 
 
+class StateSettings(_Model):
+    cache_max_keys: int = Field(
+        default=500_000,
+        ge=0,
+        description="FLOE_STATE_CACHE_MAX_KEYS: state rows a replica keeps of the partitions it owns, so that "
+        "aggregate, latest and dedup read each key from Cassandra once per assignment (partitioned stores "
+        "without TTL and with a str, bytes, int, long or float value); about 180 bytes per short key; 0: off",
+    )
+
+
 class ShutdownSettings(_Model):
     drain_timeout_seconds: float = Field(
         default=25.0,
@@ -225,6 +235,7 @@ class FloeConfig(_Model):
     cassandra: CassandraSettings
     stores: list[StoreSettings] = Field(default_factory=list, description="FLOE_STORES: JSON list")
     spark: SparkSettings = SparkSettings()
+    state: StateSettings = StateSettings()
     shutdown: ShutdownSettings = ShutdownSettings()
     metrics: MetricsSettings = MetricsSettings()
     job: JobSettings
@@ -286,6 +297,7 @@ ENV_KEYS: dict[tuple[str, ...], tuple[str, str]] = {
     ("spark", "conf"): ("FLOE_SPARK_CONF", "json"),
     ("spark", "jars"): ("FLOE_SPARK_JARS", "list"),
     ("spark", "driver_batch_max_records"): ("FLOE_SPARK_DRIVER_BATCH_MAX_RECORDS", "str"),
+    ("state", "cache_max_keys"): ("FLOE_STATE_CACHE_MAX_KEYS", "str"),
     ("shutdown", "drain_timeout_seconds"): ("FLOE_SHUTDOWN_DRAIN_TIMEOUT_SECONDS", "str"),
     ("metrics", "port"): ("FLOE_METRICS_PORT", "str"),
     ("metrics", "stall_seconds"): ("FLOE_METRICS_STALL_SECONDS", "str"),

@@ -119,6 +119,10 @@ class Membership:
         self.assigned_once = False
         self.last_rebalance_at = 0.0
         self.revoked_log: list[tuple[float, list[TP]]] = []
+        # per owned partition, the number of the assignment that gave it to this replica: a
+        # partition revoked and assigned again between two batches comes back under a new one
+        self._assignments: dict[TP, int] = {}
+        self._assigned_count = 0
         self._closed = False
         k = cfg.kafka
         conf: dict[str, Any] = {
@@ -178,6 +182,9 @@ class Membership:
             consumer.pause(partitions)
         with self._lock:
             self._owned.update(added)
+            for tp in added:
+                self._assigned_count += 1
+                self._assignments[tp] = self._assigned_count
         self.assigned_once = True
         self.rebalances += 1
         self.last_rebalance_at = time.time()
@@ -193,6 +200,8 @@ class Membership:
                 self._lock.wait(0.5)
             self._owned.difference_update(removed)
             self._revoking.difference_update(removed)
+            for tp in removed:
+                self._assignments.pop(tp, None)
         consumer.incremental_unassign(partitions)
         self._wake_all()
         self.rebalances += 1
@@ -208,6 +217,14 @@ class Membership:
     def owned(self) -> list[TP]:
         with self._lock:
             return sorted(self._owned)
+
+    def assignments(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """The assignment number under which this replica owns each of `tps` (owned ones only).
+
+        Two batches over a partition with the same number had no other owner between them, which
+        is what lets `floe_jobs.statecache` keep what it knows of the partition's state rows."""
+        with self._lock:
+            return {tp: self._assignments[tp] for tp in tps if tp in self._assignments}
 
     @property
     def busy(self) -> bool:

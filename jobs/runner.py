@@ -50,7 +50,7 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, health, kafkaio, offsets, planning, records, sparkio, state
+from floe_jobs import api, health, kafkaio, offsets, planning, records, sparkio, state, statecache
 from floe_jobs.config import FloeConfig
 
 log = logging.getLogger("floe_jobs")
@@ -216,6 +216,7 @@ class Runner:
         self.offsets: offsets.OffsetsTable | None = None
         self._lock = threading.Lock()
         self._last_owned: list[tuple[str, int]] = []
+        self.state_cache = statecache.StateCache(cfg.state.cache_max_keys)
 
     # -- signals ---------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -388,6 +389,7 @@ class Runner:
         seqs: dict[tuple[str, int], int],
         dry_run: bool = False,
         records: int | None = None,
+        owned: statecache.Ownership | None = None,
     ) -> api.Batch:
         """What a stage function receives: its records, the session, the lane's sink and a clock.
         A warm-up's batch has no record count, so its helpers run the Spark plans that large
@@ -404,6 +406,7 @@ class Runner:
             clock=clock,
             dry_run=dry_run,
             records=records,
+            owned=owned,
         )
 
     def _sample(self, reader: kafkaio.RangeReader, topics: list[str]) -> list[planning.PartitionPlan]:
@@ -630,8 +633,15 @@ class Runner:
                 p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
             }
         try:
+            assignments = self.membership.assignments(p.tp for p in plan.partitions)
             batch = self._batch(
-                lane, stage, df, clock, seqs={p.tp: p.seq for p in plan.partitions}, records=plan.records
+                lane,
+                stage,
+                df,
+                clock,
+                seqs={p.tp: p.seq for p in plan.partitions},
+                records=plan.records,
+                owned=statecache.Ownership(self.state_cache, {p: n for (_t, p), n in assignments.items()}),
             )
             result = stage.fn(batch)
             clock.lap("fn")

@@ -24,7 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-Fenced = tuple[Any, int | None]
+from floe_jobs import statecache
+from floe_jobs.statecache import Fenced, Ownership
+
 Combine = Callable[[Any, Any], Any]
 
 CHUNK = 2_000
@@ -190,18 +192,43 @@ def _each_partition(
 
 
 def _apply_fenced(
-    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], decide: Decide
+    rows: Iterable[Any],
+    *,
+    ref: StoreRef,
+    fences: Mapping[int, int],
+    decide: Decide,
+    owned: Ownership | None = None,
 ) -> Iterator[tuple[int, Any, Any]]:
     """The one read-decide-write loop behind every stateful helper: per partition and chunk,
     read the keys with their fences, let ``decide`` answer, write what changed under the
-    partition's batch sequence."""
+    partition's batch sequence. With `owned`, rows this replica already knows under the same
+    assignment are not read again (`floe_jobs.statecache`)."""
     store = open_store(ref)
+    name = f"{ref.keyspace}.{ref.name}"
+    cache = owned.cache if owned is not None else None
+    if not statecache.cacheable(store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde):
+        cache = None
+
+    def read(partition: int, part: statecache.PartitionState | None, keys: list[Any]) -> dict[Any, Fenced]:
+        if cache is None or part is None:
+            return store.get_many_fenced(partition, keys)  # type: ignore[no-any-return]
+        old, unknown = part.known(keys)
+        if unknown:
+            fetched = store.get_many_fenced(partition, unknown)
+            cache.remember(name, partition, part, fetched)
+            old.update(fetched)
+        return old
 
     def apply(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
         batch = fences[partition]
+        part = None
+        if cache is not None and owned is not None:
+            part = cache.partition(
+                name, partition, owned.assignments.get(partition), lambda: not store.has_rows(partition)
+            )
         out: list[tuple[int, Any, Any]] = []
         for chunk in _chunks(items):
-            old = store.get_many_fenced(partition, [k for k, _ in chunk])
+            old = read(partition, part, [k for k, _ in chunk])
             writes = []
             for key, incoming in chunk:
                 emitted, stored, write = decide(old.get(key), incoming, batch)
@@ -209,14 +236,22 @@ def _apply_fenced(
                     writes.append((key, stored))
                 out.append((partition, key, emitted))
             if writes:
-                store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+                try:
+                    store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+                except Exception:
+                    if cache is not None:
+                        cache.drop(name, partition)
+                    raise
+                if cache is not None and part is not None:
+                    written = {k: (statecache.as_read(ref.value_serde, v), batch) for k, v in writes}
+                    cache.remember(name, partition, part, written)
         return out
 
     return _each_partition(_group(rows), apply)
 
 
 def merge_partition_rows(
-    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], combine: str
+    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], combine: str, owned: Ownership | None = None
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, delta) → merged into the store → (partition, key, new value)."""
     fn = COMBINERS[combine]
@@ -225,11 +260,11 @@ def merge_partition_rows(
         value, write = decide_merge(old, delta, batch=batch, combine=fn)
         return value, value, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned)
 
 
 def latest_partition_rows(
-    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int]
+    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], owned: Ownership | None = None
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, value) → the latest value kept per key → (partition, key, value)."""
 
@@ -237,11 +272,11 @@ def latest_partition_rows(
         value, write = decide_latest(old, new, batch=batch)
         return value, value, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned)
 
 
 def first_seen_partition_rows(
-    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int]
+    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], owned: Ownership | None = None
 ) -> Iterator[tuple[int, Any, bool]]:
     """(partition, key, marker) → (partition, key, keep?) with markers written under the TTL."""
 
@@ -249,7 +284,7 @@ def first_seen_partition_rows(
         keep, write = decide_first_seen(old, batch=batch)
         return keep, marker, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned)
 
 
 def lookup_rows(rows: Iterable[Any], *, ref: StoreRef) -> Iterator[tuple[int, Any, Any]]:

@@ -552,6 +552,15 @@ class PartitionedStore(_KeyValueStore[K, V]):
         only when `StoreOptions.count_enabled`."""
         return self._count(partition)
 
+    def has_rows(self, partition: int) -> bool:
+        """Whether `partition` holds any row, fenced deletes included (one row read at most)."""
+        started = time.perf_counter()
+        m = self._op("has_rows")
+        stmt = self._statement("has_rows", f"SELECT key FROM {self.qualified_table} WHERE partition = ? LIMIT 1")
+        rows = self.executor.execute("has_rows", stmt, (partition,), partition=partition)
+        self._done(m, started, 0)
+        return bool(rows)
+
     def partitions(self) -> list[int]:
         """The input partitions that have rows (SELECT DISTINCT partition: a scan of partition keys)."""
         stmt = self._statement("partitions", f"SELECT DISTINCT partition FROM {self.qualified_table}")

@@ -84,3 +84,32 @@ def test_revocation_waits_for_the_batch_holding_the_partition(kafka_bootstrap: s
         first.close(leave=True)
         if second is not None:
             second.close(leave=True)
+
+
+@pytest.mark.timeout(180)
+def test_a_partition_that_comes_back_has_a_new_assignment_number(kafka_bootstrap: str) -> None:
+    """What the state cache relies on: a kept partition keeps its number, and one that went to
+    another member and came back has a new one."""
+    app_id = localrun.unique("mb")
+    topic = f"{app_id}-in"
+    localrun.create_topic(kafka_bootstrap, topic, 2)
+    first = _member(kafka_bootstrap, app_id, topic, "first")
+    second: membership.Membership | None = None
+    try:
+        tps = [(topic, 0), (topic, 1)]
+        _until(lambda: len(first.owned) == 2, 60, "the first member to own both partitions")
+        before = first.assignments(tps)
+        assert sorted(before) == tps and len(set(before.values())) == 2
+        second = _member(kafka_bootstrap, app_id, topic, "second")
+        _until(lambda: len(first.owned) == 1, 60, "the second member to take a partition")
+        kept, moved = first.owned[0], next(tp for tp in tps if tp not in first.owned)
+        assert first.assignments(tps) == {kept: before[kept]}
+        second.close(leave=True)
+        _until(lambda: len(first.owned) == 2, 60, "the partition to come back")
+        after = first.assignments(tps)
+        assert after[kept] == before[kept]
+        assert after[moved] not in (before[moved], before[kept])
+    finally:
+        first.close(leave=True)
+        if second is not None:
+            second.close(leave=True)

@@ -1,0 +1,118 @@
+"""The state cache's rules: what it answers, when it forgets, and its bound."""
+
+from __future__ import annotations
+
+import pytest
+from floe_jobs.statecache import ABSENT, StateCache, as_read, cacheable
+
+
+def empty() -> bool:
+    return True
+
+
+def not_empty() -> bool:
+    return False
+
+
+def test_complete_partition_answers_unknown_keys_as_absent() -> None:
+    cache = StateCache(100)
+    part = cache.partition("ks.counts", 0, 1, empty)
+    assert part is not None and part.complete
+    cache.remember("ks.counts", 0, part, {"a": (3, 7)})
+    found, unknown = part.known(["a", "b"])
+    assert found == {"a": (3, 7), "b": ABSENT}
+    assert unknown == []
+
+
+def test_incomplete_partition_asks_for_what_it_does_not_know() -> None:
+    cache = StateCache(100)
+    part = cache.partition("ks.counts", 0, 1, not_empty)
+    assert part is not None and not part.complete
+    cache.remember("ks.counts", 0, part, {"a": (3, 7), "gone": ABSENT})
+    found, unknown = part.known(["a", "gone", "b"])
+    assert found == {"a": (3, 7), "gone": ABSENT}
+    assert unknown == ["b"]
+
+
+def test_a_new_assignment_starts_over_and_asks_emptiness_again() -> None:
+    cache = StateCache(100)
+    asked: list[int] = []
+
+    def probe() -> bool:
+        asked.append(1)
+        return len(asked) == 1
+
+    first = cache.partition("ks.counts", 2, 1, probe)
+    assert first is not None
+    cache.remember("ks.counts", 2, first, {"a": (1, 1)})
+    assert cache.partition("ks.counts", 2, 1, probe) is first
+    again = cache.partition("ks.counts", 2, 5, probe)
+    assert again is not None and again is not first
+    assert not again.complete and again.rows == {}
+    assert len(asked) == 2
+    assert cache.keys == 0
+    # what the replaced partition object is told is ignored
+    cache.remember("ks.counts", 2, first, {"b": (1, 1)})
+    assert cache.keys == 0
+
+
+def test_no_assignment_or_off_keeps_nothing() -> None:
+    assert StateCache(100).partition("ks.counts", 0, None, empty) is None
+    assert StateCache(0).partition("ks.counts", 0, 1, empty) is None
+
+
+def test_drop_forgets_the_partition() -> None:
+    cache = StateCache(100)
+    part = cache.partition("ks.counts", 0, 1, empty)
+    assert part is not None
+    cache.remember("ks.counts", 0, part, {"a": (1, 1), "b": (2, 1)})
+    assert cache.keys == 2
+    cache.drop("ks.counts", 0)
+    assert cache.keys == 0
+    fresh = cache.partition("ks.counts", 0, 1, not_empty)
+    assert fresh is not None and fresh is not part and not fresh.complete
+
+
+def test_past_the_bound_a_partition_reads_cassandra_for_the_rest_of_its_assignment() -> None:
+    cache = StateCache(3)
+    p0 = cache.partition("ks.counts", 0, 1, empty)
+    p1 = cache.partition("ks.counts", 1, 2, empty)
+    assert p0 is not None and p1 is not None
+    cache.remember("ks.counts", 0, p0, {"a": (1, 1), "b": (1, 1)})
+    cache.remember("ks.counts", 1, p1, {"c": (1, 1), "d": (1, 1)})  # 4 > 3
+    assert cache.keys == 2
+    assert p1.known(["c"]) == ({}, ["c"])  # emptied and incomplete, not "absent"
+    assert cache.partition("ks.counts", 1, 2, empty) is None
+    assert cache.partition("ks.counts", 0, 1, empty) is p0
+    # the next assignment keeps rows again
+    again = cache.partition("ks.counts", 1, 3, not_empty)
+    assert again is not None
+    cache.remember("ks.counts", 1, again, {"c": (1, 1)})
+    assert cache.keys == 3
+
+
+def test_rewriting_known_keys_does_not_count_them_twice() -> None:
+    cache = StateCache(2)
+    part = cache.partition("ks.counts", 0, 1, empty)
+    assert part is not None
+    cache.remember("ks.counts", 0, part, {"a": (1, 1), "b": (1, 1)})
+    cache.remember("ks.counts", 0, part, {"a": (2, 2), "b": (3, 2)})
+    assert cache.keys == 2
+    assert part.known(["a", "b"]) == ({"a": (2, 2), "b": (3, 2)}, [])
+
+
+def test_stores_whose_rows_read_back_as_written() -> None:
+    assert cacheable(store_type="partitioned", ttl_seconds=None, value_serde="long")
+    assert not cacheable(store_type="partitioned", ttl_seconds=60, value_serde="long")
+    assert not cacheable(store_type="global", ttl_seconds=None, value_serde="long")
+    assert not cacheable(store_type="partitioned", ttl_seconds=None, value_serde="json")
+    assert not cacheable(store_type="partitioned", ttl_seconds=None, value_serde="float32")
+
+
+@pytest.mark.parametrize(
+    ("serde", "written", "read"),
+    [("float", 3, 3.0), ("bytes", bytearray(b"x"), b"x"), ("long", 5, 5), ("str", "s", "s"), ("long", None, None)],
+)
+def test_values_are_kept_as_a_read_returns_them(serde: str, written: object, read: object) -> None:
+    kept = as_read(serde, written)
+    assert kept == read and type(kept) is type(read)
