@@ -10,11 +10,19 @@ drain (deadline or second SIGTERM; the batch is replayed by the next owner).
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
 
 from floe_jobs import config as config_mod
+
+# Python's cycle collector runs a young collection every 700 net allocations by default; a batch
+# allocates a few objects per record (messages, tuples, encoded keys), so batches of 50,000
+# records ran it thousands of times each. Word count over 100,000 lines with 479,077 distinct
+# words took 35.1-35.7 s at (10,000, 10, 10) and (50,000, 20, 100) against 44.6 s at the
+# default, one replica on 2 cores. Garbage without cycles is freed at once either way.
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    gc.set_threshold(*GC_THRESHOLDS)
     env = dict(os.environ)
     if args.entrypoint:
         env["FLOE_JOB_ENTRYPOINT"] = args.entrypoint

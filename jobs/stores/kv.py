@@ -281,15 +281,17 @@ class _KeyValueStore(BaseStore[K, V]):
                     )
                     stmts.append((delete, (*pk, kb), k, len(kb)))
         else:
+            fenced = self._statement("insert_fenced", self._insert_cql(ttl=False, fenced=True))
+            fenced_ttl = None
             for kb, (k, vb) in latest.items():
                 row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
                 if row_ttl is None:
-                    stmt = self._statement("insert_fenced", self._insert_cql(ttl=False, fenced=True))
-                    params: tuple[Any, ...] = (partition, kb, vb, fence)
+                    stmts.append((fenced, (partition, kb, vb, fence), k, len(kb) + len(vb or b"")))
                 else:
-                    stmt = self._statement("insert_fenced_ttl", self._insert_cql(ttl=True, fenced=True))
-                    params = (partition, kb, vb, fence, row_ttl)
-                stmts.append((stmt, params, k, len(kb) + len(vb or b"")))
+                    fenced_ttl = fenced_ttl or self._statement(
+                        "insert_fenced_ttl", self._insert_cql(ttl=True, fenced=True)
+                    )
+                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl), k, len(kb) + len(vb or b"")))
         calls: list[Call] = []
         call_keys: list[Any] = []
         if self._partitioned and self.options.batch_max_rows > 1:
