@@ -170,7 +170,7 @@ class Batch:
     # -- plumbing ---------------------------------------------------------------------------
     def _small(self) -> bool:
         """Whether helpers do their grouping in the driver (`floe_jobs.smallbatch`)."""
-        return self.records is not None and self.records <= self.cfg.spark.driver_batch_max_records
+        return self.records is not None and self.records <= self.cfg.spark.driver_batch_limit
 
     def _collected_by_sink(self) -> bool:
         """Whether the sink will collect what this batch emits and produce it from the driver

@@ -15,9 +15,12 @@ AREAS = ("store", "operator", "handover", "scaleout", "throughput", "lag")
 
 
 def _fmt(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    """Four significant digits, never in exponent form: 10,363.2 reads 10,363, and 0.0473 stays."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{round(value):,}"
+    return f"{value:.4g}"
 
 
 def table(results: Path) -> str:

@@ -103,7 +103,7 @@ def test_small_batches_rekey_in_the_driver_exactly_as_spark_does(
         for off in rng.sample(range(1000), 60)
     ]
     spark_batch = _batch(spark, job_config, lines, planned=kafkaio.DRIVER_EMIT_MAX_RECORDS + 1)
-    ranked_batch = _batch(spark, job_config, lines, planned=job_config.spark.driver_batch_max_records + 1)
+    ranked_batch = _batch(spark, job_config, lines, planned=job_config.spark.driver_batch_limit + 1)
     driver_batch = _batch(spark, job_config, lines, planned=len(lines))
 
     def words(batch: api.Batch) -> Any:

@@ -98,3 +98,14 @@ def test_readme_benchmark_table_matches_the_results() -> None:
     assert benchtable.render(readme, root / "bench" / "results") == readme, (
         "README.md's benchmark table is stale: run `make bench` (or python -m floe_stack.benchtable)"
     )
+
+
+def test_benchmark_figures_read_without_exponents() -> None:
+    from floe_stack.benchtable import _fmt
+
+    assert _fmt(10362.7) == "10,363"
+    assert _fmt(229.5) == "229.5"
+    assert _fmt(0.04731) == "0.04731"
+    assert _fmt(1024) == "1,024"
+    assert _fmt(None) == "None"
+    assert _fmt("ratio >= 1.0") == "ratio >= 1.0"
