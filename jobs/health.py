@@ -41,6 +41,9 @@ OWNED = Gauge("floe_job_owned_partitions", "Input partitions this replica owns",
 COMMITTED = Gauge("floe_job_committed_offset", "Next offset committed in Cassandra", ["app", "topic", "partition"])
 END_OFFSET = Gauge("floe_job_end_offset", "End offset seen at planning", ["app", "topic", "partition"])
 REBALANCES = Gauge("floe_job_rebalances", "Assignment changes seen by this replica", ["app"])
+STATE_CACHE_KEYS = Gauge(
+    "floe_job_state_cache_keys", "State rows kept of owned partitions (state.cache_max_keys)", ["app"]
+)
 LAST_BATCH = Gauge("floe_job_last_success_timestamp_seconds", "Time of the last committed batch", ["app"])
 
 

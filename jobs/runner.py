@@ -665,6 +665,7 @@ class Runner:
         health.BATCH_SECONDS.labels(self.app, stage.name).observe(clock.total)
         health.BATCH_RECORDS.labels(self.app, stage.name).observe(plan.records)
         health.LAST_BATCH.labels(self.app).set(time.time())
+        health.STATE_CACHE_KEYS.labels(self.app).set(self.state_cache.keys)
         log.info(
             "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f %s",
             stage.name,

@@ -116,6 +116,8 @@ def test_order_locations(
         with urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         assert f'floe_job_records_dead_lettered_total{{app="{app.app_id}"}} 3.0' in metrics
+        # every order's latest location is known to the replica, which owns every partition
+        assert f'floe_job_state_cache_keys{{app="{app.app_id}"}} {float(len(latest))}' in metrics
     finally:
         assert replica.stop() == 0
 

@@ -7,8 +7,10 @@ batch ends, must not be handed to a batch that starts meanwhile, and must then g
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from floe_jobs import config, localrun, membership
@@ -29,6 +31,37 @@ def _member(bootstrap: str, app_id: str, topic: str, name: str) -> membership.Me
     return membership.Membership(cfg, topics=[topic], client_id=f"{app_id}-{name}", protocol="consumer")
 
 
+class _Group:
+    """A 2-partition topic whose first member owns both partitions; `join` adds the second."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.app_id = localrun.unique("mb")
+        self.topic = f"{self.app_id}-in"
+        localrun.create_topic(bootstrap, self.topic, 2)
+        self.first = _member(bootstrap, self.app_id, self.topic, "first")
+        self.second: membership.Membership | None = None
+
+    def join(self) -> membership.Membership:
+        self.second = _member(self.bootstrap, self.app_id, self.topic, "second")
+        return self.second
+
+    def close(self) -> None:
+        self.first.close(leave=True)
+        if self.second is not None:
+            self.second.close(leave=True)
+
+
+@contextlib.contextmanager
+def _group(bootstrap: str) -> Iterator[_Group]:
+    group = _Group(bootstrap)
+    try:
+        _until(lambda: len(group.first.owned) == 2, 60, "the first member to own both partitions")
+        yield group
+    finally:
+        group.close()
+
+
 def _until(condition: object, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]
@@ -38,13 +71,8 @@ def _until(condition: object, timeout: float, what: str) -> None:
 
 @pytest.mark.timeout(180)
 def test_revocation_waits_for_the_batch_holding_the_partition(kafka_bootstrap: str) -> None:
-    app_id = localrun.unique("mb")
-    topic = f"{app_id}-in"
-    localrun.create_topic(kafka_bootstrap, topic, 2)
-    first = _member(kafka_bootstrap, app_id, topic, "first")
-    second: membership.Membership | None = None
-    try:
-        _until(lambda: len(first.owned) == 2, 60, "the first member to own both partitions")
+    with _group(kafka_bootstrap) as group:
+        first, topic = group.first, group.topic
         release = threading.Event()
         held: list[list[tuple[str, int]]] = []
         ended_at: list[float] = []
@@ -60,7 +88,7 @@ def test_revocation_waits_for_the_batch_holding_the_partition(kafka_bootstrap: s
         _until(lambda: bool(held), 10, "the batch to start")
         assert held[0] == [(topic, 0), (topic, 1)]
 
-        second = _member(kafka_bootstrap, app_id, topic, "second")
+        second = group.join()
 
         def batch_now() -> list[tuple[str, int]]:
             with first.batch([topic]) as owned:
@@ -79,28 +107,19 @@ def test_revocation_waits_for_the_batch_holding_the_partition(kafka_bootstrap: s
         revoked_at, revoked = first.revoked_log[0]
         assert revoked_at >= ended_at[0]
         assert len(revoked) == 1 and revoked[0] not in first.owned
-        _until(lambda: second is not None and second.owned == revoked, 30, "the second member to get it")
-    finally:
-        first.close(leave=True)
-        if second is not None:
-            second.close(leave=True)
+        _until(lambda: second.owned == revoked, 30, "the second member to get it")
 
 
 @pytest.mark.timeout(180)
 def test_a_partition_that_comes_back_has_a_new_assignment_number(kafka_bootstrap: str) -> None:
     """What the state cache relies on: a kept partition keeps its number, and one that went to
     another member and came back has a new one."""
-    app_id = localrun.unique("mb")
-    topic = f"{app_id}-in"
-    localrun.create_topic(kafka_bootstrap, topic, 2)
-    first = _member(kafka_bootstrap, app_id, topic, "first")
-    second: membership.Membership | None = None
-    try:
-        tps = [(topic, 0), (topic, 1)]
-        _until(lambda: len(first.owned) == 2, 60, "the first member to own both partitions")
+    with _group(kafka_bootstrap) as group:
+        first = group.first
+        tps = [(group.topic, 0), (group.topic, 1)]
         before = first.assignments(tps)
         assert sorted(before) == tps and len(set(before.values())) == 2
-        second = _member(kafka_bootstrap, app_id, topic, "second")
+        second = group.join()
         _until(lambda: len(first.owned) == 1, 60, "the second member to take a partition")
         kept, moved = first.owned[0], next(tp for tp in tps if tp not in first.owned)
         assert first.assignments(tps) == {kept: before[kept]}
@@ -109,7 +128,3 @@ def test_a_partition_that_comes_back_has_a_new_assignment_number(kafka_bootstrap
         after = first.assignments(tps)
         assert after[kept] == before[kept]
         assert after[moved] not in (before[moved], before[kept])
-    finally:
-        first.close(leave=True)
-        if second is not None:
-            second.close(leave=True)
