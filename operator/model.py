@@ -113,6 +113,7 @@ class StateSpec(_Model):
     cassandra: CassandraSpec
     stores: list[StoreSpec] = Field(default_factory=list)
     deletion_policy: Literal["Retain", "Delete"] = "Retain"
+    cache_max_keys: int | None = None
 
 
 class SparkDriver(_Model):

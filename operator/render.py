@@ -118,7 +118,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     set), session_timeout_ms,
     heartbeat_interval_ms, leave_group_on_close, extra}, cassandra.{hosts, port,
     local_datacenter, keyspace}, stores[{name, type, ttl_seconds, table_options}],
-    spark.{master, conf}, shutdown.drain_timeout_seconds, metrics.port, job.{entrypoint, args}.
+    state.cache_max_keys (when set), spark.{master, conf}, shutdown.drain_timeout_seconds,
+    metrics.port, job.{entrypoint, args}.
     Credentials and TLS material reach the runtime as FLOE_* environment variables
     (see `process`).
     """
@@ -129,6 +130,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     if kafka.security.sasl is not None:
         extra["sasl.mechanism"] = kafka.security.sasl.mechanism
     reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
+    cache = spec.state.cache_max_keys
+    state = {} if cache is None else {"state": {"cache_max_keys": cache}}
     return {
         "app_id": app.app_id,
         "kafka": {
@@ -161,6 +164,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             for s in spec.state.stores
         ],
         "spark": {"master": spec.spark.master, "conf": spark_conf(app)},
+        **state,
         "shutdown": {"drain_timeout_seconds": spec.shutdown.drain_timeout_seconds},
         "metrics": {"port": spec.metrics.port, "query_port": spec.metrics.query_port},
         "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args)},

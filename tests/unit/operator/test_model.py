@@ -89,3 +89,11 @@ def test_referenced_secrets_cover_every_secret_ref() -> None:
     }
     env_refs = model.referenced_secrets(model.StreamingApp.from_body(load_case("env-and-overrides")).spec)
     assert env_refs == {"dedup-db": ["password"]}
+
+
+def test_state_cache_bound_reaches_the_runtime() -> None:
+    """spec.state.cacheMaxKeys when set, else the runtime's own default."""
+    with_bound = config.from_dict(render.job_config(model.StreamingApp.from_body(load_case("full"))))
+    assert with_bound.state.cache_max_keys == 200_000
+    unset = config.from_dict(render.job_config(model.StreamingApp.from_body(load_case("minimal"))))
+    assert unset.state.cache_max_keys == config.StateSettings().cache_max_keys
