@@ -574,6 +574,7 @@ class Runner:
         reader, sink = lane.reader, lane.sink
         clock = api.BatchClock()
         topics = self._stage_topics(stage)
+        self.state_cache.retain(set(self.membership.assignments(self.membership.owned).values()))
         rows = self.offsets.read(topics)
         marks = reader.watermarks(tps)
         for (topic, partition), m in marks.items():

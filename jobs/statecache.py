@@ -15,13 +15,14 @@ kept copy lacks). A crash loses nothing that matters: the next owner reads Cassa
 Only stores whose rows read back as the values written are kept: partitioned, no TTL (Cassandra
 expires rows that a copy here would keep), and a value serde of immutable scalars (`CACHED_SERDES`).
 The number of keys kept is bounded by `state.cache_max_keys`; a partition that would pass the
-bound is dropped and stays incomplete until it is assigned again.
+bound is emptied and reads Cassandra until it is assigned again. A partition the replica no
+longer owns is forgotten at its next batch (`retain`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +128,15 @@ class StateCache:
                 return
             part.rows.update(rows)
             self._keys += added
+
+    def retain(self, assignments: Collection[int]) -> None:
+        """Forget the partitions whose assignment is not among `assignments` (the replica's
+        current ones): a partition revoked from this replica holds no memory after that."""
+        with self._lock:
+            for where, part in list(self._parts.items()):
+                if part.assignment not in assignments:
+                    del self._parts[where]
+                    self._keys -= len(part.rows)
 
     def drop(self, store: str, partition: int) -> None:
         """Forget a partition (a write failed: Cassandra may hold rows this copy does not)."""

@@ -116,3 +116,16 @@ def test_stores_whose_rows_read_back_as_written() -> None:
 def test_values_are_kept_as_a_read_returns_them(serde: str, written: object, read: object) -> None:
     kept = as_read(serde, written)
     assert kept == read and type(kept) is type(read)
+
+
+def test_partitions_no_longer_owned_are_forgotten() -> None:
+    cache = StateCache(100)
+    kept = cache.partition("ks.counts", 0, 1, empty)
+    gone = cache.partition("ks.counts", 1, 2, empty)
+    assert kept is not None and gone is not None
+    cache.remember("ks.counts", 0, kept, {"a": (1, 1)})
+    cache.remember("ks.counts", 1, gone, {"b": (1, 1), "c": (1, 1)})
+    cache.retain({1, 7})
+    assert cache.keys == 1
+    assert cache.partition("ks.counts", 0, 1, not_empty) is kept
+    assert cache.partition("ks.counts", 1, 2, not_empty) is not gone
