@@ -16,7 +16,7 @@ Only stores whose rows read back as the values written are kept: partitioned, no
 expires rows that a copy here would keep), and a value serde of immutable scalars (`CACHED_SERDES`).
 The number of keys kept is bounded by `state.cache_max_keys`; a partition that would pass the
 bound is emptied and reads Cassandra until it is assigned again. A partition the replica no
-longer owns is forgotten at its next batch (`retain`).
+longer owns is forgotten at the replica's next batch (`retain`).
 """
 
 from __future__ import annotations
