@@ -204,31 +204,22 @@ def _apply_fenced(
     partition's batch sequence. With `owned`, rows this replica already knows under the same
     assignment are not read again (`floe_jobs.statecache`)."""
     store = open_store(ref)
-    name = f"{ref.keyspace}.{ref.name}"
-    cache = owned.cache if owned is not None else None
     if not statecache.cacheable(store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde):
-        cache = None
-
-    def read(partition: int, part: statecache.PartitionState | None, keys: list[Any]) -> dict[Any, Fenced]:
-        if cache is None or part is None:
-            return store.get_many_fenced(partition, keys)  # type: ignore[no-any-return]
-        old, unknown = part.known(keys)
-        if unknown:
-            fetched = store.get_many_fenced(partition, unknown)
-            cache.remember(name, partition, part, fetched)
-            old.update(fetched)
-        return old
+        owned = None
 
     def apply(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
         batch = fences[partition]
-        part = None
-        if cache is not None and owned is not None:
-            part = cache.partition(
-                name, partition, owned.assignments.get(partition), lambda: not store.has_rows(partition)
+        known = statecache.UNKNOWN
+        if owned is not None:
+            known = owned.rows(
+                f"{ref.keyspace}.{ref.name}",
+                partition,
+                value_serde=ref.value_serde,
+                is_empty=lambda: not store.has_rows(partition),
             )
         out: list[tuple[int, Any, Any]] = []
         for chunk in _chunks(items):
-            old = read(partition, part, [k for k, _ in chunk])
+            old = known.read([k for k, _ in chunk], lambda keys: store.get_many_fenced(partition, keys))
             writes = []
             for key, incoming in chunk:
                 emitted, stored, write = decide(old.get(key), incoming, batch)
@@ -239,12 +230,9 @@ def _apply_fenced(
                 try:
                     store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
                 except Exception:
-                    if cache is not None:
-                        cache.drop(name, partition)
+                    known.forget()
                     raise
-                if cache is not None and part is not None:
-                    written = {k: (statecache.as_read(ref.value_serde, v), batch) for k, v in writes}
-                    cache.remember(name, partition, part, written)
+                known.wrote(writes, batch)
         return out
 
     return _each_partition(_group(rows), apply)

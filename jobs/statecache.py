@@ -58,6 +58,53 @@ class Ownership:
     cache: StateCache
     assignments: Mapping[int, int]
 
+    def rows(self, store: str, partition: int, *, value_serde: str, is_empty: Callable[[], bool]) -> KnownRows:
+        """What is known of `store`'s `partition` for this batch (`is_empty`: asked once per
+        assignment)."""
+        part = self.cache.partition(store, partition, self.assignments.get(partition), is_empty)
+        return KnownRows(self.cache, store, partition, part, value_serde)
+
+
+Fetch = Callable[[list[Any]], Mapping[Any, Fenced]]
+
+
+@dataclass(frozen=True)
+class KnownRows:
+    """One partition's known rows during a batch: the fenced reads and writes go through it.
+    Without a kept partition (`part` None: nothing may be kept) every read is fetched."""
+
+    cache: StateCache | None
+    store: str
+    partition: int
+    part: PartitionState | None
+    value_serde: str
+
+    def read(self, keys: list[Any], fetch: Fetch) -> dict[Any, Fenced]:
+        """(value, fence) of every key: the known ones from here, the others by `fetch`."""
+        if self.cache is None or self.part is None:
+            return dict(fetch(keys))
+        found, unknown = self.part.known(keys)
+        if unknown:
+            fetched = fetch(unknown)
+            self.cache.remember(self.store, self.partition, self.part, fetched)
+            found.update(fetched)
+        return found
+
+    def wrote(self, items: Iterable[tuple[Any, Any]], batch: int) -> None:
+        """`items` were written under fence `batch`."""
+        if self.cache is not None and self.part is not None:
+            rows = {key: (as_read(self.value_serde, value), batch) for key, value in items}
+            self.cache.remember(self.store, self.partition, self.part, rows)
+
+    def forget(self) -> None:
+        """A write failed: Cassandra may hold rows this copy does not."""
+        if self.cache is not None:
+            self.cache.drop(self.store, self.partition)
+
+
+UNKNOWN = KnownRows(None, "", 0, None, "bytes")
+"""For stores nothing is kept of: every read goes to Cassandra."""
+
 
 @dataclass
 class PartitionState:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -45,6 +46,31 @@ def new_app(
     return make
 
 
+@dataclass(frozen=True)
+class Lab:
+    """What the scrape tests work with: topics, a producer, the CQL session, apps on the local
+    stack, the broker's address and the injected clock."""
+
+    make_topic: Callable[[int], str]
+    producer: Any
+    cql: Any
+    new_app: Callable[..., model.StreamingApp]
+    kafka_bootstrap: str
+    clock: FakeClock
+
+
+@pytest.fixture
+def lab(
+    make_topic: Any,
+    producer: Any,
+    cql: Any,
+    new_app: Callable[..., model.StreamingApp],
+    kafka_bootstrap: str,
+    clock: FakeClock,
+) -> Lab:
+    return Lab(make_topic, producer, cql, new_app, kafka_bootstrap, clock)
+
+
 def make_scraper(
     clock: FakeClock, session: Any, *, window: float = 60.0, kafka_offsets: lag.KafkaOffsets | None = None
 ) -> lag.Scraper:
@@ -62,35 +88,27 @@ def by_partition(app: lag.AppLag) -> dict[int, lag.PartitionLag]:
     return {p.partition: p for p in app.partitions}
 
 
-def test_lag_and_time_lag_from_cassandra_with_group_fallback(
-    make_topic: Any,
-    producer: Any,
-    cql: Any,
-    new_app: Callable[..., model.StreamingApp],
-    keyspace: str,
-    kafka_bootstrap: str,
-    clock: FakeClock,
-) -> None:
-    topic = make_topic(3)
-    app = new_app("orders", [topic])
+def test_lag_and_time_lag_from_cassandra_with_group_fallback(lab: Lab, keyspace: str) -> None:
+    topic = lab.make_topic(3)
+    app = lab.new_app("orders", [topic])
     ref = lag.app_ref(app, {})
-    rows = OffsetsRows(cql, keyspace, app.app_id)
-    scraper = make_scraper(clock, cql)
+    rows = OffsetsRows(lab.cql, keyspace, app.app_id)
+    scraper = make_scraper(lab.clock, lab.cql)
 
     # 100 records per partition at t0, t0+10, t0+20.
-    t0 = clock.now
+    t0 = lab.clock.now
     for _ in range(3):
-        produce(producer, topic, {0: 100, 1: 100, 2: 100})
+        produce(lab.producer, topic, {0: 100, 1: 100, 2: 100})
         scrape = scraper.scrape([ref])
         # Every scrape must see all three ends: the ring's points are the premise of the time lag below.
         assert scrape.errors == () and len(scrape.apps[0].partitions) == 3, scrape
-        clock.advance(10)
-    clock.advance(-10)  # the last scrape happened at t0 + 20
+        lab.clock.advance(10)
+    lab.clock.advance(-10)  # the last scrape happened at t0 + 20
 
     # p0 at 150 and p1 at 300 in Cassandra; p2 only in the Kafka group, at 250.
     rows.commit(topic, {0: 150, 1: 300})
-    commit_group(kafka_bootstrap, app.consumer_group, topic, {2: 250})
-    clock.advance(5)
+    commit_group(lab.kafka_bootstrap, app.consumer_group, topic, {2: 250})
+    lab.clock.advance(5)
     result = scraper.scrape([ref]).apps[0]
     assert not result.stale
     parts = by_partition(result)
@@ -106,28 +124,21 @@ def test_lag_and_time_lag_from_cassandra_with_group_fallback(
     # 250 half way between t0+10 and t0+20: t0+15.
     assert parts[2].lag_seconds == pytest.approx(10.0)
     assert result.total == 200 and result.max_seconds == pytest.approx(20.0)
-    assert clock.now == t0 + 25
+    assert lab.clock.now == t0 + 25
 
     # A quiet topic: nothing produced, nothing consumed. Time lag keeps growing; caught-up stays 0.
-    clock.advance(100)
+    lab.clock.advance(100)
     parts = by_partition(scraper.scrape([ref]).apps[0])
     assert parts[0].lag_seconds == pytest.approx(120.0)
     assert parts[1].lag_seconds == 0.0
 
 
-def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(
-    make_topic: Any,
-    producer: Any,
-    cql: Any,
-    new_app: Callable[..., model.StreamingApp],
-    kafka_bootstrap: str,
-    clock: FakeClock,
-) -> None:
-    busy, idle = make_topic(2), make_topic(2)
-    app = new_app("fresh", [busy, idle])
-    produce(producer, busy, {0: 40, 1: 10})
-    commit_group(kafka_bootstrap, app.consumer_group, busy, {0: 30})
-    scraper = make_scraper(clock, cql)
+def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(lab: Lab) -> None:
+    busy, idle = lab.make_topic(2), lab.make_topic(2)
+    app = lab.new_app("fresh", [busy, idle])
+    produce(lab.producer, busy, {0: 40, 1: 10})
+    commit_group(lab.kafka_bootstrap, app.consumer_group, busy, {0: 30})
+    scraper = make_scraper(lab.clock, lab.cql)
     result = scraper.scrape([lag.app_ref(app, {})]).apps[0]
     assert not result.stale
     got = {(p.topic, p.partition): (p.lag, p.source, p.lag_seconds) for p in result.partitions}
@@ -137,30 +148,23 @@ def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(
         (idle, 0): (0, "none", 0.0),
         (idle, 1): (0, "none", 0.0),
     }
-    clock.advance(30)
+    lab.clock.advance(30)
     result = scraper.scrape([lag.app_ref(app, {})]).apps[0]
     got = {(p.topic, p.partition): p.lag_seconds for p in result.partitions}
     assert got[(busy, 0)] == pytest.approx(30.0)  # a lower bound: the records are at least that old
     assert got[(idle, 0)] == 0.0 and got[(idle, 1)] == 0.0
 
 
-def test_many_apps_not_started_each_get_their_own_group_offsets(
-    make_topic: Any,
-    producer: Any,
-    cql: Any,
-    new_app: Callable[..., model.StreamingApp],
-    kafka_bootstrap: str,
-    clock: FakeClock,
-) -> None:
+def test_many_apps_not_started_each_get_their_own_group_offsets(lab: Lab) -> None:
     """Apps with no Cassandra rows yet fall back to their groups, read side by side: each app
     must get its own group's commits, whatever order the reads finish in."""
-    topic = make_topic(2)
-    produce(producer, topic, {0: 100, 1: 100})
-    apps = [new_app(f"idle-{i}", [topic]) for i in range(lag.GROUP_READS_IN_FLIGHT + 8)]
+    topic = lab.make_topic(2)
+    produce(lab.producer, topic, {0: 100, 1: 100})
+    apps = [lab.new_app(f"idle-{i}", [topic]) for i in range(lag.GROUP_READS_IN_FLIGHT + 8)]
     for i, app in enumerate(apps):
         if i % 4 != 3:  # every fourth app has committed nowhere
-            commit_group(kafka_bootstrap, app.consumer_group, topic, {0: i, 1: 100 - i})
-    scrape = make_scraper(clock, cql).scrape([lag.app_ref(app, {}) for app in apps])
+            commit_group(lab.kafka_bootstrap, app.consumer_group, topic, {0: i, 1: 100 - i})
+    scrape = make_scraper(lab.clock, lab.cql).scrape([lag.app_ref(app, {}) for app in apps])
     assert scrape.errors == ()
     got = {a.name: {p.partition: (p.committed, p.source) for p in a.partitions} for a in scrape.apps}
     assert got == {
@@ -169,22 +173,15 @@ def test_many_apps_not_started_each_get_their_own_group_offsets(
     }
 
 
-def test_a_group_without_commits_is_read_again_only_after_the_recheck_interval(
-    make_topic: Any,
-    producer: Any,
-    cql: Any,
-    new_app: Callable[..., model.StreamingApp],
-    kafka_bootstrap: str,
-    clock: FakeClock,
-) -> None:
+def test_a_group_without_commits_is_read_again_only_after_the_recheck_interval(lab: Lab) -> None:
     """A not-started app's empty group is not read at every scrape; commits made meanwhile show
     once the recheck interval has passed, and a group with commits is read every time."""
-    topic = make_topic(1)
-    produce(producer, topic, {0: 50})
-    empty, busy = new_app("empty", [topic]), new_app("busy", [topic])
-    commit_group(kafka_bootstrap, busy.consumer_group, topic, {0: 10})
-    offsets = lag.KafkaOffsets(timeout=3.0, empty_recheck_seconds=60.0, clock=clock)
-    scraper = make_scraper(clock, cql, kafka_offsets=offsets)
+    topic = lab.make_topic(1)
+    produce(lab.producer, topic, {0: 50})
+    empty, busy = lab.new_app("empty", [topic]), lab.new_app("busy", [topic])
+    commit_group(lab.kafka_bootstrap, busy.consumer_group, topic, {0: 10})
+    offsets = lag.KafkaOffsets(timeout=3.0, empty_recheck_seconds=60.0, clock=lab.clock)
+    scraper = make_scraper(lab.clock, lab.cql, kafka_offsets=offsets)
     refs = [lag.app_ref(a, {}) for a in (empty, busy)]
 
     def committed() -> dict[str, int | None]:
@@ -193,33 +190,26 @@ def test_a_group_without_commits_is_read_again_only_after_the_recheck_interval(
         return {a.name: a.partitions[0].committed for a in scrape.apps}
 
     assert committed() == {"empty": None, "busy": 10}
-    commit_group(kafka_bootstrap, empty.consumer_group, topic, {0: 20})
-    commit_group(kafka_bootstrap, busy.consumer_group, topic, {0: 30})
-    clock.advance(30)
+    commit_group(lab.kafka_bootstrap, empty.consumer_group, topic, {0: 20})
+    commit_group(lab.kafka_bootstrap, busy.consumer_group, topic, {0: 30})
+    lab.clock.advance(30)
     assert committed() == {"empty": None, "busy": 30}  # the empty group is trusted for 60 s
-    clock.advance(31)
+    lab.clock.advance(31)
     assert committed() == {"empty": 20, "busy": 30}
 
 
-def test_unreachable_sources_mark_only_their_apps_stale_and_recover(
-    make_topic: Any,
-    producer: Any,
-    cql: Any,
-    new_app: Callable[..., model.StreamingApp],
-    cassandra_port: int,
-    clock: FakeClock,
-) -> None:
-    topic = make_topic(1)
-    good = new_app("good", [topic])
-    no_kafka = new_app("no-kafka", [topic], bootstrap="127.0.0.1:1")
-    no_cassandra = new_app("no-cassandra", [topic], hosts=["127.0.0.1"], port=1)
-    produce(producer, topic, {0: 5})
+def test_unreachable_sources_mark_only_their_apps_stale_and_recover(lab: Lab, cassandra_port: int) -> None:
+    topic = lab.make_topic(1)
+    good = lab.new_app("good", [topic])
+    no_kafka = lab.new_app("no-kafka", [topic], bootstrap="127.0.0.1:1")
+    no_cassandra = lab.new_app("no-cassandra", [topic], hosts=["127.0.0.1"], port=1)
+    produce(lab.producer, topic, {0: 5})
     provisioner = cassandra.Provisioner(connect_timeout=2.0)
     sessions: dict[int, Any] = {}
 
     def session_for(target: cassandra.Target) -> Any:
         if target.port == cassandra_port:
-            return cql
+            return lab.cql
         if target.port in sessions:
             return sessions[target.port]
         return provisioner._session(target)  # raises CassandraUnavailable
@@ -228,7 +218,7 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(
         kafka_offsets=lag.KafkaOffsets(timeout=2.0),
         cassandra_offsets=lag.CassandraOffsets(session_for),
         partitions_of=kafka.Inspector(ttl=0.0, timeout=2.0).partitions_sync,
-        clock=clock,
+        clock=lab.clock,
     )
     registry = CollectorRegistry()
     metrics = lag_metrics.LagMetrics(registry)
@@ -248,11 +238,11 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(
     )
 
     # Cassandra comes back (same scraper, no restart): the app is measured again.
-    sessions[1] = cql
-    clock.advance(10)
+    sessions[1] = lab.cql
+    lab.clock.advance(10)
     scrape = scraper.scrape(refs[:1] + refs[2:])
     metrics.update(scrape)
     assert [a.stale for a in scrape.apps] == [False, False]
     assert get("floe_lag_metrics_stale", {"namespace": "lag-it", "app": "no-cassandra"}) == 0
-    assert get("floe_lag_last_success_timestamp_seconds") == clock.now
+    assert get("floe_lag_last_success_timestamp_seconds") == lab.clock.now
     provisioner.close()

@@ -129,3 +129,25 @@ def test_partitions_no_longer_owned_are_forgotten() -> None:
     assert cache.keys == 1
     assert cache.partition("ks.counts", 0, 1, not_empty) is kept
     assert cache.partition("ks.counts", 1, 2, not_empty) is not gone
+
+
+def test_known_rows_fetch_only_what_they_do_not_know() -> None:
+    from floe_jobs.statecache import UNKNOWN, Ownership
+
+    owned = Ownership(StateCache(100), {0: 1})
+    known = owned.rows("ks.counts", 0, value_serde="float", is_empty=not_empty)
+    asked: list[list[str]] = []
+
+    def fetch(keys: list[str]) -> dict[str, tuple[object, int | None]]:
+        asked.append(keys)
+        return {k: ABSENT for k in keys}
+
+    known.wrote([("a", 3)], 4)
+    assert known.read(["a", "b"], fetch) == {"a": (3.0, 4), "b": ABSENT}
+    assert known.read(["a", "b"], fetch) == {"a": (3.0, 4), "b": ABSENT}
+    assert asked == [["b"]]
+    known.forget()
+    assert owned.cache.keys == 0
+    assert UNKNOWN.read(["a"], fetch) == {"a": ABSENT}
+    UNKNOWN.wrote([("a", 1)], 5)
+    assert asked == [["b"], ["a"]]
