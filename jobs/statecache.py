@@ -154,7 +154,8 @@ class StateCache:
             part = self._parts.get((store, partition))
             if part is not None and part.assignment == assignment:
                 return None if part.disabled else part
-            if part is not None:
+            if part is not None:  # an earlier assignment's rows
+                del self._parts[(store, partition)]
                 self._keys -= len(part.rows)
         # one query per partition and assignment, outside the lock
         fresh = PartitionState(assignment=assignment, complete=is_empty())
