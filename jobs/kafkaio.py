@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from floe_jobs import runs
 from floe_jobs.config import FloeConfig
 from floe_jobs.localdf import collect_rows
 from floe_jobs.planning import PartitionPlan, Watermarks
@@ -90,18 +91,30 @@ class RangeReader:
         return {t: sorted(md.topics[t].partitions) for t in topics if t in md.topics and md.topics[t].error is None}
 
     def read(self, plans: Iterable[PartitionPlan]) -> list[Record]:
+        return self.read_rows(plans)[0]
+
+    def read_rows(
+        self, plans: Iterable[PartitionPlan], limits: Mapping[tuple[str, int], int] | None = None
+    ) -> tuple[list[Record], dict[tuple[str, int], int]]:
+        """The planned records, except that a partition with a limit stops at the first record
+        that brings its rows to that many (a run counts as its rows, `floe_jobs.runs`): the
+        records, and the offset each partition that stopped early stopped at."""
         ranges = {p.tp: (p.start, p.end) for p in plans if p.end > p.start}
         if not ranges:
-            return []
+            return [], {}
         self._consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _end) in ranges.items()])
         try:
-            return self._consume(ranges)
+            return self._consume(ranges, limits or {})
         finally:
             self._consumer.unassign()
 
-    def _consume(self, ranges: Mapping[tuple[str, int], tuple[int, int]]) -> list[Record]:
+    def _consume(
+        self, ranges: Mapping[tuple[str, int], tuple[int, int]], limits: Mapping[tuple[str, int], int]
+    ) -> tuple[list[Record], dict[tuple[str, int], int]]:
         out: list[Record] = []
         remaining = set(ranges)
+        rows = dict.fromkeys(limits, 0)
+        stopped: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + self.timeout
         while remaining:
             if time.monotonic() > deadline:
@@ -127,6 +140,7 @@ class RangeReader:
                 if tp not in remaining or offset >= ranges[tp][1]:
                     continue  # fetched past the plan's end: not this batch's
                 _ts_type, ts_ms = msg.timestamp()
+                headers = msg.headers()
                 out.append(
                     Record(
                         msg.key(),
@@ -135,17 +149,23 @@ class RangeReader:
                         tp[1],
                         offset,
                         datetime.fromtimestamp(ts_ms / 1000, UTC) if ts_ms >= 0 else None,
-                        msg.headers(),  # type: ignore[arg-type]  # a list of (key, value) when any
+                        headers,  # type: ignore[arg-type]  # a list of (key, value) when any
                     )
                 )
                 if offset + 1 >= ranges[tp][1]:
                     remaining.discard(tp)
+                elif tp in rows:
+                    run = runs.info(headers) if headers else None  # type: ignore[arg-type]
+                    rows[tp] += 1 if run is None else run.rows
+                    if rows[tp] >= limits[tp]:
+                        remaining.discard(tp)
+                        stopped[tp] = offset + 1
             # ranges that end in offsets with no record (control records, compaction)
             if remaining:
                 for pos in self._consumer.position([TopicPartition(t, p) for t, p in remaining]):
                     if pos.offset >= ranges[(pos.topic, pos.partition)][1]:
                         remaining.discard((pos.topic, pos.partition))
-        return out
+        return out, stopped
 
     def close(self) -> None:
         self._consumer.close()
@@ -239,6 +259,7 @@ class KafkaSink:
         large: bool = False,
         order: tuple[str, ...] = (),
         positions: bool = False,
+        packed: bool = False,
         dry_run: bool = False,
         rows: Sequence[tuple[Any, ...]] | None = None,
     ) -> int:
@@ -247,7 +268,8 @@ class KafkaSink:
         One Spark job either way; `large` (an estimate: the batch read many records) picks
         Spark's sink when it is available. `order`: columns (not written) giving the order in
         which rows are written, grouped by the first two (see `floe_jobs.api.Emit`);
-        `positions`: the rows get source-position headers made from the first four of them.
+        `positions`: the rows get source-position headers made from the first four of them;
+        `packed` as well: produced from the driver, they go out as runs (`floe_jobs.runs`).
         Returns the number of rows written. `dry_run`: everything but producing (a warm-up).
         `rows`: the rows of `df.select("key", "value", *order)` when the driver already holds
         them (`floe_jobs.api.Emit.rows`); they are produced without a Spark job."""
@@ -273,6 +295,12 @@ class KafkaSink:
         at = {c: i for i, c in enumerate(cols)}
         k, v, h, t = (at.get(c) for c in ("key", "value", "headers", "topic"))
         n = len(cols)
+        if packed and positions and topic is not None and t is None:
+            self.write_runs(
+                topic,
+                [(None if k is None else r[k], None if v is None else r[v], *r[n : n + 4]) for r in collected],
+            )
+            return len(collected)
         return self.write_rows(
             (
                 None if k is None else r[k],
@@ -282,6 +310,17 @@ class KafkaSink:
             )
             for r in collected
         )
+
+    def write_runs(self, topic: str, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Produce re-keyed rows `(key, value, src topic, src partition, src offset, src index)`,
+        sorted by source and position, packed into runs (`floe_jobs.runs`); wait until every run
+        is acknowledged. Returns how many runs were written."""
+        md = self._producer.list_topics(topic, timeout=self.timeout)
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            raise WriteError(f"topic {topic} has no partitions to write runs to: {meta.error if meta else 'absent'}")
+        packed = runs.pack(rows, len(meta.partitions))
+        return self._produce((topic, None, run.value, run.headers, run.partition) for run in packed)
 
     def _write_with_spark(self, df: Any, topic: str | None) -> int:
         # cached: the count after the write reads the rows back instead of computing them again
@@ -301,6 +340,11 @@ class KafkaSink:
     def write_rows(self, rows: Iterable[tuple[Any, Any, Any, Any]]) -> int:
         """Produce (key, value, headers, topic) rows and wait until every one is acknowledged;
         headers as a list of (str, bytes) or None."""
+        return self._produce((target, key, value, headers, -1) for key, value, headers, target in rows)
+
+    def _produce(self, records: Iterable[tuple[str, Any, Any, Any, int]]) -> int:
+        """Produce (topic, key, value, headers, partition) records, -1 for the partitioner's
+        choice; wait until every one is acknowledged."""
         errors: list[KafkaError] = []
 
         def delivered(err: KafkaError | None, _msg: Any) -> None:
@@ -309,10 +353,17 @@ class KafkaSink:
 
         n = 0
         produce = self._producer.produce
-        for key, value, headers, target in rows:
+        for target, key, value, headers, partition in records:
             while True:
                 try:
-                    produce(target, key=_bytes(key), value=_bytes(value), headers=headers, on_delivery=delivered)
+                    produce(
+                        target,
+                        key=_bytes(key),
+                        value=_bytes(value),
+                        headers=headers,
+                        partition=partition,
+                        on_delivery=delivered,
+                    )
                     break
                 except BufferError:
                     self._producer.poll(0.05)  # the local queue is full: let deliveries drain it

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 
-def _arrow_schema(schema: StructType) -> Any:
+def arrow_schema(schema: StructType) -> Any:
     """Spark's own mapping of the schema to Arrow; None when a type has no Arrow equivalent."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -35,16 +35,24 @@ def local_dataframe(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: 
     """A DataFrame of `rows` (tuples in `schema`'s field order) whose jobs need no Python worker.
 
     Binary values may be bytes or bytearray, timestamps timezone-aware datetimes, structs tuples."""
+    table = arrow_table(rows, schema)
+    if table is None:
+        return spark.createDataFrame(list(rows), schema, verifySchema=False)
+    return spark.createDataFrame(table, schema)
+
+
+def arrow_table(rows: Sequence[Sequence[Any]], schema: StructType) -> Any:
+    """`rows` as one Arrow table of `schema` (C loops over the columns); None when a type of
+    `schema` has no Arrow equivalent."""
     import pyarrow as pa
 
-    arrow = _arrow_schema(schema)
+    arrow = arrow_schema(schema)
     if arrow is None:
-        return spark.createDataFrame(list(rows), schema, verifySchema=False)
+        return None
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.fields]
-    table = pa.Table.from_arrays(
+    return pa.Table.from_arrays(
         [pa.array(column, type=field.type) for column, field in zip(columns, arrow, strict=True)], schema=arrow
     )
-    return spark.createDataFrame(table, schema)
 
 
 def collect_rows(df: DataFrame) -> list[tuple[Any, ...]]:

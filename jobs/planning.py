@@ -15,7 +15,7 @@ Kept free of I/O so the rules that exactly-once rests on are unit-tested on thei
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 TopicPartition = tuple[str, int]
@@ -80,11 +80,31 @@ class BatchPlan:
         return [p for p in self.partitions if not p.replay]
 
 
-def record_budget(*, max_records: int, max_bytes: int, avg_record_bytes: float | None) -> int:
-    """Records one batch may read: the record cap, lowered by the byte cap at the observed record size."""
+def record_budget(
+    *, max_records: int, max_bytes: int, avg_record_bytes: float | None, rows_per_record: float | None = None
+) -> int:
+    """Records one batch may read: the record cap, lowered by the byte cap at the observed record
+    size, and divided by the observed rows per record (a run of re-keyed rows counts as its rows)."""
+    budget = max_records
+    if rows_per_record and rows_per_record > 1:
+        budget = max(1, int(max_records // rows_per_record))
     if not avg_record_bytes or avg_record_bytes <= 0:
-        return max_records
-    return max(1, min(max_records, int(max_bytes // avg_record_bytes)))
+        return budget
+    return max(1, min(budget, int(max_bytes // avg_record_bytes)))
+
+
+def row_limits(plans: Sequence[PartitionPlan], max_rows: int) -> dict[TopicPartition, int]:
+    """Rows each fresh plan may read, `max_rows` shared in proportion to the planned records; a
+    replay reads its stored range whatever it holds."""
+    fresh = [p for p in plans if not p.replay and p.size > 0]
+    total = sum(p.size for p in fresh)
+    return {p.tp: max(1, max_rows * p.size // total) for p in fresh}
+
+
+def cut(plans: Sequence[PartitionPlan], ends: Mapping[TopicPartition, int]) -> list[PartitionPlan]:
+    """The plans with each fresh one in `ends` ending there (its read reached its row limit).
+    Only plans not yet stored are cut: a stored plan may have been applied in part."""
+    return [replace(p, end=ends[p.tp]) if p.tp in ends and not p.replay else p for p in plans]
 
 
 def share_budget(backlogs: Mapping[TopicPartition, int], budget: int) -> dict[TopicPartition, int]:

@@ -5,8 +5,9 @@ the columns of Spark's Kafka source, in its order — and handed to the stage as
 built from them. Holding the records in Python first lets the runtime do the per-record
 bookkeeping without a Spark job: the bytes of the batch (for the byte cap) and, for a stage
 that reads a repartition topic, dropping the records whose source position was already applied
-(`drop_applied`). A large batch is read by Spark's Kafka source and never reaches Python: the
-same filter runs as a Spark plan (`drop_applied_frame`).
+(`drop_applied`). A large batch of an input topic is read by Spark's Kafka source and never
+reaches Python; repartition topics are always read here, since their records may be runs of
+rows (`floe_jobs.runs`) that only the driver unpacks.
 
 Re-keyed records carry their source position in headers: `floe.src` (`topic:partition` of the
 stage-1 input record), `floe.off` (its offset) and `floe.idx` (the index of the record among
@@ -15,9 +16,11 @@ those derived from it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
+
+from floe_jobs import runs
 
 SRC_HEADER = "floe.src"
 OFF_HEADER = "floe.off"
@@ -70,10 +73,57 @@ def schema() -> Any:
 
 
 def to_dataframe(spark: Any, records: Sequence[Record]) -> Any:
-    """The batch as a DataFrame whose jobs run in the JVM only (`floe_jobs.localdf`)."""
-    from floe_jobs.localdf import local_dataframe
+    """The batch as a DataFrame whose jobs run in the JVM only (`floe_jobs.localdf`). Each row of
+    a run (`floe_jobs.runs`) becomes a row with the run's topic, partition, offset and timestamp
+    and no headers: the Arrow columns of the run, never Python objects per row."""
+    import pyarrow as pa
+    from floe_jobs.localdf import arrow_schema, arrow_table, local_dataframe
 
-    return local_dataframe(spark, records, schema())
+    if not any(runs.info(r.headers) for r in records if r.headers):
+        return local_dataframe(spark, records, schema())
+    arrow = arrow_schema(schema())
+    pieces: list[Any] = []
+    plain: list[Record] = []
+    for r in records:
+        if r.headers and runs.info(r.headers) is not None:
+            pieces.extend([arrow_table(plain, schema()), _run_table(r, arrow)])
+            plain = []
+        else:
+            plain.append(r)
+    pieces.append(arrow_table(plain, schema()))
+    # one chunk: from a table of several, Spark 4.0's createDataFrame kept only some of the rows
+    return spark.createDataFrame(pa.concat_tables(pieces).combine_chunks(), schema())
+
+
+def _run_table(record: Record, arrow: Any) -> Any:
+    """The rows of a run as an Arrow table of `schema()` (`arrow`: that schema in Arrow)."""
+    import pyarrow as pa
+
+    assert record.value is not None
+    rows = runs.table(record.value)
+    n = rows.num_rows
+    fields = {f.name: f.type for f in arrow}
+    return pa.Table.from_arrays(
+        [
+            rows.column("key").combine_chunks(),
+            rows.column("value").combine_chunks(),
+            pa.repeat(pa.scalar(record.topic, fields["topic"]), n),
+            pa.repeat(pa.scalar(record.partition, fields["partition"]), n),
+            pa.repeat(pa.scalar(record.offset, fields["offset"]), n),
+            pa.repeat(pa.scalar(record.timestamp, fields["timestamp"]), n),
+            pa.nulls(n, fields["headers"]),
+        ],
+        schema=arrow,
+    )
+
+
+def row_count(records: Sequence[Record]) -> int:
+    """Rows of the records: a run counts as its rows (`floe_jobs.runs`), another record as one."""
+    total = 0
+    for r in records:
+        run = runs.info(r.headers) if r.headers else None
+        total += 1 if run is None else run.rows
+    return total
 
 
 def average_bytes(records: Sequence[Record]) -> float | None:
@@ -133,7 +183,8 @@ def drop_applied(
     batch: a replay of stage 1 wrote it again, and both copies can reach one batch when the
     replay comes before this stage has read the first. Each copy is in source order within a
     partition (stage 1 writes in that order). Records without a source position are kept and
-    not tracked.
+    not tracked. A run (`floe_jobs.runs`) is its rows, each at its own position: it is dropped
+    when its last row is applied and cut when only its first rows are.
     """
     kept: list[Record] = []
     seen: dict[TP, dict[str, Position]] = {}
@@ -145,89 +196,15 @@ def drop_applied(
         src, at = pos
         mark = applied.get((r.topic, r.partition), {}).get(src)
         high = seen.get((r.topic, r.partition), {}).get(src)
-        if (mark is not None and at <= mark) or (high is not None and at <= high):
+        floor = max((p for p in (mark, high) if p is not None), default=None)
+        if floor is not None and at <= floor:
             continue
+        if floor is not None:
+            run = runs.info(r.headers)
+            if run is not None and run.first <= floor:  # a run that an earlier attempt applied in part
+                assert r.value is not None and r.headers is not None
+                value, headers = runs.after(r.value, r.headers, floor)
+                r = r._replace(value=value, headers=headers)
         kept.append(r)
         seen.setdefault((r.topic, r.partition), {})[src] = at
     return kept, seen
-
-
-class KeptFrame(NamedTuple):
-    """What `drop_applied_frame` kept: the records, their highest positions, how many, and a
-    call that releases their cached copy (once the batch is done)."""
-
-    df: Any
-    seen: dict[TP, dict[str, Position]]
-    kept: int
-    release: Callable[[], Any]
-
-
-def drop_applied_frame(df: Any, applied: Mapping[TP, Mapping[str, Position]]) -> KeptFrame:
-    """`drop_applied` as a Spark plan over a DataFrame of `schema()` rows: the same records kept
-    and the same highest positions, computed by one job. That job caches the kept records, so
-    the stage's own jobs do not read Kafka again.
-
-    A record is kept when it has no source position, or when its position is above both the
-    stored mark of its (topic, partition) and source and every position before it (by offset) in
-    this batch from the same source: the running maximum of the earlier positions equals
-    `drop_applied`'s highest kept one whenever the comparison matters, since a record it drops
-    is at or below one of the two.
-    """
-    from floe_jobs.localdf import local_dataframe
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-
-
-    def header(name: str) -> Any:  # the first header of that name, as text (Python: the first)
-        return F.element_at(F.filter(F.col("headers"), lambda h: h["key"] == name), 1)["value"].cast("string")
-
-    src = header(SRC_HEADER)
-    pos = F.struct(
-        F.coalesce(header(OFF_HEADER).cast("long"), F.lit(-1).cast("long")).alias("off"),
-        F.coalesce(header(IDX_HEADER).cast("long"), F.lit(-1).cast("long")).alias("idx"),
-    )
-    located = df.withColumn("_floe_src", src).withColumn("_floe_pos", pos)
-    marks = local_dataframe(
-        df.sparkSession,
-        [
-            (topic, partition, source, off, idx)
-            for (topic, partition), sources in applied.items()
-            for source, (off, idx) in sources.items()
-        ],
-        StructType(
-            [
-                StructField("topic", StringType()),
-                StructField("partition", IntegerType()),
-                StructField("_floe_src", StringType()),
-                StructField("_floe_mark_off", LongType()),
-                StructField("_floe_mark_idx", LongType()),
-            ]
-        ),
-    )
-    earlier = Window.partitionBy("topic", "partition", "_floe_src").orderBy("offset").rowsBetween(
-        Window.unboundedPreceding, -1
-    )
-    mark = F.struct(F.col("_floe_mark_off").alias("off"), F.col("_floe_mark_idx").alias("idx"))
-    prev = F.col("_floe_prev")
-    keep = F.col("_floe_src").isNull() | (
-        (F.col("_floe_mark_off").isNull() | (F.col("_floe_pos") > mark)) & (prev.isNull() | (F.col("_floe_pos") > prev))
-    )
-    kept = (
-        located.join(F.broadcast(marks), ["topic", "partition", "_floe_src"], "left")
-        .withColumn("_floe_prev", F.max("_floe_pos").over(earlier))
-        .where(keep)
-        .select(*df.columns, "_floe_src", "_floe_pos")
-        .persist()
-    )
-    groups = kept.groupBy("topic", "partition", "_floe_src").agg(
-        F.max("_floe_pos").alias("high"), F.count(F.lit(1)).alias("n")
-    )
-    seen: dict[TP, dict[str, Position]] = {}
-    count = 0
-    for row in groups.collect():
-        count += row["n"]
-        if row["_floe_src"] is not None:
-            high = (row["high"]["off"], row["high"]["idx"])
-            seen.setdefault((row["topic"], row["partition"]), {})[row["_floe_src"]] = high
-    return KeptFrame(kept.select(*df.columns), seen, count, kept.unpersist)

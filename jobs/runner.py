@@ -2,12 +2,13 @@
 
 Per iteration, for each stage of the job, over the partitions this replica owns:
 
-1. plan: read the offsets rows, replay in-flight plans exactly, plan new capped ranges, and
-   store the new plans (`planned_seq` etc.) in Cassandra before anything is read;
+1. plan: read the offsets rows, replay in-flight plans exactly, plan new capped ranges;
 2. read exactly those ranges: with a consumer in the driver (`floe_jobs.kafkaio`), or with
-   Spark's Kafka source when the batch is large (`kafka.spark_read_min_records`); for a
-   repartition stage, drop records whose source position was already applied (in Python, or
-   as a Spark plan); hand the rest to the stage as a DataFrame;
+   Spark's Kafka source when a batch of input topics is large (`kafka.spark_read_min_records`).
+   A repartition stage's read stops at the row cap (its records may be runs of rows,
+   `floe_jobs.runs`) and a new plan is cut where it stopped. The new plans (`planned_seq` etc.)
+   are stored in Cassandra before the batch has any effect. A repartition stage drops the rows
+   whose source position was already applied; the rest goes to the stage as a DataFrame;
 3. run the stage function; its state helpers apply per-key effects fenced by the sequence;
 4. write what it emits to Kafka and wait for the acknowledgements;
 5. commit: next_offset/committed_seq (and source positions) in Cassandra, one row write per
@@ -204,6 +205,7 @@ class Runner:
         # set when a lane gave up (batches kept failing): the other lanes stop too
         self._halt = threading.Event()
         self._avg_bytes: dict[str, float] = {}
+        self._rows_per_record: dict[str, float] = {}
         self.spark: Any = None
         # large batches are read by Spark's Kafka source when its connector is on spark.jars and
         # the batch cap lets a batch be that large
@@ -333,8 +335,8 @@ class Runner:
         it stalls the other lanes meanwhile), and partitions a replica takes over must not wait
         for that — in a handover, or when the group protocol hands it a topic it did not read
         before. An empty batch is not enough: what runs over no rows skips most of that. With
-        Spark's Kafka source in use for large batches, the stage runs a second time over the
-        same records read by it (its first read in a process loads the Kafka client).
+        Spark's Kafka source in use for large batches of input topics, such a stage runs a second
+        time over the same records read by it (its first read in a process loads the Kafka client).
 
         Nothing is committed, written or produced: no plan is stored, the batch has no sequence,
         its helpers read every key as absent and write nothing (`Batch.dry_run`), and what it
@@ -349,16 +351,9 @@ class Runner:
                     sample = lane.reader.read(plans)
                     clock.lap("read")
                     self._dry_run(lane, stage, records.to_dataframe(self.spark, sample), clock)
-                    if self.spark_reads and plans:
+                    if self.spark_reads and plans and stage.source is None:
                         df = kafkaio.read_with_spark(self.spark, self.cfg, plans)
-                        if stage.source is None:
-                            self._dry_run(lane, stage, df, clock, lap="spark")
-                        else:
-                            kept = records.drop_applied_frame(df, {})
-                            try:
-                                self._dry_run(lane, stage, kept.df, clock, lap="spark")
-                            finally:
-                                kept.release()
+                        self._dry_run(lane, stage, df, clock, lap="spark")
                     log.info(
                         "Warmed up stage=%s records=%d seconds=%.2f %s",
                         stage.name,
@@ -376,7 +371,15 @@ class Runner:
         result = stage.fn(self._batch(lane, stage, df, clock, seqs={}, dry_run=True))
         clock.lap(lap + "fn")
         for e in self._emitted(result):
-            lane.sink.write(e.df, topic=e.topic, order=e.order, positions=e.positions, dry_run=True, rows=e.rows)
+            lane.sink.write(
+                e.df,
+                topic=e.topic,
+                order=e.order,
+                positions=e.positions,
+                packed=e.packed,
+                dry_run=True,
+                rows=e.rows,
+            )
         clock.lap(lap + "emit")
 
     def _batch(
@@ -566,6 +569,7 @@ class Runner:
             max_records=k.max_records_per_batch,
             max_bytes=k.max_bytes_per_batch,
             avg_record_bytes=self._avg_bytes.get(stage),
+            rows_per_record=self._rows_per_record.get(stage),
         )
 
     def run_stage(self, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> int:
@@ -592,7 +596,6 @@ class Runner:
             self.offsets.create(plan.new_rows)
         if not plan.partitions:
             return 0
-        self.offsets.record_plans(plan.partitions)
         replays = [p for p in plan.partitions if p.replay]
         if replays:
             log.info(
@@ -602,22 +605,26 @@ class Runner:
             )
         clock.lap("plan")
         before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
-        release = None
         seen: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
-        if self.spark_reads and plan.records >= self.cfg.kafka.spark_read_min_records:
-            # records read are not counted (that would be a job): a repartition topic's offsets
-            # have no gaps (no transactions), so the plan's size is what was read
-            df = kafkaio.read_with_spark(self.spark, self.cfg, plan.partitions)
-            skipped = 0
-            if stage.source is not None:
-                df, seen, kept, release = records.drop_applied_frame(df, before)
-                skipped = plan.records - kept
+        parts = plan.partitions
+        if stage.source is None and self.spark_reads and plan.records >= self.cfg.kafka.spark_read_min_records:
+            # records read are not counted (that would be a job): the plan's size is what is read
+            self.offsets.record_plans(parts)
+            df = kafkaio.read_with_spark(self.spark, self.cfg, parts)
+            size, skipped = plan.records, 0
             clock.lap("read")
         else:
-            batch_records = reader.read(plan.partitions)
-            size = records.average_bytes(batch_records)
-            if size is not None:
-                self._avg_bytes[stage.name] = size
+            # A repartition topic's records may be runs of rows: its reads stop at the row cap,
+            # and the plans are stored as cut, before anything of the batch has effects.
+            limits = planning.row_limits(parts, self.cfg.kafka.max_records_per_batch) if stage.source else None
+            batch_records, stopped = reader.read_rows(parts, limits)
+            parts = planning.cut(parts, stopped)
+            self.offsets.record_plans(parts)
+            size = records.row_count(batch_records)
+            average = records.average_bytes(batch_records)
+            if average is not None:
+                self._avg_bytes[stage.name] = average
+                self._rows_per_record[stage.name] = size / len(batch_records)
             read = len(batch_records)
             if stage.source is not None:
                 batch_records, seen = records.drop_applied(batch_records, before)
@@ -630,53 +637,47 @@ class Runner:
             if skipped > 0:
                 health.RECORDS_DEDUPED.labels(self.app).inc(skipped)
                 log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
-            positions = {
-                p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in plan.partitions
-            }
-        try:
-            assignments = self.membership.assignments(p.tp for p in plan.partitions)
-            batch = self._batch(
-                lane,
-                stage,
-                df,
-                clock,
-                seqs={p.tp: p.seq for p in plan.partitions},
-                records=plan.records,
-                owned=statecache.Ownership(self.state_cache, {p: n for (_t, p), n in assignments.items()}),
-            )
-            result = stage.fn(batch)
-            clock.lap("fn")
-            crash_point(f"{stage.name}:after-state")
-            out = self._emit(result, sink, large=plan.records > kafkaio.DRIVER_EMIT_MAX_RECORDS)
-            clock.lap("emit")
-            crash_point(f"{stage.name}:after-emit")
-            self.offsets.commit(plan.partitions, positions)
-            clock.lap("commit")
-            self.membership.commit({p.tp: p.end for p in plan.partitions})
-            clock.lap("group")
-        finally:
-            if release is not None:
-                release()  # the kept records' cached copy
-        for p in plan.partitions:
+            positions = {p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in parts}
+        assignments = self.membership.assignments(p.tp for p in parts)
+        batch = self._batch(
+            lane,
+            stage,
+            df,
+            clock,
+            seqs={p.tp: p.seq for p in parts},
+            records=size,
+            owned=statecache.Ownership(self.state_cache, {p: n for (_t, p), n in assignments.items()}),
+        )
+        result = stage.fn(batch)
+        clock.lap("fn")
+        crash_point(f"{stage.name}:after-state")
+        out = self._emit(result, sink, large=size > kafkaio.DRIVER_EMIT_MAX_RECORDS)
+        clock.lap("emit")
+        crash_point(f"{stage.name}:after-emit")
+        self.offsets.commit(parts, positions)
+        clock.lap("commit")
+        self.membership.commit({p.tp: p.end for p in parts})
+        clock.lap("group")
+        for p in parts:
             health.COMMITTED.labels(self.app, p.topic, str(p.partition)).set(p.end)
-        health.RECORDS_IN.labels(self.app, stage.name).inc(plan.records)
+        health.RECORDS_IN.labels(self.app, stage.name).inc(size)
         health.RECORDS_OUT.labels(self.app, stage.name).inc(out)
         health.RECORDS_DLQ.labels(self.app).inc(batch.dlq_records)
         health.BATCHES.labels(self.app, stage.name, "replay" if replays else "new").inc()
         health.BATCH_SECONDS.labels(self.app, stage.name).observe(clock.total)
-        health.BATCH_RECORDS.labels(self.app, stage.name).observe(plan.records)
+        health.BATCH_RECORDS.labels(self.app, stage.name).observe(size)
         health.LAST_BATCH.labels(self.app).set(time.time())
         health.STATE_CACHE_KEYS.labels(self.app).set(self.state_cache.keys)
         log.info(
             "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f %s",
             stage.name,
-            len(plan.partitions),
-            plan.records,
+            len(parts),
+            size,
             out,
             clock.total,
             clock.summary(),
         )
-        return plan.records
+        return size
 
     def _emitted(self, result: Any) -> list[api.Emit]:
         """What a stage returned, as `Emit`s."""
@@ -700,7 +701,15 @@ class Runner:
 
     def _emit(self, result: Any, sink: kafkaio.KafkaSink, *, large: bool) -> int:
         return sum(
-            sink.write(e.df, topic=e.topic, large=large, order=e.order, positions=e.positions, rows=e.rows)
+            sink.write(
+                e.df,
+                topic=e.topic,
+                large=large,
+                order=e.order,
+                positions=e.positions,
+                packed=e.packed,
+                rows=e.rows,
+            )
             for e in self._emitted(result)
         )
 

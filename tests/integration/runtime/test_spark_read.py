@@ -1,10 +1,7 @@
-"""Large batches read by Spark's Kafka source: the same records as the driver's reader, and the
-repartition filter as a Spark plan keeping exactly what the Python one keeps."""
+"""Large batches of input topics read by Spark's Kafka source: the same records as the driver's reader."""
 
 from __future__ import annotations
 
-import random
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,54 +9,6 @@ from floe_jobs import config, kafkaio, localrun, planning, records
 from floe_jobs.localdf import collect_rows
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-
-def _positions(rng: random.Random, n: int) -> list[records.Record]:
-    """Repartition-like records of two partitions: mostly increasing source positions per source,
-    some repeated (a replay of stage 1 written again), some without headers."""
-    out = []
-    offsets = {0: 0, 1: 0}
-    last: dict[tuple[int, str], tuple[int, int]] = {}
-    for _ in range(n):
-        partition = rng.randrange(2)
-        src = f"lines:{rng.randrange(3)}"
-        if rng.random() < 0.1:
-            headers = None
-        elif rng.random() < 0.2 and (partition, src) in last:  # a copy of an earlier position
-            off, idx = last[(partition, src)]
-            off, idx = max(0, off - rng.randrange(3)), rng.randrange(3)
-            headers = records.position_headers(src.split(":")[0], int(src.split(":")[1]), off, idx)
-        else:
-            off, idx = last.get((partition, src), (0, 0))
-            off, idx = (off + rng.randrange(0, 2), rng.randrange(4))
-            last[(partition, src)] = (off, idx)
-            headers = records.position_headers(src.split(":")[0], int(src.split(":")[1]), off, idx)
-        out.append(
-            records.Record(b"k", b"v", "words", partition, offsets[partition], datetime.now(UTC), headers)  # type: ignore[arg-type]
-        )
-        offsets[partition] += 1
-    return out
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_the_spark_filter_keeps_what_the_python_one_keeps(spark: Any, seed: int) -> None:
-    rng = random.Random(seed)
-    batch = _positions(rng, 400)
-    applied: dict[records.TP, dict[str, records.Position]] = {
-        ("words", p): {f"lines:{s}": (rng.randrange(0, 30), rng.randrange(4)) for s in range(3) if rng.random() < 0.7}
-        for p in range(2)
-        if rng.random() < 0.8
-    }
-    kept, seen = records.drop_applied(batch, applied)
-    frame = records.drop_applied_frame(records.to_dataframe(spark, batch), applied)
-    try:
-        got = sorted((r[2], r[3], r[4]) for r in collect_rows(frame.df))
-    finally:
-        frame.release()
-    assert got == sorted((r.topic, r.partition, r.offset) for r in kept)
-    assert frame.kept == len(kept)
-    assert frame.seen == seen
-    assert 0 < len(kept) < len(batch), "the case drops some records and keeps others"
 
 
 def test_spark_reads_exactly_the_planned_ranges(

@@ -117,3 +117,31 @@ def test_a_table_being_created_is_told_from_other_failures() -> None:
     assert not offsets.being_created(NoHostAvailable("Unable to complete", {"a": racing, "b": down}))
     assert not offsets.being_created(NoHostAvailable("Unable to complete", {}))
     assert not offsets.being_created(ValueError("Unknown CF"))
+
+
+def test_record_budget_divides_by_rows_per_record() -> None:
+    assert planning.record_budget(max_records=1000, max_bytes=10**9, avg_record_bytes=10, rows_per_record=250) == 4
+    assert planning.record_budget(max_records=1000, max_bytes=10**9, avg_record_bytes=10, rows_per_record=1) == 1000
+    assert planning.record_budget(max_records=1000, max_bytes=10**9, avg_record_bytes=10, rows_per_record=5000) == 1
+    # the byte cap still applies on top
+    assert planning.record_budget(max_records=1000, max_bytes=300, avg_record_bytes=100, rows_per_record=10) == 3
+
+
+def test_row_limits_share_the_cap_between_fresh_plans_only() -> None:
+    plans = [
+        planning.PartitionPlan("rp", 0, 4, 0, 30, replay=False),
+        planning.PartitionPlan("rp", 1, 2, 0, 10, replay=False),
+        planning.PartitionPlan("rp", 2, 9, 5, 500, replay=True),
+        planning.PartitionPlan("rp", 3, 1, 7, 7, replay=False),
+    ]
+    assert planning.row_limits(plans, 1000) == {("rp", 0): 750, ("rp", 1): 250}
+    assert planning.row_limits(plans, 2) == {("rp", 0): 1, ("rp", 1): 1}, "each reads at least one record"
+
+
+def test_cut_shortens_fresh_plans_and_never_a_replay() -> None:
+    fresh = planning.PartitionPlan("rp", 0, 4, 10, 30, replay=False)
+    replay = planning.PartitionPlan("rp", 1, 2, 0, 10, replay=True)
+    assert planning.cut([fresh, replay], {("rp", 0): 12, ("rp", 1): 3}) == [
+        planning.PartitionPlan("rp", 0, 4, 10, 12, replay=False),
+        replay,
+    ]

@@ -1,0 +1,119 @@
+"""Runs of re-keyed rows on the real broker and Spark: they land where Kafka's partitioner puts
+their keys, a read stops at its row limit, and every row of a run reaches the stage's DataFrame."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from floe_jobs import api, config, kafkaio, localrun, planning, records, runs
+from floe_jobs.localdf import collect_rows
+from pyspark.sql import functions as F
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+PARTITIONS = 6
+
+
+def _read(job_config: config.FloeConfig, topic: str, limits: dict[tuple[str, int], int] | None = None) -> Any:
+    reader = kafkaio.RangeReader(job_config, client_id=job_config.app_id)
+    try:
+        marks = reader.watermarks([(topic, p) for p in range(PARTITIONS)])
+        plans = [planning.PartitionPlan(topic, p, 1, m.low, m.high, replay=False) for (_t, p), m in marks.items()]
+        return (*reader.read_rows(plans, limits), marks)
+    finally:
+        reader.close()
+
+
+def test_runs_land_on_the_partitions_kafkas_partitioner_gives_their_keys(
+    kafka_bootstrap: str, job_config: config.FloeConfig
+) -> None:
+    keyed, packed = (f"{job_config.app_id}-{name}" for name in ("keyed", "packed"))
+    for topic in (keyed, packed):
+        localrun.create_topic(kafka_bootstrap, topic, PARTITIONS)
+    keys = [f"word-{i}".encode() for i in range(3000)]
+    sink = kafkaio.KafkaSink(job_config, client_id=job_config.app_id)
+    try:
+        # one record per key, partitioned by the producer (murmur2, as Kafka's Java producer)
+        assert sink.write_rows((k, b"1", None, keyed) for k in keys) == len(keys)
+        rows = [(k, b"1", "lines", 0, 10, i) for i, k in enumerate(sorted(keys), 1)]
+        written = sink.write_runs(packed, rows)
+    finally:
+        sink.close()
+    by_producer = {r.key: r.partition for r in _read(job_config, keyed)[0]}
+    assert len(by_producer) == len(keys) and len(set(by_producer.values())) == PARTITIONS
+    got, _stopped, _marks = _read(job_config, packed)
+    assert len(got) == written < len(keys), "runs, not one record per row"
+    placed = {k: r.partition for r in got for k in runs.table(r.value).column("key").to_pylist()}
+    assert placed == by_producer
+    assert list(runs.partitions(pa.array(keys), PARTITIONS)) == [by_producer[k] for k in keys]
+
+
+def test_a_read_stops_at_its_row_limit_and_the_frame_holds_every_row(
+    kafka_bootstrap: str, spark: Any, job_config: config.FloeConfig
+) -> None:
+    topic = f"{job_config.app_id}-rows"
+    localrun.create_topic(kafka_bootstrap, topic, PARTITIONS)
+    rows = [(f"k{i:06d}".encode(), str(i).encode(), "lines", 0, 10, i) for i in range(1, 60_001)]
+    sink = kafkaio.KafkaSink(job_config, client_id=job_config.app_id)
+    try:
+        sink.write_runs(topic, rows)
+    finally:
+        sink.close()
+    everything, stopped, marks = _read(job_config, topic)
+    assert stopped == {} and records.row_count(everything) == len(rows)
+    limits = {(topic, p): 5000 for p in range(PARTITIONS)}
+    some, stopped, _ = _read(job_config, topic, limits)
+    assert stopped, "every partition holds more than 5,000 rows"
+    for (_t, partition), end in stopped.items():
+        mine = [r for r in some if r.partition == partition]
+        assert [r.offset for r in mine] == list(range(marks[(topic, partition)].low, end))
+        counts = [runs.info(r.headers).rows for r in mine]  # type: ignore[union-attr]
+        assert sum(counts) >= 5000 > sum(counts[:-1]), "it stops at the first record that reaches the limit"
+    df = records.to_dataframe(spark, everything)
+    assert df.count() == len(rows)
+    got = collect_rows(df.select(F.col("key"), F.col("value"), "topic", "partition", "headers"))
+    assert sorted((bytes(k), bytes(v)) for k, v, *_ in got) == sorted((r[0], r[1]) for r in rows)
+    assert {(t, h) for _k, _v, t, _p, h in got} == {(topic, None)}
+
+
+def test_a_combining_rekey_is_written_as_runs_and_counted_back(
+    kafka_bootstrap: str, spark: Any, job_config: config.FloeConfig
+) -> None:
+    topic = job_config.repartition_topic("words")
+    localrun.create_topic(kafka_bootstrap, topic, PARTITIONS)
+    lines = spark.createDataFrame(
+        [("lines", i % 2, i, f"a b{i % 50} c{i}") for i in range(400)],
+        "topic string, partition int, offset long, v string",
+    )
+    words = lines.select("topic", "partition", "offset", F.explode(F.split("v", " ")).alias("word"))
+    batch = api.Batch(
+        spark=spark,
+        df=lines,
+        stage="split",
+        cfg=job_config,
+        args=[],
+        seqs={},
+        sink=kafkaio.KafkaSink(job_config, client_id=job_config.app_id),
+        records=400,
+    )
+    emit = batch.rekey(words, name="words", key=F.col("word"), combine="count")
+    assert emit.packed
+    try:
+        written = batch.sink.write(
+            emit.df, topic=emit.topic, order=emit.order, positions=True, packed=True, rows=emit.rows
+        )
+    finally:
+        batch.sink.close()
+    got, _stopped, _marks = _read(job_config, topic)
+    # per source partition: a, the 25 b-words of its parity, its 200 c-words
+    assert written == 2 * (1 + 25 + 200) and len(got) < written
+    df = records.to_dataframe(spark, got)
+    counts = {
+        bytes(k).decode(): n
+        for k, n in collect_rows(
+            df.groupBy("key").agg(F.sum(F.col("value").cast("string").cast("long")).alias("n"))
+        )
+    }
+    assert counts["a"] == 400 and counts["b7"] == 8 and counts["c399"] == 1 and len(counts) == 451
