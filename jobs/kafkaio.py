@@ -262,6 +262,7 @@ class KafkaSink:
         packed: bool = False,
         dry_run: bool = False,
         rows: Sequence[tuple[Any, ...]] | None = None,
+        table: Any = None,
     ) -> int:
         """Write a DataFrame's key/value[/headers][/topic] rows; `topic` None: each row's topic.
 
@@ -269,10 +270,15 @@ class KafkaSink:
         Spark's sink when it is available. `order`: columns (not written) giving the order in
         which rows are written, grouped by the first two (see `floe_jobs.api.Emit`);
         `positions`: the rows get source-position headers made from the first four of them;
-        `packed` as well: produced from the driver, they go out as runs (`floe_jobs.runs`).
+        `packed` as well, with the rows given as an Arrow `table` (`floe_jobs.api.Emit.table`):
+        they go out as runs (`floe_jobs.runs`).
         Returns the number of rows written. `dry_run`: everything but producing (a warm-up).
         `rows`: the rows of `df.select("key", "value", *order)` when the driver already holds
         them (`floe_jobs.api.Emit.rows`); they are produced without a Spark job."""
+        if packed and positions and table is not None and topic is not None:
+            if not dry_run:
+                self.write_runs(topic, table)
+            return int(table.num_rows)
         cols = [c for c in ("key", "value", "headers", "topic") if c in df.columns]
         if topic is not None and "topic" in cols:
             cols.remove("topic")
@@ -295,12 +301,6 @@ class KafkaSink:
         at = {c: i for i, c in enumerate(cols)}
         k, v, h, t = (at.get(c) for c in ("key", "value", "headers", "topic"))
         n = len(cols)
-        if packed and positions and topic is not None and t is None:
-            self.write_runs(
-                topic,
-                [(None if k is None else r[k], None if v is None else r[v], *r[n : n + 4]) for r in collected],
-            )
-            return len(collected)
         return self.write_rows(
             (
                 None if k is None else r[k],
@@ -311,10 +311,10 @@ class KafkaSink:
             for r in collected
         )
 
-    def write_runs(self, topic: str, rows: Sequence[tuple[Any, ...]]) -> int:
-        """Produce re-keyed rows `(key, value, src topic, src partition, src offset, src index)`,
-        sorted by source and position, packed into runs (`floe_jobs.runs`); wait until every run
-        is acknowledged. Returns how many runs were written."""
+    def write_runs(self, topic: str, rows: Any) -> int:
+        """Produce re-keyed rows (an Arrow table of key, value, src topic, src partition, src
+        offset, src index, sorted by source and position) packed into runs (`floe_jobs.runs`);
+        wait until every run is acknowledged. Returns how many runs were written."""
         md = self._producer.list_topics(topic, timeout=self.timeout)
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:

@@ -41,6 +41,12 @@ def local_dataframe(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: 
     return spark.createDataFrame(table, schema)
 
 
+def arrow_dataframe(spark: SparkSession, table: Any, schema: StructType) -> DataFrame:
+    """A DataFrame of an Arrow table whose columns are `schema`'s, read by Spark in the JVM."""
+    # one chunk: from a table of several, Spark 4.0's createDataFrame kept only some of the rows
+    return spark.createDataFrame(table.combine_chunks(), schema)
+
+
 def arrow_table(rows: Sequence[Sequence[Any]], schema: StructType) -> Any:
     """`rows` as one Arrow table of `schema` (C loops over the columns); None when a type of
     `schema` has no Arrow equivalent."""

@@ -77,7 +77,7 @@ def to_dataframe(spark: Any, records: Sequence[Record]) -> Any:
     a run (`floe_jobs.runs`) becomes a row with the run's topic, partition, offset and timestamp
     and no headers: the Arrow columns of the run, never Python objects per row."""
     import pyarrow as pa
-    from floe_jobs.localdf import arrow_schema, arrow_table, local_dataframe
+    from floe_jobs.localdf import arrow_dataframe, arrow_schema, arrow_table, local_dataframe
 
     if not any(runs.info(r.headers) for r in records if r.headers):
         return local_dataframe(spark, records, schema())
@@ -91,8 +91,7 @@ def to_dataframe(spark: Any, records: Sequence[Record]) -> Any:
         else:
             plain.append(r)
     pieces.append(arrow_table(plain, schema()))
-    # one chunk: from a table of several, Spark 4.0's createDataFrame kept only some of the rows
-    return spark.createDataFrame(pa.concat_tables(pieces).combine_chunks(), schema())
+    return arrow_dataframe(spark, pa.concat_tables(pieces), schema())
 
 
 def _run_table(record: Record, arrow: Any) -> Any:

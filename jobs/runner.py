@@ -379,6 +379,7 @@ class Runner:
                 packed=e.packed,
                 dry_run=True,
                 rows=e.rows,
+                table=e.table,
             )
         clock.lap(lap + "emit")
 
@@ -709,6 +710,7 @@ class Runner:
                 positions=e.positions,
                 packed=e.packed,
                 rows=e.rows,
+                table=e.table,
             )
             for e in self._emitted(result)
         )

@@ -109,55 +109,66 @@ class Run(NamedTuple):
     headers: list[tuple[str, bytes]]
 
 
-def pack(rows: Sequence[Sequence[Any]], count: int) -> list[Run]:
-    """Re-keyed rows `(key, value, src topic, src partition, src offset, src index)`, sorted by
-    source and position, as runs for a topic of `count` partitions: per source and partition, in
-    position order, at most `RUN_MAX_ROWS` rows and about `RUN_MAX_BYTES` each."""
-    if not rows:
+def pack(rows: pa.Table, count: int) -> list[Run]:
+    """Re-keyed rows, an Arrow table of key, value, src topic, src partition, src offset and src
+    index (in that column order) sorted by source and position, as runs for a topic of `count`
+    partitions: per source and partition, in position order, at most `RUN_MAX_ROWS` rows and
+    about `RUN_MAX_BYTES` each."""
+    n = rows.num_rows
+    if n == 0:
         return []
-    key, value, topic, part, off, idx = zip(*rows, strict=True)
-    keys = pa.array(key, pa.binary())
-    values = pa.array(value, pa.binary())
-    offs = pa.array(off, pa.int64())
-    idxs = pa.array(idx, pa.int32())
-    src_part = np.asarray(part, dtype=np.int64)
+    rows = rows.combine_chunks()
+    keys, values, topics, parts, offs, idxs = (rows.column(i).chunk(0) for i in range(6))
+    keys, values = keys.cast(pa.binary()), values.cast(pa.binary())
+    src_part = parts.to_numpy(zero_copy_only=False).astype(np.int64)
     target = partitions(keys, count)
     if keys.null_count:
         nulls = keys.is_null().to_numpy(zero_copy_only=False)
         target = np.where(nulls, src_part % count, target).astype(np.int32)
-    topics = pa.array(topic, pa.string()).dictionary_encode()
-    source = topics.indices.to_numpy(zero_copy_only=False).astype(np.int64) * (1 << 32) + src_part
-    order = np.lexsort((np.arange(len(rows)), target, source))
-    sizes = (
-        _lengths(keys) + _lengths(values) + ROW_OVERHEAD_BYTES
-    )[order].cumsum()
+    topic_codes = pc.dictionary_encode(topics).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    source = topic_codes * (1 << 32) + src_part
+    order = np.lexsort((np.arange(n), target, source))
+    sizes = (_lengths(keys) + _lengths(values) + ROW_OVERHEAD_BYTES)[order].cumsum()
     group = np.flatnonzero((np.diff(source[order]) != 0) | (np.diff(target[order]) != 0)) + 1
-    starts = [0, *group.tolist()]
-    ends = [*group.tolist(), len(rows)]
-    table = pa.table([keys, values, offs, idxs], schema=SCHEMA)
+    table = pa.Table.from_arrays(
+        [keys, values, offs.cast(pa.int64()), idxs.cast(pa.int32())], schema=SCHEMA
+    )
+    off_list, idx_list = offs.to_numpy(zero_copy_only=False), idxs.to_numpy(zero_copy_only=False)
     out: list[Run] = []
-    for start, end in zip(starts, ends, strict=True):
+    for start, end in zip([0, *group.tolist()], [*group.tolist(), n], strict=True):
         a = start
         while a < end:
             base = sizes[a - 1] if a else 0
             b = int(np.searchsorted(sizes[a:end], base + RUN_MAX_BYTES, side="right")) + a
             b = min(max(b, a + 1), a + RUN_MAX_ROWS, end)
             first, last = int(order[a]), int(order[b - 1])
-            src = f"{topic[first]}:{part[first]}".encode()
             out.append(
                 Run(
                     int(target[first]),
                     _serialize(table.take(pa.array(order[a:b]))),
                     [
-                        ("floe.src", src),
-                        ("floe.off", str(off[last]).encode()),
-                        ("floe.idx", str(idx[last]).encode()),
-                        (RUN_HEADER, f"{b - a}:{off[first]}:{idx[first]}".encode()),
+                        ("floe.src", f"{topics[first].as_py()}:{src_part[first]}".encode()),
+                        ("floe.off", str(off_list[last]).encode()),
+                        ("floe.idx", str(idx_list[last]).encode()),
+                        (RUN_HEADER, f"{b - a}:{off_list[first]}:{idx_list[first]}".encode()),
                     ],
                 )
             )
             a = b
     return out
+
+
+REKEYED_TYPES = (pa.binary(), pa.binary(), pa.string(), pa.int32(), pa.int64(), pa.int32())
+
+
+def rekeyed_table(rows: Sequence[Sequence[Any]]) -> pa.Table:
+    """Re-keyed rows given as tuples `(key, value, src topic, src partition, src offset, src
+    index)`, as the table `pack` takes."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in REKEYED_TYPES]
+    return pa.Table.from_arrays(
+        [pa.array(c, t) for c, t in zip(columns, REKEYED_TYPES, strict=True)],
+        names=["key", "value", "src_topic", "src_partition", "src_offset", "src_idx"],
+    )
 
 
 def _lengths(array: pa.Array) -> np.ndarray:

@@ -12,36 +12,41 @@ reading stage has already applied.
 Larger batches whose rows the sink collects anyway (`Batch._collected_by_sink`) keep Spark's
 group-by of a combining re-key and rank its rows here (`ranked`) instead of in two windows.
 
-Rows are `(topic, partition, offset, key, value)` with the key as bytes (or None) and the
-value an int for `combined`, bytes for `indexed` without an index, anything otherwise; for
-`reduced`, `(partition, key, value)`; for `ranked`, `(topic, partition, key, combined value,
-last offset)`. Re-key results are `(key, value, src_topic, src_partition, src_offset,
-src_idx)`: the written columns followed by `api.REKEY_ORDER`.
+`combined` and `ranked` work on Arrow tables, as column operations: at high key cardinality
+nearly every row of a combining re-key is a group of its own, and a loop in Python over them
+cost more than the rest of the re-key. They take `(topic, partition, offset, key, value)` with
+an integer value (`combined`), or `(topic, partition, key, combined value, last offset)`
+(`ranked`), and give `(key, value, src_topic, src_partition, src_offset, src_idx)` sorted by
+source and position. `indexed` takes tuples `(topic, partition, offset, key, value)`, with
+bytes values when it numbers the rows itself, and gives tuples of those six columns;
+`reduced` takes an Arrow table and gives tuples of `(partition, key, value)`. The six re-keyed columns are the written
+ones followed by `api.REKEY_ORDER`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 Row = tuple[Any, ...]
 
-# Spark's aggregates skip nulls; all-null gives null
-COMBINE: dict[str, Callable[[list[Any]], Any]] = {"sum": sum, "count": sum, "min": min, "max": max}
+# Arrow's hash aggregate for each combine op; like Spark's, they skip nulls and give null for none
+ARROW_COMBINE = {"sum": "sum", "count": "sum", "min": "min", "max": "max"}
 
-
-def _reduce(op: str, values: list[Any]) -> Any:
-    """`op` over the non-null values as Spark's aggregate gives it: null when there are none."""
-    kept = [v for v in values if v is not None]
-    return COMBINE[op](kept) if kept else None
-
-
-def reduced(rows: Iterable[Row], op: str) -> list[Row]:
-    """One row per (partition, key) with `op` over its values: a group-by in the driver."""
-    groups: dict[tuple[Any, Any], list[Any]] = {}
-    for partition, key, value in rows:
-        groups.setdefault((partition, key), []).append(value)
-    return [(partition, key, _reduce(op, values)) for (partition, key), values in groups.items()]
+def reduced(rows: pa.Table, op: str) -> list[Row]:
+    """One row per (partition, key) of `rows` (partition, key, value) with `op` over its values:
+    a group-by in the driver, as Arrow column operations."""
+    agg = ARROW_COMBINE[op]
+    grouped = (
+        rows.rename_columns(["partition", "key", "value"])
+        .group_by(["partition", "key"], use_threads=False)
+        .aggregate([("value", agg)])
+    )
+    return list(zip(*(grouped.column(c).to_pylist() for c in ("partition", "key", f"value_{agg}")), strict=True))
 
 
 def _nulls_first(value: bytes | None) -> tuple[bool, bytes]:
@@ -49,35 +54,44 @@ def _nulls_first(value: bytes | None) -> tuple[bool, bytes]:
     return (value is not None, b"" if value is None else bytes(value))
 
 
-def combined(rows: Iterable[Row], op: str) -> list[Row]:
-    """One row per (topic, partition, key): `op` over its non-null values, as a UTF-8 decimal;
-    position (the largest offset of that input partition in the batch, the key's rank)."""
-    values: dict[tuple[str, int, bytes | None], list[int | None]] = {}
-    last: dict[tuple[str, int, bytes | None], int] = {}
-    for topic, partition, offset, key, value in rows:
-        group = (topic, partition, None if key is None else bytes(key))
-        values.setdefault(group, []).append(None if value is None else int(value))
-        last[group] = max(last.get(group, offset), offset)
-    return ranked((*group, _reduce(op, found), last[group]) for group, found in values.items())
+def combined(rows: pa.Table, op: str) -> pa.Table:
+    """One row per (topic, partition, key) of `rows` (topic, partition, offset, key, value: an
+    integer): `op` over its non-null values, as a UTF-8 decimal; position (the largest offset of
+    that input partition in the batch, the key's rank). Column operations (Arrow), no Python
+    per row: at high key cardinality nearly every row is a group."""
+    grouped = rows.group_by(["topic", "partition", "key"], use_threads=False).aggregate(
+        [("value", ARROW_COMBINE[op]), ("offset", "max")]
+    )
+    return ranked(grouped.select(["topic", "partition", "key", f"value_{ARROW_COMBINE[op]}", "offset_max"]))
 
 
-def ranked(groups: Iterable[Row]) -> list[Row]:
-    """The rows of Spark's group-by of a combining re-key, `(topic, partition, key, value, last
-    offset)`, at their positions: (the largest last offset of that input partition, the key's
+def ranked(groups: pa.Table) -> pa.Table:
+    """The rows of a combining re-key's group-by, (topic, partition, key, value, last offset) by
+    position, at their positions: (the largest last offset of that input partition, the key's
     rank among the partition's keys), the value as a UTF-8 decimal. The Spark plan does this
-    with two windows, that is two more shuffles."""
-    by_source: dict[tuple[str, int], list[tuple[bytes | None, int | None]]] = {}
-    last: dict[tuple[str, int], int] = {}
-    for topic, partition, key, value, offset in groups:
-        source = (topic, partition)
-        by_source.setdefault(source, []).append((None if key is None else bytes(key), value))
-        last[source] = max(last.get(source, offset), offset)
-    out: list[Row] = []
-    for source, found in sorted(by_source.items()):  # in the order the sink writes them
-        found.sort(key=lambda kv: _nulls_first(kv[0]))
-        for idx, (key, value) in enumerate(found, start=1):
-            out.append((key, None if value is None else str(value).encode(), *source, last[source], idx))
-    return out
+    with two windows, that is two more shuffles. Returns (key, value, src topic, src partition,
+    src offset, src index) sorted by source, then position (the order the sink writes them)."""
+    names = ["topic", "partition", "key", "value", "last"]
+    table = groups.rename_columns(names).combine_chunks()
+    # Spark's ascending order: null keys first, then unsigned byte order
+    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"), ("key", "ascending", "at_start")])
+    n = table.num_rows
+    topics, partitions, lasts = (table.column(c).to_numpy() for c in ("topic", "partition", "last"))
+    starts = np.flatnonzero(
+        np.concatenate([[n > 0], (topics[1:] != topics[:-1]) | (partitions[1:] != partitions[:-1])])
+    )
+    lengths = np.diff(np.append(starts, n))
+    source_last = np.maximum.reduceat(lasts, starts) if n else lasts
+    return pa.table(
+        {
+            "key": table.column("key").cast(pa.binary()),
+            "value": pc.cast(pc.cast(table.column("value"), pa.string()), pa.binary()),
+            "src_topic": table.column("topic").cast(pa.string()),
+            "src_partition": table.column("partition").cast(pa.int32()),
+            "src_offset": pa.array(np.repeat(source_last, lengths).astype(np.int64)),
+            "src_idx": pa.array((np.arange(n) - np.repeat(starts, lengths) + 1).astype(np.int32)),
+        }
+    )
 
 
 def indexed(rows: Sequence[Row], index: Sequence[int] | None = None) -> list[Row]:

@@ -38,7 +38,7 @@ def test_runs_land_on_the_partitions_kafkas_partitioner_gives_their_keys(
         # one record per key, partitioned by the producer (murmur2, as Kafka's Java producer)
         assert sink.write_rows((k, b"1", None, keyed) for k in keys) == len(keys)
         rows = [(k, b"1", "lines", 0, 10, i) for i, k in enumerate(sorted(keys), 1)]
-        written = sink.write_runs(packed, rows)
+        written = sink.write_runs(packed, runs.rekeyed_table(rows))
     finally:
         sink.close()
     by_producer = {r.key: r.partition for r in _read(job_config, keyed)[0]}
@@ -58,7 +58,7 @@ def test_a_read_stops_at_its_row_limit_and_the_frame_holds_every_row(
     rows = [(f"k{i:06d}".encode(), str(i).encode(), "lines", 0, 10, i) for i in range(1, 60_001)]
     sink = kafkaio.KafkaSink(job_config, client_id=job_config.app_id)
     try:
-        sink.write_runs(topic, rows)
+        sink.write_runs(topic, runs.rekeyed_table(rows))
     finally:
         sink.close()
     everything, stopped, marks = _read(job_config, topic)
@@ -101,9 +101,7 @@ def test_a_combining_rekey_is_written_as_runs_and_counted_back(
     emit = batch.rekey(words, name="words", key=F.col("word"), combine="count")
     assert emit.packed
     try:
-        written = batch.sink.write(
-            emit.df, topic=emit.topic, order=emit.order, positions=True, packed=True, rows=emit.rows
-        )
+        written = batch.sink.write(emit.df, topic=emit.topic, positions=True, packed=True, table=emit.table)
     finally:
         batch.sink.close()
     got, _stopped, _marks = _read(job_config, topic)

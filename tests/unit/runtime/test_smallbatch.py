@@ -2,7 +2,33 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pyarrow as pa
 from floe_jobs import smallbatch
+
+
+def _table(rows: list[tuple[Any, ...]], columns: list[tuple[str, pa.DataType]]) -> pa.Table:
+    values = list(zip(*rows, strict=True))
+    return pa.table({name: pa.array(v, t) for (name, t), v in zip(columns, values, strict=True)})
+
+
+def _tuples(table: pa.Table) -> list[tuple[Any, ...]]:
+    return [tuple(r.values()) for r in table.to_pylist()]
+
+
+def _combined(rows: list[tuple[Any, ...]], op: str) -> list[tuple[Any, ...]]:
+    """`smallbatch.combined` over (topic, partition, offset, key, value) tuples, as tuples."""
+    columns = [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
+               ("value", pa.int64())]
+    return _tuples(smallbatch.combined(_table(rows, columns), op))
+
+
+def _ranked(groups: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """`smallbatch.ranked` over (topic, partition, key, value, last offset) tuples, as tuples."""
+    columns = [("topic", pa.string()), ("partition", pa.int32()), ("key", pa.binary()), ("value", pa.int64()),
+               ("last", pa.int64())]
+    return _tuples(smallbatch.ranked(_table(groups, columns)))
 
 
 def test_combined_gives_one_row_per_input_partition_and_key() -> None:
@@ -13,30 +39,30 @@ def test_combined_gives_one_row_per_input_partition_and_key() -> None:
         ("t", 0, 12, b"b", 1),
         ("t", 0, 9, b"a", 2),
     ]
-    got = smallbatch.combined(rows, "sum")
+    got = _combined(rows, "sum")
     # value: the sum as a UTF-8 decimal; position: (the partition's last offset, the key's rank)
     assert sorted(got) == [
         (b"a", b"3", "t", 0, 12, 1),
         (b"a", b"5", "t", 1, 40, 1),
         (b"b", b"2", "t", 0, 12, 2),
     ]
-    assert sorted(smallbatch.combined(rows, "max")) == [
+    assert sorted(_combined(rows, "max")) == [
         (b"a", b"2", "t", 0, 12, 1),
         (b"a", b"5", "t", 1, 40, 1),
         (b"b", b"1", "t", 0, 12, 2),
     ]
-    assert sorted(smallbatch.combined(rows, "min"))[0] == (b"a", b"1", "t", 0, 12, 1)
+    assert sorted(_combined(rows, "min"))[0] == (b"a", b"1", "t", 0, 12, 1)
 
 
 def test_combined_skips_null_values_and_ranks_null_keys_first_then_unsigned_bytes() -> None:
     rows = [("t", 0, 1, b"\xff", None), ("t", 0, 2, b"a", 3), ("t", 0, 3, None, 1), ("t", 0, 3, b"a", None)]
-    got = smallbatch.combined(rows, "count")
+    got = _combined(rows, "count")
     assert got == [(None, b"1", "t", 0, 3, 1), (b"a", b"3", "t", 0, 3, 2), (b"\xff", None, "t", 0, 3, 3)]
 
 
 def test_combined_is_the_same_whatever_the_row_order() -> None:
     rows = [("t", p, o, bytes([65 + (o * 7 + p) % 5]), o % 3) for p in range(3) for o in range(30)]
-    assert sorted(smallbatch.combined(rows, "sum")) == sorted(smallbatch.combined(list(reversed(rows)), "sum"))
+    assert sorted(_combined(rows, "sum")) == sorted(_combined(list(reversed(rows)), "sum"))
 
 
 def test_indexed_numbers_the_rows_of_each_input_record() -> None:
@@ -55,9 +81,12 @@ def test_indexed_takes_the_stages_own_numbers() -> None:
 
 
 def test_reduced_groups_by_partition_and_key_skipping_nulls() -> None:
-    rows = [(0, "a", 1), (0, "a", None), (1, "a", 4), (0, "b", None), (0, "a", 2)]
-    assert sorted(smallbatch.reduced(rows, "sum"), key=repr) == [(0, "a", 3), (0, "b", None), (1, "a", 4)]
-    assert (0, "a", 2) in smallbatch.reduced(rows, "max")
+    rows = [(0, "a", 1), (0, "a", None), (1, "a", 4), (0, "b", None), (0, "a", 2), (0, None, 5), (0, None, 1)]
+    table = _table(rows, [("partition", pa.int32()), ("key", pa.string()), ("value", pa.int64())])
+    totals = [(0, "a", 3), (0, "b", None), (0, None, 6), (1, "a", 4)]
+    assert sorted(smallbatch.reduced(table, "sum"), key=repr) == totals
+    assert (0, "a", 2) in smallbatch.reduced(table, "max")
+    assert (0, None, 1) in smallbatch.reduced(table, "min")
 
 
 def test_ranked_places_grouped_rows_as_combined_does() -> None:
@@ -71,11 +100,11 @@ def test_ranked_places_grouped_rows_as_combined_does() -> None:
         total, last = groups.get((topic, partition, key), (0, -1))
         groups[(topic, partition, key)] = (total + value, max(last, offset))
     grouped = [(*g, total, last) for g, (total, last) in groups.items()]
-    assert sorted(smallbatch.ranked(grouped), key=repr) == sorted(smallbatch.combined(rows, "sum"), key=repr)
+    assert sorted(_ranked(grouped), key=repr) == sorted(_combined(rows, "sum"), key=repr)
 
 
 def test_ranked_keeps_a_null_value_and_takes_the_largest_last_offset_of_each_source() -> None:
-    got = smallbatch.ranked([("t", 0, b"b", 2, 7), ("t", 0, b"a", None, 9), ("t", 1, b"a", 1, 3)])
+    got = _ranked([("t", 0, b"b", 2, 7), ("t", 0, b"a", None, 9), ("t", 1, b"a", 1, 3)])
     assert sorted(got, key=repr) == [
         (b"a", None, "t", 0, 9, 1),
         (b"a", b"1", "t", 1, 3, 1),
