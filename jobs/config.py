@@ -61,8 +61,9 @@ class KafkaSettings(_Model):
         ge=0,
         description="FLOE_KAFKA_SPARK_READ_MIN_RECORDS: a batch of an input topic planned with at least this many "
         "records is read with Spark's Kafka source (when its connector is on spark.jars), a smaller one by the "
-        "driver's consumer; 0: every such batch with Spark's source (repartition topics are read by the driver). The default is above the default batch cap: in local mode the "
-        "driver's consumer is faster; lower it when executors run elsewhere (spark.master) or batches are larger",
+        "driver's consumer; 0: every such batch with Spark's source (repartition topics are read by the driver). "
+        "The default is above the default batch cap: in local mode the driver's consumer is faster; "
+        "lower it when executors run elsewhere (spark.master) or batches are larger",
     )
     max_bytes_per_batch: int = Field(
         default=64 * 1024 * 1024,

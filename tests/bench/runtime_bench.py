@@ -602,8 +602,11 @@ def bench_throughput(args: argparse.Namespace) -> None:
     ]
     if warm_up:
         print("warm-up (discarded)", warm_up, flush=True)
-    for name, vocab in (("10k-words", 10_000), ("1m-words", 1_000_000)):
-        lines = vocab_lines(args.lines, vocab, seed=5)
+    # About 10,000 and about 1,000,000 distinct words: the second case needs more lines than the
+    # first (200,000 lines over a 2,000,000-word vocabulary hold 957,971 distinct words)
+    cases = (("10k-words", 10_000, args.lines), ("1m-words", 2_000_000, args.lines_1m))
+    for name, vocab, count in cases:
+        lines = vocab_lines(count, vocab, seed=5)
         distinct = len({w for line in lines for w in line.split()})
         floe_runs, ss_runs = [], []
         for _ in range(args.runs):  # alternated, so both see the machine's load alike
@@ -616,7 +619,7 @@ def bench_throughput(args: argparse.Namespace) -> None:
             "throughput",
             f"word-count-{name}",
             {
-                "metric": f"input lines per second, one replica, word count over {args.lines:,} lines "
+                "metric": f"input lines per second, one replica, word count over {count:,} lines "
                 f"({distinct:,} distinct words): Floe (value) vs Spark Structured Streaming with the RocksDB "
                 f"state store (baseline), median of {args.runs} alternated runs after {args.warm_up} discarded "
                 f"warm-up run(s) of each on {len(warm_lines):,} lines, process start-up excluded, "
@@ -630,7 +633,7 @@ def bench_throughput(args: argparse.Namespace) -> None:
                 "p50_s": None,
                 "p99_s": None,
                 "command": ".venv/bin/python tests/bench/runtime_bench.py throughput "
-                f"--lines {args.lines} --runs {args.runs} --warm-up {args.warm_up}",
+                f"--lines {args.lines} --lines-1m {args.lines_1m} --runs {args.runs} --warm-up {args.warm_up}",
                 "runs": {
                     "discarded_warm_up": warm_up,
                     "floe": floe_runs,
@@ -656,7 +659,8 @@ def main(argv: list[str] | None = None) -> int:
     so.add_argument("--large", type=int, default=1_000_000)
     so.add_argument("--runs", type=int, default=3, help="new replicas per store size (medians)")
     tp = sub.add_parser("throughput")
-    tp.add_argument("--lines", type=int, default=100_000)
+    tp.add_argument("--lines", type=int, default=100_000, help="lines of the 10,000-word case")
+    tp.add_argument("--lines-1m", type=int, default=200_000, help="lines of the 1,000,000-word case")
     tp.add_argument("--batch", type=int, default=50_000, help="records per batch (both systems)")
     tp.add_argument("--runs", type=int, default=3, help="runs of each system (medians)")
     tp.add_argument("--warm-up", type=int, default=1, help="discarded runs of each system on a fifth of the lines")
