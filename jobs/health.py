@@ -18,8 +18,14 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
-RECORDS_IN = Counter("floe_job_records_in", "Input records read by batches", ["app", "stage"])
-RECORDS_OUT = Counter("floe_job_records_out", "Records written to output and repartition topics", ["app", "stage"])
+RECORDS_IN = Counter(
+    "floe_job_records_in", "Input records read by batches (a run of re-keyed rows counts as its rows)", ["app", "stage"]
+)
+RECORDS_OUT = Counter(
+    "floe_job_records_out",
+    "Records written to output and repartition topics (a run of re-keyed rows counts as its rows)",
+    ["app", "stage"],
+)
 RECORDS_DLQ = Counter("floe_job_records_dead_lettered", "Undecodable records sent to the dead-letter topic", ["app"])
 RECORDS_DEDUPED = Counter(
     "floe_job_repartition_records_skipped", "Repartition records dropped as already applied (replays)", ["app"]
@@ -33,7 +39,7 @@ BATCH_SECONDS = Histogram(
 )
 BATCH_RECORDS = Histogram(
     "floe_job_batch_records",
-    "Records per batch",
+    "Records per batch (a run of re-keyed rows counts as its rows)",
     ["app", "stage"],
     buckets=(1, 10, 100, 1_000, 10_000, 50_000, 100_000, 500_000, 1_000_000),
 )

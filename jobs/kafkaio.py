@@ -11,10 +11,13 @@ framed and filtered) costs more than the job, and the records stay in the JVM.
 - `RangeReader.read` returns exactly the records of the planned ranges `[start, end)`; records
   deleted by retention fail the read (like Spark's `failOnDataLoss`), so a replay never reads
   different input silently. Uncommitted transactional records are read, as Spark's source did.
+  `read_rows` may stop a partition early, at a limit of rows (a run of re-keyed rows counting
+  as its rows): a repartition stage's plan is then cut where its read stopped.
 - `KafkaSink.write` returns once every record is acknowledged (`acks=all`, idempotent by
   default), keyed records partitioned as Kafka's Java producer does (murmur2), so keys land on
-  the partitions the Spark sink chose before. Output stays at-least-once: a replayed batch
-  writes its output again.
+  the partitions the Spark sink chose before; combined re-keyed rows go out as runs on the
+  partitions murmur2 gives their keys (`floe_jobs.runs`). Output stays at-least-once: a replayed
+  batch writes its output again.
 """
 
 from __future__ import annotations
@@ -96,9 +99,10 @@ class RangeReader:
     def read_rows(
         self, plans: Iterable[PartitionPlan], limits: Mapping[tuple[str, int], int] | None = None
     ) -> tuple[list[Record], dict[tuple[str, int], int]]:
-        """The planned records, except that a partition with a limit stops at the first record
-        that brings its rows to that many (a run counts as its rows, `floe_jobs.runs`): the
-        records, and the offset each partition that stopped early stopped at."""
+        """The planned records, except that a partition with a limit stops before the first
+        record that would take its rows past it (a run counts as its rows, `floe_jobs.runs`; a
+        partition's first record is always taken): the records, and the offset each partition
+        that stopped early stopped at."""
         ranges = {p.tp: (p.start, p.end) for p in plans if p.end > p.start}
         if not ranges:
             return [], {}
@@ -139,8 +143,16 @@ class RangeReader:
                 offset = int(msg.offset() or 0)
                 if tp not in remaining or offset >= ranges[tp][1]:
                     continue  # fetched past the plan's end: not this batch's
-                _ts_type, ts_ms = msg.timestamp()
                 headers = msg.headers()
+                if tp in rows:
+                    run = runs.info(headers) if headers else None  # type: ignore[arg-type]
+                    taken = 1 if run is None else run.rows
+                    if rows[tp] and rows[tp] + taken > limits[tp]:
+                        remaining.discard(tp)  # this record would pass the limit: stop before it
+                        stopped[tp] = offset
+                        continue
+                    rows[tp] += taken
+                _ts_type, ts_ms = msg.timestamp()
                 out.append(
                     Record(
                         msg.key(),
@@ -154,12 +166,6 @@ class RangeReader:
                 )
                 if offset + 1 >= ranges[tp][1]:
                     remaining.discard(tp)
-                elif tp in rows:
-                    run = runs.info(headers) if headers else None  # type: ignore[arg-type]
-                    rows[tp] += 1 if run is None else run.rows
-                    if rows[tp] >= limits[tp]:
-                        remaining.discard(tp)
-                        stopped[tp] = offset + 1
             # ranges that end in offsets with no record (control records, compaction)
             if remaining:
                 for pos in self._consumer.position([TopicPartition(t, p) for t, p in remaining]):

@@ -371,16 +371,7 @@ class Runner:
         result = stage.fn(self._batch(lane, stage, df, clock, seqs={}, dry_run=True))
         clock.lap(lap + "fn")
         for e in self._emitted(result):
-            lane.sink.write(
-                e.df,
-                topic=e.topic,
-                order=e.order,
-                positions=e.positions,
-                packed=e.packed,
-                dry_run=True,
-                rows=e.rows,
-                table=e.table,
-            )
+            _write(lane.sink, e, dry_run=True)
         clock.lap(lap + "emit")
 
     def _batch(
@@ -701,19 +692,7 @@ class Runner:
         return out
 
     def _emit(self, result: Any, sink: kafkaio.KafkaSink, *, large: bool) -> int:
-        return sum(
-            sink.write(
-                e.df,
-                topic=e.topic,
-                large=large,
-                order=e.order,
-                positions=e.positions,
-                packed=e.packed,
-                rows=e.rows,
-                table=e.table,
-            )
-            for e in self._emitted(result)
-        )
+        return sum(_write(sink, e, large=large) for e in self._emitted(result))
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self) -> int:
@@ -739,3 +718,18 @@ class Runner:
             logging.shutdown()
             os._exit(EXIT_OK)
         return EXIT_OK
+
+
+def _write(sink: kafkaio.KafkaSink, e: api.Emit, *, large: bool = False, dry_run: bool = False) -> int:
+    """What a stage emitted, written by the lane's sink (`KafkaSink.write`); the rows written."""
+    return sink.write(
+        e.df,
+        topic=e.topic,
+        large=large,
+        order=e.order,
+        positions=e.positions,
+        packed=e.packed,
+        dry_run=dry_run,
+        rows=e.rows,
+        table=e.table,
+    )

@@ -66,11 +66,12 @@ def test_a_read_stops_at_its_row_limit_and_the_frame_holds_every_row(
     limits = {(topic, p): 5000 for p in range(PARTITIONS)}
     some, stopped, _ = _read(job_config, topic, limits)
     assert stopped, "every partition holds more than 5,000 rows"
+    rows_at = {(r.partition, r.offset): runs.info(r.headers).rows for r in everything}  # type: ignore[union-attr]
     for (_t, partition), end in stopped.items():
         mine = [r for r in some if r.partition == partition]
         assert [r.offset for r in mine] == list(range(marks[(topic, partition)].low, end))
-        counts = [runs.info(r.headers).rows for r in mine]  # type: ignore[union-attr]
-        assert sum(counts) >= 5000 > sum(counts[:-1]), "it stops at the first record that reaches the limit"
+        taken = sum(rows_at[(partition, r.offset)] for r in mine)
+        assert 0 < taken <= 5000 < taken + rows_at[(partition, end)], "it stops before the record that would pass"
     df = records.to_dataframe(spark, everything)
     assert df.count() == len(rows)
     got = collect_rows(df.select(F.col("key"), F.col("value"), "topic", "partition", "headers"))
