@@ -35,7 +35,14 @@ from floe_jobs import runs
 from floe_jobs.config import FloeConfig
 from floe_jobs.localdf import collect_rows
 from floe_jobs.planning import PartitionPlan, Watermarks
-from floe_jobs.records import Record, position_headers, position_headers_column, schema, to_dataframe
+from floe_jobs.records import (
+    Record,
+    position_headers,
+    position_headers_column,
+    run_headers,
+    schema,
+    to_dataframe,
+)
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +333,7 @@ class KafkaSink:
         if meta is None or meta.error is not None or not meta.partitions:
             raise WriteError(f"topic {topic} has no partitions to write runs to: {meta.error if meta else 'absent'}")
         packed = runs.pack(rows, len(meta.partitions))
-        return self._produce((topic, None, run.value, run.headers, run.partition) for run in packed)
+        return self._produce((topic, None, run.value, run_headers(run), run.partition) for run in packed)
 
     def _write_with_spark(self, df: Any, topic: str | None) -> int:
         # cached: the count after the write reads the rows back instead of computing them again

@@ -142,6 +142,11 @@ def position_headers(src_topic: str, src_partition: int, offset: int, idx: int) 
     ]
 
 
+def run_headers(run: runs.Run) -> list[tuple[str, bytes]]:
+    """The headers a run of re-keyed rows carries: its last row's position, and `floe.run`."""
+    return [*position_headers(run.src_topic, run.src_partition, *run.last), run.header()]
+
+
 def position_headers_column(src_topic: str, src_partition: str, offset: str, idx: str) -> Any:
     """`position_headers` as a Spark column over the named columns (for Spark's Kafka sink)."""
     from pyspark.sql import functions as F

@@ -8,9 +8,10 @@ about `RUN_MAX_BYTES`) as one Arrow IPC stream, so writing, reading, filtering a
 them are column operations.
 
 Format: the value is an Arrow IPC stream with columns `key` and `value` (binary), `off`
-(int64) and `idx` (int32), each row's source position; the headers `floe.src`, `floe.off`
-and `floe.idx` give the position of the run's last row, so a run sorts and marks like a
-record at that position, and `floe.run` holds `<rows>:<first offset>:<first index>`.
+(int64) and `idx` (int32), each row's source position; the position headers
+(`floe_jobs.records.position_headers`) give the position of the run's last row, so a run sorts
+and marks like a record at that position, and `floe.run` holds `<rows>:<first offset>:<first
+index>`.
 
 Partition: each row goes to the partition Kafka's Java producer would choose for its key
 (murmur2, `partitions`), so a key lands on one partition whether its rows were written in a
@@ -102,11 +103,21 @@ def partitions(keys: pa.Array, count: int) -> np.ndarray:
 
 
 class Run(NamedTuple):
-    """One record to produce: its partition, value and headers."""
+    """One record to produce: its partition and value, its source partition, the positions of
+    its first and last rows, and how many rows it holds (the sink writes the last position as
+    the record's position headers, the rest as `header`)."""
 
     partition: int
     value: bytes
-    headers: list[tuple[str, bytes]]
+    src_topic: str
+    src_partition: int
+    first: Position
+    last: Position
+    rows: int
+
+    def header(self) -> tuple[str, bytes]:
+        """The `floe.run` header: `<rows>:<first offset>:<first index>`."""
+        return (RUN_HEADER, f"{self.rows}:{self.first[0]}:{self.first[1]}".encode())
 
 
 def pack(rows: pa.Table, count: int) -> list[Run]:
@@ -146,12 +157,11 @@ def pack(rows: pa.Table, count: int) -> list[Run]:
                 Run(
                     int(target[first]),
                     _serialize(table.take(pa.array(order[a:b]))),
-                    [
-                        ("floe.src", f"{topics[first].as_py()}:{src_part[first]}".encode()),
-                        ("floe.off", str(off_list[last]).encode()),
-                        ("floe.idx", str(idx_list[last]).encode()),
-                        (RUN_HEADER, f"{b - a}:{off_list[first]}:{idx_list[first]}".encode()),
-                    ],
+                    topics[first].as_py(),
+                    int(src_part[first]),
+                    (int(off_list[first]), int(idx_list[first])),
+                    (int(off_list[last]), int(idx_list[last])),
+                    b - a,
                 )
             )
             a = b

@@ -43,9 +43,8 @@ def _rows(rng: random.Random, n: int) -> list[tuple[object, ...]]:
 
 def _unpacked(run: runs.Run) -> list[tuple[object, ...]]:
     table = runs.table(run.value)
-    src = dict(run.headers)["floe.src"].decode().split(":")
     return [
-        (k, v, src[0], int(src[1]), off, idx)
+        (k, v, run.src_topic, run.src_partition, off, idx)
         for k, v, off, idx in zip(*(table.column(c).to_pylist() for c in ("key", "value", "off", "idx")), strict=True)
     ]
 
@@ -64,11 +63,10 @@ def test_pack_puts_every_row_once_on_its_keys_partition_in_position_order() -> N
             assert set(runs.partitions(keys, 4).tolist()) == {run.partition}
         assert [r[4:] for r in got] == sorted(r[4:] for r in got)
         assert len({r[3] for r in got}) == 1, "one source per run"
-        headers = dict(run.headers)
+        headers = records.run_headers(run)
         last = got[-1]
-        assert (headers["floe.off"], headers["floe.idx"]) == (str(last[4]).encode(), str(last[5]).encode())
-        info = runs.info(run.headers)
-        assert info == runs.RunInfo(len(got), (got[0][4], got[0][5]))
+        assert records.source_position(headers) == (f"lines:{last[3]}", (last[4], last[5]))
+        assert runs.info(headers) == runs.RunInfo(len(got), (got[0][4], got[0][5]))
         assert len(got) <= runs.RUN_MAX_ROWS
     # per source and partition, one run follows another in position order
     for src in (0, 1):
@@ -80,7 +78,7 @@ def test_pack_puts_every_row_once_on_its_keys_partition_in_position_order() -> N
 def test_runs_are_bounded_in_rows_and_bytes() -> None:
     many = [(f"k{i:05d}".encode(), b"1", "lines", 0, 9, i) for i in range(1, 20_001)]
     packed = runs.pack(runs.rekeyed_table(many), 1)
-    assert [runs.info(r.headers).rows for r in packed if runs.info(r.headers)] == [4096] * 4 + [20_000 - 4 * 4096]
+    assert [r.rows for r in packed] == [4096] * 4 + [20_000 - 4 * 4096]
     big = [(f"k{i}".encode(), b"x" * 100_000, "lines", 0, 9, i) for i in range(1, 13)]
     sized = runs.pack(runs.rekeyed_table(big), 1)
     assert all(len(r.value) < runs.RUN_MAX_BYTES + 100_200 for r in sized)
@@ -88,7 +86,7 @@ def test_runs_are_bounded_in_rows_and_bytes() -> None:
 
 
 def _record(run: runs.Run, offset: int) -> records.Record:
-    return records.Record(None, run.value, "rp", run.partition, offset, None, run.headers)
+    return records.Record(None, run.value, "rp", run.partition, offset, None, records.run_headers(run))
 
 
 def test_drop_applied_treats_a_run_as_its_rows() -> None:
