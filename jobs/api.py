@@ -59,11 +59,9 @@ class Emit:
     # `order` columns (in Python when it produces them itself: collecting the headers as nested
     # rows would double the collect's cost)
     positions: bool = False
-    # the re-keyed rows are combined (one per key and source partition): the sink may pack them
-    # into runs (`floe_jobs.runs`), whose rows share an offset
-    packed: bool = False
-    # for `packed` rows the stage already holds, the same rows as an Arrow table in the order
-    # they are written (`smallbatch.ranked`): the sink packs them without a Spark job
+    # a combining re-key's rows (one per key and source partition) when the stage already holds
+    # them, as an Arrow table of key, value and `REKEY_ORDER` in the order they are written
+    # (`smallbatch.ranked`): the sink packs them into runs (`floe_jobs.runs`) without a Spark job
     table: Any = field(default=None, repr=False, compare=False)
     # the rows of df.select("key", "value", *order) when the stage already holds them in the
     # driver (a small batch's re-key): the sink produces them without another Spark job
@@ -75,6 +73,8 @@ StageFn = Callable[["Batch"], Any]
 # re-keyed rows are written per source partition in (offset, index) order: the reading stage
 # keeps one high-water mark per source partition (`floe_jobs.records.drop_applied`)
 REKEY_ORDER = ("_floe_src_topic", "_floe_src_partition", "_floe_src_offset", "_floe_src_idx")
+# the columns of re-keyed rows: written ones, then their order
+REKEYED = ["key", "value", *REKEY_ORDER]
 # how `Batch.rekey(combine=...)` combines values per key before they are sent
 COMBINE_OPS: dict[str, Callable[..., Column]] = {"sum": F.sum, "count": F.sum, "min": F.min, "max": F.max}
 
@@ -307,15 +307,8 @@ class Batch:
         if grouped is not None and self._collected_by_sink():
             # The rows are collected anyway: collect the group-by and rank in the driver, which
             # spares the two windows' shuffles (0.3 s of a 0.6 s job over 50 lines, warm).
-            table = smallbatch.ranked(grouped.toArrow()).rename_columns(["key", "value", *REKEY_ORDER])
-        return Emit(
-            out,
-            self.cfg.repartition_topic(name),
-            order=REKEY_ORDER,
-            positions=True,
-            packed=combine is not None,
-            table=table,
-        )
+            table = smallbatch.ranked(grouped.toArrow()).rename_columns(REKEYED)
+        return Emit(out, self.cfg.repartition_topic(name), order=REKEY_ORDER, positions=True, table=table)
 
     def _rekey_in_driver(
         self, df: DataFrame, *, name: str, key: Column, value: Column | None, index: str | None, combine: str | None
@@ -332,13 +325,12 @@ class Batch:
                     (value if value is not None else F.lit(1)).cast("long").alias("value"),
                 ).toArrow(),
                 combine,
-            ).rename_columns(["key", "value", *REKEY_ORDER])
+            ).rename_columns(REKEYED)
             return Emit(
                 arrow_dataframe(self.spark, combined, self._rekeyed_schema(df, BinaryType())),
                 self.cfg.repartition_topic(name),
                 order=REKEY_ORDER,
                 positions=True,
-                packed=True,
                 table=combined,
             )
         source = [F.col("topic"), F.col("partition"), F.col("offset"), key.cast("binary").alias("_floe_key")]

@@ -272,7 +272,6 @@ class KafkaSink:
         large: bool = False,
         order: tuple[str, ...] = (),
         positions: bool = False,
-        packed: bool = False,
         dry_run: bool = False,
         rows: Sequence[tuple[Any, ...]] | None = None,
         table: Any = None,
@@ -282,13 +281,13 @@ class KafkaSink:
         One Spark job either way; `large` (an estimate: the batch read many records) picks
         Spark's sink when it is available. `order`: columns (not written) giving the order in
         which rows are written, grouped by the first two (see `floe_jobs.api.Emit`);
-        `positions`: the rows get source-position headers made from the first four of them;
-        `packed` as well, with the rows given as an Arrow `table` (`floe_jobs.api.Emit.table`):
-        they go out as runs (`floe_jobs.runs`).
+        `positions`: the rows get source-position headers made from the first four of them.
+        `table`: a combining re-key's rows as Arrow (`floe_jobs.api.Emit.table`), which go out
+        as runs (`floe_jobs.runs`).
         Returns the number of rows written. `dry_run`: everything but producing (a warm-up).
         `rows`: the rows of `df.select("key", "value", *order)` when the driver already holds
         them (`floe_jobs.api.Emit.rows`); they are produced without a Spark job."""
-        if packed and positions and table is not None and topic is not None:
+        if table is not None and topic is not None:
             if not dry_run:
                 self.write_runs(topic, table)
             return int(table.num_rows)

@@ -79,18 +79,22 @@ def to_dataframe(spark: Any, records: Sequence[Record]) -> Any:
     import pyarrow as pa
     from floe_jobs.localdf import arrow_dataframe, arrow_schema, arrow_table, local_dataframe
 
-    if not any(runs.info(r.headers) for r in records if r.headers):
+    is_run = [r.headers is not None and runs.info(r.headers) is not None for r in records]
+    if not any(is_run):
         return local_dataframe(spark, records, schema())
     arrow = arrow_schema(schema())
     pieces: list[Any] = []
     plain: list[Record] = []
-    for r in records:
-        if r.headers and runs.info(r.headers) is not None:
-            pieces.extend([arrow_table(plain, schema()), _run_table(r, arrow)])
-            plain = []
-        else:
+    for r, run in zip(records, is_run, strict=True):
+        if not run:
             plain.append(r)
-    pieces.append(arrow_table(plain, schema()))
+            continue
+        if plain:
+            pieces.append(arrow_table(plain, schema()))
+            plain = []
+        pieces.append(_run_table(r, arrow))
+    if plain:
+        pieces.append(arrow_table(plain, schema()))
     return arrow_dataframe(spark, pa.concat_tables(pieces), schema())
 
 

@@ -728,7 +728,6 @@ def _write(sink: kafkaio.KafkaSink, e: api.Emit, *, large: bool = False, dry_run
         large=large,
         order=e.order,
         positions=e.positions,
-        packed=e.packed,
         dry_run=dry_run,
         rows=e.rows,
         table=e.table,

@@ -141,10 +141,8 @@ def pack(rows: pa.Table, count: int) -> list[Run]:
     order = np.lexsort((np.arange(n), target, source))
     sizes = (_lengths(keys) + _lengths(values) + ROW_OVERHEAD_BYTES)[order].cumsum()
     group = np.flatnonzero((np.diff(source[order]) != 0) | (np.diff(target[order]) != 0)) + 1
-    table = pa.Table.from_arrays(
-        [keys, values, offs.cast(pa.int64()), idxs.cast(pa.int32())], schema=SCHEMA
-    )
-    off_list, idx_list = offs.to_numpy(zero_copy_only=False), idxs.to_numpy(zero_copy_only=False)
+    table = pa.Table.from_arrays([keys, values, offs.cast(pa.int64()), idxs.cast(pa.int32())], schema=SCHEMA)
+    src_off, src_idx = offs.to_numpy(zero_copy_only=False), idxs.to_numpy(zero_copy_only=False)
     out: list[Run] = []
     for start, end in zip([0, *group.tolist()], [*group.tolist(), n], strict=True):
         a = start
@@ -159,8 +157,8 @@ def pack(rows: pa.Table, count: int) -> list[Run]:
                     _serialize(table.take(pa.array(order[a:b]))),
                     topics[first].as_py(),
                     int(src_part[first]),
-                    (int(off_list[first]), int(idx_list[first])),
-                    (int(off_list[last]), int(idx_list[last])),
+                    (int(src_off[first]), int(src_idx[first])),
+                    (int(src_off[last]), int(src_idx[last])),
                     b - a,
                 )
             )
@@ -203,8 +201,14 @@ def info(headers: Iterable[tuple[str, Any]] | None) -> RunInfo | None:
     """The `floe.run` header of a record, or None when the record is not a run."""
     for key, value in headers or ():
         if key == RUN_HEADER and value is not None:
-            rows, first_off, first_idx = bytes(value).decode().split(":")
-            return RunInfo(int(rows), (int(first_off), int(first_idx)))
+            try:
+                rows, first_off, first_idx = (int(part) for part in bytes(value).decode().split(":"))
+            except ValueError:
+                raise ValueError(
+                    f"malformed {RUN_HEADER} header {bytes(value)!r}: a run of re-keyed rows needs "
+                    "<rows>:<first offset>:<first index>; only Floe's re-keys write this topic"
+                ) from None
+            return RunInfo(rows, (first_off, first_idx))
     return None
 
 

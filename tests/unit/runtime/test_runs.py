@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pytest
 from floe_jobs import records, runs
 
 # Kafka's own murmur2 of these keys (org.apache.kafka.common.utils.Utils.murmur2, kafka-clients
@@ -114,3 +115,9 @@ def test_row_count_counts_runs_as_their_rows() -> None:
     packed = runs.pack(runs.rekeyed_table([(b"a", b"1", "lines", 0, 3, 1), (b"b", b"1", "lines", 0, 3, 2)]), 1)
     plain = records.Record(b"k", b"v", "in", 0, 5, None, None)
     assert records.row_count([plain, _record(packed[0], 0), plain]) == 4
+
+
+def test_a_malformed_run_header_says_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match=r"malformed floe.run header b'12:x': .*<rows>:<first offset>:<first index>"):
+        runs.info([("floe.src", b"lines:0"), ("floe.run", b"12:x")])
+    assert runs.info([("floe.src", b"lines:0")]) is None
