@@ -6,7 +6,7 @@
 Runs one Floe replica (`floe`) or the Structured Streaming baseline (`ss`) as the throughput
 benchmark does, sampling every process's and every Spark JVM thread's CPU time from /proc
 every 0.3 s, so processes that end during the run still count. Prints the run's result, CPU
-seconds per process kind, and the Spark JVMs' CPU seconds per thread name (numbers dropped:
+seconds per process kind, and the Spark JVMs' and Cassandra's CPU seconds per thread name (numbers dropped:
 "C2 CompilerThread0" and "C2 CompilerThread1" add up). `--jvm-options` replaces the driver
 JVM's options of both systems, e.g. to compare JIT settings. JVM start-up is included.
 """
@@ -24,6 +24,9 @@ from pathlib import Path
 import runtime_bench as rb  # run as a script: its own folder is on the path
 
 HZ = os.sysconf("SC_CLK_TCK")
+# processes whose threads are counted one by one (the stack's Cassandra runs before the run starts:
+# its threads count from the run's start)
+THREADED = ("spark-jvm", "CassandraDaemon")
 KINDS = ("CassandraDaemon", "kafka.Kafka", "kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "floe_jobs")
 
 
@@ -41,14 +44,19 @@ def _kind(cmdline: bytes) -> str:
     return next((k for k in KINDS if k in text), "other")
 
 
+def _largest(seconds: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(seconds.items(), key=lambda kv: -kv[1])
+
+
 class Sampler:
     """Latest CPU time of every process and of every Spark JVM thread seen."""
 
     def __init__(self) -> None:
         self.procs: dict[int, tuple[str, float]] = {}
-        self.threads: dict[tuple[int, int], tuple[str, float]] = {}
+        self.threads: dict[tuple[int, int], tuple[str, str, float]] = {}
         self._stop = threading.Event()
         self.start = self._sample()
+        self.start_threads = dict(self.threads)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -63,9 +71,9 @@ class Sampler:
                     continue
                 kind = _kind(cmdline)
                 seen[int(entry.name)] = (kind, _cpu((entry / "stat").read_text())[1])
-                if kind == "spark-jvm":
+                if kind in THREADED:
                     for task in (entry / "task").iterdir():
-                        self.threads[(int(entry.name), int(task.name))] = _cpu((task / "stat").read_text())
+                        self.threads[(int(entry.name), int(task.name))] = (kind, *_cpu((task / "stat").read_text()))
             except (OSError, ValueError):
                 continue
         return seen
@@ -74,19 +82,20 @@ class Sampler:
         while not self._stop.wait(0.3):
             self.procs.update(self._sample())
 
-    def stop(self) -> tuple[dict[str, float], dict[str, float]]:
+    def stop(self) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
         self._stop.set()
         self._thread.join()
-        by_kind: collections.Counter[str] = collections.Counter()
+        by_kind: collections.defaultdict[str, float] = collections.defaultdict(float)
         for pid, (kind, cpu) in self.procs.items():
             before = self.start.get(pid)
             by_kind[kind] += cpu - (before[1] if before is not None and before[0] == kind else 0.0)
-        by_thread: collections.Counter[str] = collections.Counter()
-        for name, cpu in self.threads.values():
-            by_thread[re.sub(r"[#\d]+$", "", name).strip()] += cpu
+        by_thread = {kind: collections.defaultdict[str, float](float) for kind in THREADED}
+        for key, (kind, name, cpu) in self.threads.items():
+            then = self.start_threads.get(key)
+            by_thread[kind][re.sub(r"[#:\-\d]+$", "", name).strip()] += cpu - (then[2] if then is not None else 0.0)
         return (
-            {k: round(v, 1) for k, v in by_kind.most_common() if v >= 0.05},
-            {k: round(v, 1) for k, v in by_thread.most_common(12)},
+            {k: round(v, 1) for k, v in _largest(by_kind) if v >= 0.05},
+            {kind: {k: round(v, 1) for k, v in _largest(c)[:12]} for kind, c in by_thread.items()},
         )
 
 
@@ -115,7 +124,7 @@ def main() -> None:
     else:
         result = rb.ss_throughput(env, lines, batch=args.batch)
     by_kind, by_thread = sampler.stop()
-    print(json.dumps({"run": result, "cpu_s_by_process": by_kind, "spark_jvm_cpu_s_by_thread": by_thread}, indent=2))
+    print(json.dumps({"run": result, "cpu_s_by_process": by_kind, "cpu_s_by_thread": by_thread}, indent=2))
 
 
 if __name__ == "__main__":
