@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cpusample import Sampler  # run as a script: its own folder is on the path
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 
@@ -533,6 +535,7 @@ def floe_throughput(env: dict[str, str], lines: list[str], *, batch: int, logs: 
         )
         session = session_for(env)
         localrun.produce(app.bootstrap, app.topics[0], lines)
+        cpu = Sampler(interval=0.5)
         replica = localrun.Replica(app, "r0").start()
         rss = PeakRss(replica.pid)
         try:
@@ -542,6 +545,7 @@ def floe_throughput(env: dict[str, str], lines: list[str], *, batch: int, logs: 
             phases = processing_seconds(replica.log_path.read_text(errors="replace"))
         finally:
             peak = rss.stop()
+            cpu_s = cpu.stop()
             replica.stop()
             drop_and_close(session, [app.keyspace])
             keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
@@ -551,6 +555,7 @@ def floe_throughput(env: dict[str, str], lines: list[str], *, batch: int, logs: 
         "records_per_s": round(len(lines) / seconds, 1),
         "peak_rss_mb": peak >> 20,
         **phases,
+        "cpu_s": cpu_s,
     }
 
 
@@ -566,6 +571,7 @@ def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int) -> dict[
         localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic, lines)
         script = Path(tmp) / "ss.py"
         script.write_text(SS_SCRIPT)
+        cpu = Sampler(interval=0.5)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -584,8 +590,14 @@ def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int) -> dict[
         rss = PeakRss(proc.pid)
         stdout, _ = proc.communicate(timeout=3600)
         peak = rss.stop()
+        cpu_s = cpu.stop()
     seconds = float(stdout.split("PROCESSING_SECONDS")[1].split()[0])
-    return {"seconds": round(seconds, 2), "records_per_s": round(len(lines) / seconds, 1), "peak_rss_mb": peak >> 20}
+    return {
+        "seconds": round(seconds, 2),
+        "records_per_s": round(len(lines) / seconds, 1),
+        "peak_rss_mb": peak >> 20,
+        "cpu_s": cpu_s,
+    }
 
 
 def bench_throughput(args: argparse.Namespace) -> None:
