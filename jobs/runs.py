@@ -166,19 +166,6 @@ def pack(rows: pa.Table, count: int) -> list[Run]:
     return out
 
 
-REKEYED_TYPES = (pa.binary(), pa.binary(), pa.string(), pa.int32(), pa.int64(), pa.int32())
-
-
-def rekeyed_table(rows: Sequence[Sequence[Any]]) -> pa.Table:
-    """Re-keyed rows given as tuples `(key, value, src topic, src partition, src offset, src
-    index)`, as the table `pack` takes."""
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in REKEYED_TYPES]
-    return pa.Table.from_arrays(
-        [pa.array(c, t) for c, t in zip(columns, REKEYED_TYPES, strict=True)],
-        names=["key", "value", "src_topic", "src_partition", "src_offset", "src_idx"],
-    )
-
-
 def _lengths(array: pa.Array) -> np.ndarray:
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1, offset=array.offset * 4)
     return np.diff(offsets).astype(np.int64)

@@ -10,7 +10,9 @@ error, never a skip.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from floe_stack import envfile
@@ -58,3 +60,19 @@ def helm(stack_env: dict[str, str]) -> str:
 @pytest.fixture(scope="session")
 def spark_jars(stack_env: dict[str, str]) -> list[str]:
     return stack_env["FLOE_SPARK_JARS"].split(",")
+
+
+@pytest.fixture(scope="session")
+def rekeyed_table() -> Callable[[Sequence[Sequence[Any]]], Any]:
+    """Re-keyed rows given as tuples `(key, value, src topic, src partition, src offset, src
+    index)` as the Arrow table `floe_jobs.runs.pack` takes (what a combining re-key holds)."""
+    import pyarrow as pa
+
+    types = (pa.binary(), pa.binary(), pa.string(), pa.int32(), pa.int64(), pa.int32())
+    names = ["key", "value", "src_topic", "src_partition", "src_offset", "src_idx"]
+
+    def table(rows: Sequence[Sequence[Any]]) -> Any:
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in types]
+        return pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
+
+    return table

@@ -4,11 +4,12 @@
         [--jvm-options "..."] [--logs DIR]
 
 Runs one Floe replica (`floe`) or the Structured Streaming baseline (`ss`) as the throughput
-benchmark does, sampling every process's and every Spark JVM thread's CPU time from /proc
-every 0.3 s, so processes that end during the run still count. Prints the run's result, CPU
-seconds per process kind, and the Spark JVMs' and Cassandra's CPU seconds per thread name (numbers dropped:
-"C2 CompilerThread0" and "C2 CompilerThread1" add up). `--jvm-options` replaces the driver
-JVM's options of both systems, e.g. to compare JIT settings. JVM start-up is included.
+benchmark does, sampling every process's CPU time and that of every thread of the Spark JVMs
+and Cassandra from /proc every 0.3 s (`cpusample`), so processes that end during the run
+still count. Prints the run's result, CPU seconds per process kind, and the Spark JVMs' and
+Cassandra's CPU seconds per thread name (numbers dropped: "C2 CompilerThread0" and
+"C2 CompilerThread1" add up). `--jvm-options` replaces the driver JVM's options of both
+systems, e.g. to compare JIT settings. JVM start-up is included.
 """
 
 from __future__ import annotations

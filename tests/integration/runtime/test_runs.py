@@ -27,7 +27,7 @@ def _read(job_config: config.FloeConfig, topic: str, limits: dict[tuple[str, int
 
 
 def test_runs_land_on_the_partitions_kafkas_partitioner_gives_their_keys(
-    kafka_bootstrap: str, job_config: config.FloeConfig
+    kafka_bootstrap: str, job_config: config.FloeConfig, rekeyed_table: Any
 ) -> None:
     keyed, packed = (f"{job_config.app_id}-{name}" for name in ("keyed", "packed"))
     for topic in (keyed, packed):
@@ -38,7 +38,7 @@ def test_runs_land_on_the_partitions_kafkas_partitioner_gives_their_keys(
         # one record per key, partitioned by the producer (murmur2, as Kafka's Java producer)
         assert sink.write_rows((k, b"1", None, keyed) for k in keys) == len(keys)
         rows = [(k, b"1", "lines", 0, 10, i) for i, k in enumerate(sorted(keys), 1)]
-        written = sink.write_runs(packed, runs.rekeyed_table(rows))
+        written = sink.write_runs(packed, rekeyed_table(rows))
     finally:
         sink.close()
     by_producer = {r.key: r.partition for r in _read(job_config, keyed)[0]}
@@ -51,14 +51,14 @@ def test_runs_land_on_the_partitions_kafkas_partitioner_gives_their_keys(
 
 
 def test_a_read_stops_at_its_row_limit_and_the_frame_holds_every_row(
-    kafka_bootstrap: str, spark: Any, job_config: config.FloeConfig
+    kafka_bootstrap: str, spark: Any, job_config: config.FloeConfig, rekeyed_table: Any
 ) -> None:
     topic = f"{job_config.app_id}-rows"
     localrun.create_topic(kafka_bootstrap, topic, PARTITIONS)
     rows = [(f"k{i:06d}".encode(), str(i).encode(), "lines", 0, 10, i) for i in range(1, 60_001)]
     sink = kafkaio.KafkaSink(job_config, client_id=job_config.app_id)
     try:
-        sink.write_runs(topic, runs.rekeyed_table(rows))
+        sink.write_runs(topic, rekeyed_table(rows))
     finally:
         sink.close()
     everything, stopped, marks = _read(job_config, topic)
@@ -111,17 +111,20 @@ def test_a_combining_rekey_is_written_as_runs_and_counted_back(
     df = records.to_dataframe(spark, got)
     counts = {
         bytes(k).decode(): n
-        for k, n in collect_rows(
-            df.groupBy("key").agg(F.sum(F.col("value").cast("string").cast("long")).alias("n"))
-        )
+        for k, n in collect_rows(df.groupBy("key").agg(F.sum(F.col("value").cast("string").cast("long")).alias("n")))
     }
     assert counts["a"] == 400 and counts["b7"] == 8 and counts["c399"] == 1 and len(counts) == 451
 
 
 @pytest.mark.cassandra
 def test_dedup_keeps_only_new_keys_among_rows_that_share_a_runs_offset(
-    spark: Any, job_config: config.FloeConfig, session: Any, dropped_keyspaces: list[str],
-    cassandra_hosts: list[str], cassandra_port: int,
+    spark: Any,
+    job_config: config.FloeConfig,
+    session: Any,
+    dropped_keyspaces: list[str],
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    rekeyed_table: Any,
 ) -> None:
     """Rows of one run share its offset: `dedup` finds each kept key's first row by key as well,
     so a repeated key next to a new one in the same run is still dropped."""
@@ -144,7 +147,7 @@ def test_dedup_keeps_only_new_keys_among_rows_that_share_a_runs_offset(
     topic = cfg.repartition_topic("words")
 
     def kept(seq: int, offset: int, keys: list[bytes]) -> list[str]:
-        (run,) = runs.pack(runs.rekeyed_table([(k, b"1", "lines", 0, offset, i) for i, k in enumerate(keys, 1)]), 1)
+        (run,) = runs.pack(rekeyed_table([(k, b"1", "lines", 0, offset, i) for i, k in enumerate(keys, 1)]), 1)
         plain = records.Record(b"solo", b"1", topic, 0, offset - 1, None, None)
         rows = [plain, records.Record(None, run.value, topic, 0, offset, None, records.run_headers(run))]
         batch = api.Batch(

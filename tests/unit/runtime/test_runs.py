@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
 from floe_jobs import records, runs
+
+RekeyedTable = Callable[[list[tuple[object, ...]]], pa.Table]  # the `rekeyed_table` fixture
 
 # Kafka's own murmur2 of these keys (org.apache.kafka.common.utils.Utils.murmur2, kafka-clients
 # 3.9.0), and toPositive(h) % 6
@@ -50,9 +53,9 @@ def _unpacked(run: runs.Run) -> list[tuple[object, ...]]:
     ]
 
 
-def test_pack_puts_every_row_once_on_its_keys_partition_in_position_order() -> None:
+def test_pack_puts_every_row_once_on_its_keys_partition_in_position_order(rekeyed_table: RekeyedTable) -> None:
     rows = _rows(random.Random(7), 6000)
-    packed = runs.pack(runs.rekeyed_table(rows), 4)
+    packed = runs.pack(rekeyed_table(rows), 4)
     unpacked = [r for run in packed for r in _unpacked(run)]
     assert sorted(unpacked, key=repr) == sorted(rows, key=repr)
     for run in packed:
@@ -76,12 +79,12 @@ def test_pack_puts_every_row_once_on_its_keys_partition_in_position_order() -> N
             assert [r[4:] for r in mine] == sorted(r[4:] for r in mine)
 
 
-def test_runs_are_bounded_in_rows_and_bytes() -> None:
+def test_runs_are_bounded_in_rows_and_bytes(rekeyed_table: RekeyedTable) -> None:
     many = [(f"k{i:05d}".encode(), b"1", "lines", 0, 9, i) for i in range(1, 20_001)]
-    packed = runs.pack(runs.rekeyed_table(many), 1)
+    packed = runs.pack(rekeyed_table(many), 1)
     assert [r.rows for r in packed] == [4096] * 4 + [20_000 - 4 * 4096]
     big = [(f"k{i}".encode(), b"x" * 100_000, "lines", 0, 9, i) for i in range(1, 13)]
-    sized = runs.pack(runs.rekeyed_table(big), 1)
+    sized = runs.pack(rekeyed_table(big), 1)
     assert all(len(r.value) < runs.RUN_MAX_BYTES + 100_200 for r in sized)
     assert sum(runs.table(r.value).num_rows for r in sized) == 12 and len(sized) >= 3
 
@@ -90,9 +93,9 @@ def _record(run: runs.Run, offset: int) -> records.Record:
     return records.Record(None, run.value, "rp", run.partition, offset, None, records.run_headers(run))
 
 
-def test_drop_applied_treats_a_run_as_its_rows() -> None:
+def test_drop_applied_treats_a_run_as_its_rows(rekeyed_table: RekeyedTable) -> None:
     rows = [(f"k{i:04d}".encode(), b"1", "lines", 0, 7, i) for i in range(1, 10_001)]
-    first, second, third = (_record(run, n) for n, run in enumerate(runs.pack(runs.rekeyed_table(rows), 1)))
+    first, second, third = (_record(run, n) for n, run in enumerate(runs.pack(rekeyed_table(rows), 1)))
     assert runs.info(first.headers) == runs.RunInfo(4096, (7, 1))
     # mark inside the second run: the first is dropped, the second cut, the third kept whole
     kept, seen = records.drop_applied([first, second, third], {("rp", 0): {"lines:0": (7, 5000)}})
@@ -111,8 +114,8 @@ def test_drop_applied_treats_a_run_as_its_rows() -> None:
     assert kept == [first]
 
 
-def test_row_count_counts_runs_as_their_rows() -> None:
-    packed = runs.pack(runs.rekeyed_table([(b"a", b"1", "lines", 0, 3, 1), (b"b", b"1", "lines", 0, 3, 2)]), 1)
+def test_row_count_counts_runs_as_their_rows(rekeyed_table: RekeyedTable) -> None:
+    packed = runs.pack(rekeyed_table([(b"a", b"1", "lines", 0, 3, 1), (b"b", b"1", "lines", 0, 3, 2)]), 1)
     plain = records.Record(b"k", b"v", "in", 0, 5, None, None)
     assert records.row_count([plain, _record(packed[0], 0), plain]) == 4
 
