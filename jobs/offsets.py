@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cassandra import ConsistencyLevel
+from cassandra.policies import RetryPolicy
 from cassandra.query import SimpleStatement
 from floe_jobs.planning import OffsetRow, PartitionPlan
 
@@ -67,23 +68,38 @@ def ensure_offsets_table(session: Any, *, keyspace: str) -> None:
 
 def being_created(exc: Exception) -> bool:
     """Whether a read failed only because its table is being created by another client: Cassandra
-    then answers with a server error naming an unknown table id ("Unknown CF <id>"), which the
-    driver reports as NoHostAvailable once every host has answered so. Polling a new app's
-    progress while its replica provisions hits this a few times per creation."""
-    errors = getattr(exc, "errors", None) or {}
-    return bool(errors) and all("Unknown CF" in str(error) for error in errors.values())
+    then answers with a server error naming an unknown table id ("Unknown CF <id>"). Polling a new
+    app's progress while its replica provisions hits this a few times per creation."""
+    from cassandra.protocol import ServerError
+
+    return isinstance(exc, ServerError) and "Unknown CF" in str(exc)
+
+
+class _RaiseWhileCreated(RetryPolicy):  # type: ignore[misc]
+    """Raises the "Unknown CF" server error itself instead of trying the next host. With the
+    default policy the driver ends in NoHostAvailable, and it records a host's error in that
+    exception's `errors` only after scheduling the retry that raises it: a caller can find the
+    map still empty and so cannot tell a table being created from a cluster that is down."""
+
+    def on_request_error(self, query: Any, consistency: Any, error: Exception, retry_num: int) -> Any:
+        if being_created(error):
+            return self.RETHROW, None
+        return super().on_request_error(query, consistency, error, retry_num)
+
+
+_WHILE_CREATED = _RaiseWhileCreated()
 
 
 def _read_all(session: Any, cql: str, app_id: str) -> list[Any]:
     from cassandra import InvalidRequest
-    from cassandra.cluster import NoHostAvailable
+    from cassandra.protocol import ServerError
 
-    stmt = SimpleStatement(cql, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+    stmt = SimpleStatement(cql, consistency_level=ConsistencyLevel.LOCAL_QUORUM, retry_policy=_WHILE_CREATED)
     try:
         return list(session.execute(stmt, (app_id,)))
     except InvalidRequest:  # unconfigured table: nothing was ever recorded
         return []
-    except NoHostAvailable as exc:
+    except ServerError as exc:
         if being_created(exc):  # nothing recorded yet either
             return []
         raise

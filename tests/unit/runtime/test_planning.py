@@ -108,15 +108,28 @@ def test_advance_positions_keeps_maximum() -> None:
 
 def test_a_table_being_created_is_told_from_other_failures() -> None:
     from cassandra.cluster import NoHostAvailable
+    from cassandra.protocol import ServerError
     from floe_jobs import offsets
 
-    racing = Exception("java.lang.IllegalArgumentException: Unknown CF c1de82e0-e857-11f1-9379-b74e6de35468")
-    assert offsets.being_created(NoHostAvailable("Unable to complete", {"127.0.0.1:9042": racing}))
-    down = ConnectionRefusedError("Connection refused")
-    assert not offsets.being_created(NoHostAvailable("Unable to connect", {"127.0.0.1:9042": down}))
-    assert not offsets.being_created(NoHostAvailable("Unable to complete", {"a": racing, "b": down}))
-    assert not offsets.being_created(NoHostAvailable("Unable to complete", {}))
+    message = "java.lang.IllegalArgumentException: Unknown CF c1de82e0-e857-11f1-9379-b74e6de35468"
+    assert offsets.being_created(ServerError(0, message, None))
+    assert not offsets.being_created(ServerError(0, "java.lang.NullPointerException", None))
+    assert not offsets.being_created(NoHostAvailable("Unable to connect", {"127.0.0.1:9042": ConnectionRefusedError()}))
     assert not offsets.being_created(ValueError("Unknown CF"))
+
+
+def test_a_read_racing_the_tables_creation_is_not_retried_elsewhere() -> None:
+    """The "Unknown CF" answer is raised as it is, so the caller sees it; other request errors
+    still move on to the next host."""
+    from cassandra.policies import RetryPolicy
+    from cassandra.protocol import ServerError
+    from floe_jobs import offsets
+
+    policy = offsets._WHILE_CREATED
+    racing = ServerError(0, "java.lang.IllegalArgumentException: Unknown CF c1de82e0", None)
+    assert policy.on_request_error(None, None, racing, 0) == (RetryPolicy.RETHROW, None)
+    other = ServerError(0, "java.lang.NullPointerException", None)
+    assert policy.on_request_error(None, None, other, 0)[0] == RetryPolicy.RETRY_NEXT_HOST
 
 
 def test_record_budget_divides_by_rows_per_record() -> None:
