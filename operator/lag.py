@@ -290,6 +290,21 @@ def app_ref(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -
 
 
 GroupRead = tuple[kafka.Target, str, tuple[TP, ...]]
+# Pause between asks of a group's offsets while its coordinator is moving or loading.
+COORDINATOR_RETRY_SECONDS = 0.1
+# Answers that say the group's coordinator is being elected or is loading the offsets topic:
+# passing states (a fresh broker, a leader change), asked again within the read's timeout
+# rather than marking the app stale for a whole scrape interval.
+_COORDINATOR_MOVING = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
+
+
+def coordinator_moving(exc: Exception) -> bool:
+    """Whether a failed group read only met a coordinator that is moving or loading. librdkafka
+    hands `committed()`'s NOT_COORDINATOR straight back instead of finding the coordinator again."""
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() in {getattr(KafkaError, n) for n in _COORDINATOR_MOVING}
 
 
 class KafkaOffsets:
@@ -349,7 +364,9 @@ class KafkaOffsets:
         Read through a short-lived consumer of the group that never joins it (no subscribe), not
         the admin client: librdkafka's ListConsumerGroupOffsets dereferences a missing group
         handle when the broker answers NOT_COORDINATOR (a fresh broker still loading its offsets
-        topic) and takes the whole process down (librdkafka issue 5040, present in 2.16).
+        topic) and takes the whole process down (librdkafka issue 5040, present in 2.16). The
+        consumer hands that answer back too: it is asked again until the timeout, so a coordinator
+        being elected or loading does not mark the app stale.
         """
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -359,10 +376,17 @@ class KafkaOffsets:
             target.client_config()
             | {"group.id": group, "enable.auto.commit": False, "socket.timeout.ms": int(self._timeout * 1000)}
         )
+        partitions = [TopicPartition(t, p) for t, p in tps]
+        deadline = time.monotonic() + self._timeout
         try:
-            answer = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=self._timeout)
-        except KafkaException as exc:
-            raise kafka.KafkaUnavailable(f"listing offsets of group {group} failed: {exc}") from exc
+            while True:
+                try:
+                    answer = consumer.committed(partitions, timeout=max(deadline - time.monotonic(), 0.1))
+                    break
+                except KafkaException as exc:
+                    if not coordinator_moving(exc) or deadline - time.monotonic() <= COORDINATOR_RETRY_SECONDS:
+                        raise kafka.KafkaUnavailable(f"listing offsets of group {group} failed: {exc}") from exc
+                time.sleep(COORDINATOR_RETRY_SECONDS)
         finally:
             consumer.close()
         return {(tp.topic, tp.partition): int(tp.offset) for tp in answer if tp.error is None and tp.offset >= 0}

@@ -144,3 +144,16 @@ def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
     assert get("floe_consumergroup_sum_lag", {"namespace": "ns", "app": "a"}) is None
     assert get("floe_lag_metrics_stale", {"namespace": "ns", "app": "a"}) is None
     assert get("floe_autoscaler_desired_replicas", {"namespace": "ns", "app": "a"}) is None
+
+
+def test_a_moving_group_coordinator_is_told_from_other_kafka_failures() -> None:
+    """A coordinator being elected or loading is asked again within the read's timeout; any
+    other failure marks the app stale at once."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    moving = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
+    for code in moving:
+        assert lag.coordinator_moving(KafkaException(KafkaError(code)))
+    for code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.GROUP_AUTHORIZATION_FAILED):
+        assert not lag.coordinator_moving(KafkaException(KafkaError(code)))
+    assert not lag.coordinator_moving(KafkaException("no KafkaError inside"))
