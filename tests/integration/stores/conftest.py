@@ -6,6 +6,7 @@ names, so tests never see each other's rows.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -14,6 +15,16 @@ from cassandra.cluster import Session
 from floe_jobs.stores import CassandraConfig, connect
 from floe_jobs.stores.schema import execute_ddl, keyspace_cql
 from prometheus_client import CollectorRegistry
+
+# Cassandra expires a cell at the whole second it was written in plus its TTL, so a 1 s TTL
+# can lapse a millisecond after the write. TTL tests write with this one, read the values back
+# at once, and then wait until it has passed since their last write.
+SHORT_TTL = 3
+
+
+def wait_past_ttl(last_write: float, ttl: float = SHORT_TTL) -> None:
+    """Sleep until `ttl` seconds (and a little) have passed since `last_write` (time.time())."""
+    time.sleep(max(0.0, last_write + ttl + 0.3 - time.time()))
 
 
 @pytest.fixture(scope="session")

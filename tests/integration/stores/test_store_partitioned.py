@@ -17,6 +17,8 @@ from floe_jobs.stores import (
 )
 from prometheus_client import CollectorRegistry
 
+from .conftest import SHORT_TTL, wait_past_ttl
+
 pytestmark = pytest.mark.cassandra
 
 
@@ -147,14 +149,17 @@ def test_ttl_per_write_and_table_default(session: Session, keyspace: str, store_
                                          registry: CollectorRegistry) -> None:
     per_write = make(session, keyspace, store_name, registry)
     table_ttl = make(session, keyspace, store_name + "-t", registry,
-                     spec=StoreSpec(store_name + "-t", "partitioned", ttl_seconds=2))
-    per_write.put(0, "short", 1, ttl=1)
+                     spec=StoreSpec(store_name + "-t", "partitioned", ttl_seconds=SHORT_TTL))
+    per_write.put(0, "short", 1, ttl=SHORT_TTL)
     per_write.put(0, "forever", 2)
-    per_write.put_all(0, [("batch-short", 3)], ttl=1)
+    per_write.put_all(0, [("batch-short", 3)], ttl=SHORT_TTL)
     table_ttl.put(0, "default", 4)
     table_ttl.put(0, "pinned", 5, ttl=0)  # 0 overrides the table default: never expires
+    written = time.time()
     assert per_write.get(0, "short") == 1
-    time.sleep(2.6)
+    assert per_write.get(0, "batch-short") == 3
+    assert table_ttl.get(0, "default") == 4
+    wait_past_ttl(written)
     assert per_write.get(0, "short") is None
     assert per_write.get(0, "batch-short") is None
     assert per_write.get(0, "forever") == 2
