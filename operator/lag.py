@@ -292,19 +292,21 @@ def app_ref(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -
 GroupRead = tuple[kafka.Target, str, tuple[TP, ...]]
 # Pause between asks of a group's offsets while its coordinator is moving or loading.
 COORDINATOR_RETRY_SECONDS = 0.1
-# Answers that say the group's coordinator is being elected or is loading the offsets topic:
-# passing states (a fresh broker, a leader change), asked again within the read's timeout
-# rather than marking the app stale for a whole scrape interval.
-_COORDINATOR_MOVING = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
 
 
 def coordinator_moving(exc: Exception) -> bool:
-    """Whether a failed group read only met a coordinator that is moving or loading. librdkafka
-    hands `committed()`'s NOT_COORDINATOR straight back instead of finding the coordinator again."""
+    """Whether a failed group read only met a coordinator being elected or loading the offsets
+    topic: a passing state (a fresh broker, a leader change), asked again within the read's
+    timeout rather than marking the app stale for a whole scrape interval. librdkafka hands
+    `committed()`'s NOT_COORDINATOR straight back instead of finding the coordinator again."""
     from confluent_kafka import KafkaError
 
     error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and error.code() in {getattr(KafkaError, n) for n in _COORDINATOR_MOVING}
+    return isinstance(error, KafkaError) and error.code() in (
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    )
 
 
 class KafkaOffsets:
