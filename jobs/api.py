@@ -168,6 +168,10 @@ class Batch:
     # the replica's known state rows and the assignments of the batch's partitions
     # (`floe_jobs.statecache`); None: every state read goes to Cassandra
     owned: Ownership | None = None
+    # write timestamp (µs) per input (topic, partition) of the state this batch writes, so that a
+    # stale owner's late writes lose to newer batches' (`floe_jobs.planning.stamp_for`); empty:
+    # the clock (a warm-up, which writes nothing, or a tool driving helpers outside the loop)
+    stamps: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def stores(self) -> dict[str, StoreSettings]:
@@ -195,6 +199,19 @@ class Batch:
         for (_, partition), seq in self.seqs.items():
             fences[partition] = seq
         return fences
+
+    def _stamps(self) -> dict[int, int] | None:
+        """Write timestamps by input partition (one topic: `_fences` checked it); None: the clock."""
+        if not self.stamps:
+            return None
+        return {partition: stamp for (_, partition), stamp in self.stamps.items()}
+
+    def _fenced(self, fn: Callable[..., Any], ref: state.StoreRef, **kwargs: Any) -> Callable[..., Any]:
+        """`fn` (a fenced state helper of `floe_jobs.state`) bound to this batch's store, fences,
+        write timestamps and known rows."""
+        return functools.partial(
+            fn, ref=ref, fences=self._fences(), stamps=self._stamps(), owned=self.owned, **kwargs
+        )
 
     def store_ref(self, name: str, *, key_serde: str, value_serde: str) -> state.StoreRef:
         spec = self.stores.get(name)
@@ -411,9 +428,7 @@ class Batch:
         value = value if value is not None else F.lit(1).cast("long")
         grouped = df.groupBy(F.col("partition"), key.alias("key")).agg(COMBINE_OPS[op](value).alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
-        fn = functools.partial(
-            state.merge_partition_rows, ref=ref, fences=self._fences(), combine=op, owned=self.owned
-        )
+        fn = self._fenced(state.merge_partition_rows, ref, combine=op)
         rows = None
         if self._small():  # the group-by in the driver; Spark's plan only gives the types
             rows = smallbatch.reduced(df.select(F.col("partition"), key.alias("key"), value).toArrow(), op)
@@ -436,7 +451,7 @@ class Batch:
             last = last.withColumn("value", F.to_json("value"))
             value_serde = "str"
         ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
-        fn = functools.partial(state.latest_partition_rows, ref=ref, fences=self._fences(), owned=self.owned)
+        fn = self._fenced(state.latest_partition_rows, ref)
         return self._apply(last, fn, StructField("value", last.schema["value"].dataType))
 
     def dedup(self, df: DataFrame, *, store: str, key: Column, key_serde: str = "str") -> DataFrame:
@@ -444,7 +459,7 @@ class Batch:
         keyed = df.withColumn("_floe_key", key)
         first = keyed.groupBy(F.col("partition"), F.col("_floe_key").alias("key")).agg(F.min("offset").alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde="long")
-        fn = functools.partial(state.first_seen_partition_rows, ref=ref, fences=self._fences(), owned=self.owned)
+        fn = self._fenced(state.first_seen_partition_rows, ref)
         verdicts = self._apply(first, fn, StructField("keep", _bool_type()))
         kept = verdicts.where("keep").select(F.col("partition").alias("_p"), F.col("key").alias("_k"))
         firsts = first.join(kept, (first["partition"] == kept["_p"]) & (first["key"] == kept["_k"])).select(

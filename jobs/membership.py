@@ -192,11 +192,14 @@ class Membership:
         log.info("Assigned partitions=%s owned=%d", sorted(added), len(self._owned))
 
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        self._release(consumer, partitions, wait=True)
+
+    def _release(self, consumer: Any, partitions: list[TopicPartition], *, wait: bool) -> None:
         removed = [(p.topic, p.partition) for p in partitions]
         with self._lock:
             # a batch boundary: running batches over these partitions commit before they go
             self._revoking.update(removed)
-            while any(self._held[tp] for tp in removed) and not self._stop.is_set():
+            while wait and any(self._held[tp] for tp in removed) and not self._stop.is_set():
                 self._lock.wait(0.5)
             self._owned.difference_update(removed)
             self._revoking.difference_update(removed)
@@ -210,8 +213,11 @@ class Membership:
         log.info("Revoked partitions=%s owned=%d", sorted(removed), len(self._owned))
 
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """The group gave these partitions to others already (this member's session expired, e.g.
+        it was paused): they go at once, without waiting for running batches, which see them
+        gone (`assignments`) and give up instead of committing (`Runner._check_owned`)."""
         log.warning("Lost partitions=%s (session expired)", sorted((p.topic, p.partition) for p in partitions))
-        self._on_revoke(consumer, partitions)
+        self._release(consumer, partitions, wait=False)
 
     @property
     def owned(self) -> list[TP]:

@@ -27,6 +27,24 @@ A batch is in flight for a partition while planned_seq > committed_seq; whoever 
 partition next replays exactly [planned_from, planned_to) with planned_seq. Sequences grow
 by one per batch of that partition and are the fence written into every state row.
 
+Stale owners are fenced in three ways. A replica paused past its session timeout (a long GC, a
+frozen node, a network partition) has lost its partitions to another replica, yet resumes in
+the middle of a batch it planned before the pause:
+
+- **Claims.** A batch starts by claiming its partitions in one conditional batch (a Paxos round
+  on the app's Cassandra partition): a new plan only if the row is still exactly as read, a
+  replay by taking over `owner`. Two replicas can never claim one sequence for different
+  ranges, and the claimer of a replay is recorded.
+- **Write timestamps.** Each plan carries `planned_ts`, a write timestamp above the previous
+  plan's (`planning.stamp_for`); its state rows and its commit are written `USING TIMESTAMP`
+  that value, a replay under the same one. A late write of a stale batch therefore loses, cell
+  by cell, to anything a newer batch wrote, and equals what the replay of its own batch wrote:
+  state never goes back and committed offsets never move back, whatever the timing.
+- **Ownership check before output.** Just before it produces, a batch reads its rows again and
+  gives up (no output, no commit) if another replica claimed any of its partitions since.
+
+    planned_ts       bigint      -- write timestamp (µs) of the latest plan's effects
+
 Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset, per partition;
 `SELECT topic, partition, next_offset, committed_at FROM … WHERE app_id = ?`.
 
@@ -51,9 +69,11 @@ TABLE = "floe_offsets"
 _COLUMNS = (
     "app_id text, topic text, partition int, next_offset bigint, committed_seq bigint,"
     " planned_seq bigint, planned_from bigint, planned_to bigint,"
-    " planned_at timestamp, committed_at timestamp, owner text, source_positions text,"
+    " planned_at timestamp, committed_at timestamp, owner text, source_positions text, planned_ts bigint,"
     " PRIMARY KEY ((app_id), topic, partition)"
 )
+# columns added after the table's first release, with their types: tables made before get them
+ADDED_COLUMNS = {"planned_ts": "bigint"}
 
 
 def table_cql(keyspace: str) -> str:
@@ -64,6 +84,29 @@ def table_cql(keyspace: str) -> str:
 def ensure_offsets_table(session: Any, *, keyspace: str) -> None:
     """Create the keyspace's offsets table if absent (idempotent; the keyspace must exist)."""
     session.execute(SimpleStatement(table_cql(keyspace), consistency_level=ConsistencyLevel.ALL))
+    upgrade(session, keyspace=keyspace)
+
+
+def missing_columns(columns: set[str]) -> list[str]:
+    """The columns a table with `columns` lacks (it was made by an earlier release)."""
+    return sorted(c for c in ADDED_COLUMNS if c not in columns)
+
+
+def upgrade(session: Any, *, keyspace: str, columns: set[str] | None = None) -> None:
+    """Add the columns an offsets table made by an earlier release lacks; `columns`: the table's
+    columns when already read. Concurrent upgraders are safe ("already exists" is success)."""
+    from floe_jobs.stores import schema
+
+    if columns is None:
+        columns = schema.table_columns(session, keyspace, TABLE)
+    if columns is None:
+        return
+    for column in missing_columns(columns):
+        schema.execute_ddl(
+            session,
+            f"ALTER TABLE {keyspace}.{TABLE} ADD {column} {ADDED_COLUMNS[column]}",
+            what=f"add {column} to {keyspace}.{TABLE}",
+        )
 
 
 def being_created(exc: Exception) -> bool:
@@ -147,8 +190,20 @@ def _decode_positions(text: str | None) -> dict[str, tuple[int, int]]:
     return {k: (int(v[0]), int(v[1])) for k, v in json.loads(text).items()}
 
 
+class OwnershipLost(RuntimeError):
+    """Another replica claimed partitions of a running batch: it must have no further effect."""
+
+    def __init__(self, tps: Iterable[tuple[str, int]], *, stage: str = "") -> None:
+        self.tps = sorted(tps)
+        self.stage = stage
+        super().__init__(f"partitions {self.tps} were claimed by another owner")
+
+
 class OffsetsTable:
-    """Reads and writes of one app's offsets rows. Not thread-safe; one per process."""
+    """Reads and writes of one app's offsets rows. Not thread-safe; one per process.
+
+    `owner` names this process (member name and a token of its own), so that a replica that
+    comes back under the same name after a crash is still told apart from its former self."""
 
     def __init__(self, session: Any, *, keyspace: str, app_id: str, owner: str = "") -> None:
         self._session = session
@@ -158,7 +213,7 @@ class OffsetsTable:
         cl = ConsistencyLevel.LOCAL_QUORUM
         self._select = session.prepare(
             f"SELECT topic, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to,"
-            f" source_positions FROM {self.table} WHERE app_id = ? AND topic = ?"
+            f" source_positions, planned_ts, owner FROM {self.table} WHERE app_id = ? AND topic = ?"
         )
         self._select.consistency_level = cl
         self._init = session.prepare(
@@ -168,12 +223,16 @@ class OffsetsTable:
         self._init.consistency_level = cl
         self._plan = session.prepare(
             f"UPDATE {self.table} SET planned_seq = ?, planned_from = ?, planned_to = ?, planned_at = ?,"
-            f" owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            f" planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            " IF planned_seq = ? AND committed_seq = ? AND next_offset = ?"
         )
-        self._plan.consistency_level = cl
+        self._take = session.prepare(
+            f"UPDATE {self.table} SET planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            " IF planned_seq = ? AND committed_seq = ?"
+        )
         self._commit = session.prepare(
-            f"UPDATE {self.table} SET next_offset = ?, committed_seq = ?, committed_at = ?, source_positions = ?"
-            f" WHERE app_id = ? AND topic = ? AND partition = ?"
+            f"UPDATE {self.table} USING TIMESTAMP ? SET next_offset = ?, committed_seq = ?, committed_at = ?,"
+            " source_positions = ? WHERE app_id = ? AND topic = ? AND partition = ?"
         )
         self._commit.consistency_level = cl
 
@@ -182,7 +241,7 @@ class OffsetsTable:
         for topic in sorted(set(topics)):
             # positional access: works with the driver's tuple and named-tuple row factories
             for r in self._session.execute(self._select, (self.app_id, topic)):
-                t, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to, positions = r
+                t, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to, positions = r[:8]
                 if next_offset is None:
                     continue
                 rows[(t, partition)] = OffsetRow(
@@ -194,6 +253,8 @@ class OffsetsTable:
                     planned_from=planned_from,
                     planned_to=planned_to,
                     source_positions=_decode_positions(positions),
+                    planned_ts=r[8],
+                    owner=r[9] or "",
                 )
         return rows
 
@@ -206,30 +267,64 @@ class OffsetsTable:
         now = datetime.now(UTC)
         self._run_all(self._init, [(r.next_offset, now, self.owner, self.app_id, r.topic, r.partition) for r in rows])
 
-    def record_plans(self, plans: Iterable[PartitionPlan]) -> None:
-        """Store new plans before their batch runs: a crash from here on replays exactly these ranges."""
+    def claim(self, plans: Iterable[PartitionPlan], rows: Mapping[tuple[str, int], OffsetRow]) -> bool:
+        """Claim the plans' partitions for this process, all or none, before the batch has any
+        effect: a new plan is stored (a crash from here on replays exactly its range) if its row
+        is still as read in `rows`; a replay takes the row over. False: another replica moved a
+        row since it was read, and the batch must not run."""
+        from cassandra.query import BatchStatement
+
+        batch = BatchStatement(consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+        batch.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
         now = datetime.now(UTC)
-        self._run_all(
-            self._plan,
-            [
-                (p.seq, p.start, p.end, now, self.owner, self.app_id, p.topic, p.partition)
-                for p in plans
-                if not p.replay
-            ],
-        )
+        for p in plans:
+            row = rows[p.tp]
+            key = (self.app_id, p.topic, p.partition)
+            if p.replay:
+                batch.add(self._take, (p.stamp, self.owner, *key, row.planned_seq, row.committed_seq))
+            else:
+                expected = (row.planned_seq, row.committed_seq, row.next_offset)
+                batch.add(self._plan, (p.seq, p.start, p.end, now, p.stamp, self.owner, *key, *expected))
+        if not batch:
+            return True
+        return bool(self._session.execute(batch).was_applied)
+
+    def lost(self, plans: Iterable[PartitionPlan]) -> list[tuple[str, int]]:
+        """The plans' partitions that another process claimed since this one did (it took over
+        the plan, or committed it and planned further)."""
+        plans = list(plans)
+        rows = self.read({p.topic for p in plans})
+        return [
+            p.tp
+            for p in plans
+            if (row := rows.get(p.tp)) is None
+            or row.owner != self.owner
+            or row.planned_seq != p.seq
+            or row.committed_seq >= p.seq
+        ]
 
     def commit(
         self,
         plans: Iterable[PartitionPlan],
         positions: Mapping[tuple[str, int], Mapping[str, tuple[int, int]]] | None = None,
     ) -> None:
-        """Mark the plans applied: next_offset = end, committed_seq = seq (one row write each)."""
+        """Mark the plans applied: next_offset = end, committed_seq = seq (one row write each),
+        written at each plan's stamp, so a stale commit never overwrites a newer one."""
         now = datetime.now(UTC)
         positions = positions or {}
         self._run_all(
             self._commit,
             [
-                (p.end, p.seq, now, _encode_positions(positions.get(p.tp, {})), self.app_id, p.topic, p.partition)
+                (
+                    p.stamp,
+                    p.end,
+                    p.seq,
+                    now,
+                    _encode_positions(positions.get(p.tp, {})),
+                    self.app_id,
+                    p.topic,
+                    p.partition,
+                )
                 for p in plans
             ],
         )

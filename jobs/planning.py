@@ -9,7 +9,9 @@ Kept free of I/O so the rules that exactly-once rests on are unit-tested on thei
   so that the whole batch stays under the record budget (itself derived from the record and
   byte caps), shared fairly between partitions with a backlog;
 - a partition with no stored row starts by policy (earliest = low watermark, latest = high
-  watermark), and that starting point is stored before anything is planned from it.
+  watermark), and that starting point is stored before anything is planned from it;
+- every batch carries a write timestamp (`stamp_for`) that grows with its sequence: all its
+  effects in Cassandra are written under it, so a stale owner's late writes lose to newer ones.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ class OffsetRow:
     planned_from: int | None = None
     planned_to: int | None = None
     source_positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # write timestamp (µs) of the latest planned batch's effects, None before any was stamped
+    planned_ts: int | None = None
+    # the claimer of the latest planned batch (`Runner.owner`: member name and process token)
+    owner: str = ""
 
     @property
     def in_flight(self) -> bool:
@@ -47,6 +53,10 @@ class PartitionPlan:
     start: int
     end: int
     replay: bool
+    # the write timestamp (µs) of every effect of this batch in Cassandra: its state rows and its
+    # commit. It grows with the sequence, so a write of an older batch, from an owner that lost
+    # the partition, can never overwrite what a newer batch wrote (see `stamp_for`)
+    stamp: int = 0
 
     @property
     def size(self) -> int:
@@ -78,6 +88,13 @@ class BatchPlan:
     @property
     def fresh(self) -> list[PartitionPlan]:
         return [p for p in self.partitions if not p.replay]
+
+
+def stamp_for(row: OffsetRow | None, *, now_us: int) -> int:
+    """The write timestamp of the next new batch after `row`: the clock, but always above the
+    latest planned batch's, so timestamps grow with sequences even when owners' clocks differ."""
+    last = row.planned_ts if row is not None and row.planned_ts is not None else 0
+    return max(now_us, last + 1)
 
 
 def record_budget(
@@ -137,6 +154,7 @@ def plan_batch(
     watermarks: Mapping[TopicPartition, Watermarks],
     starting_offsets: Literal["earliest", "latest"],
     budget: int,
+    now_us: int,
 ) -> BatchPlan:
     plans: list[PartitionPlan] = []
     new_rows: list[OffsetRow] = []
@@ -155,8 +173,13 @@ def plan_batch(
                     f"Replay of topic={topic} partition={partition} seq={row.planned_seq} starts at "
                     f"offset={row.planned_from} below the log start {marks.low}: records were deleted by retention"
                 )
+            # a replay writes under the stamp its plan was claimed with (a plan stored before
+            # stamps existed gets one now: nothing of a later batch exists to be shadowed)
+            stamp = row.planned_ts if row.planned_ts is not None else now_us
             plans.append(
-                PartitionPlan(topic, partition, row.planned_seq, row.planned_from, row.planned_to, replay=True)
+                PartitionPlan(
+                    topic, partition, row.planned_seq, row.planned_from, row.planned_to, replay=True, stamp=stamp
+                )
             )
             continue
         if marks is None:
@@ -189,7 +212,8 @@ def plan_batch(
         if count <= 0:
             continue
         start, seq = starts[tp]
-        plans.append(PartitionPlan(tp[0], tp[1], seq + 1, start, start + count, replay=False))
+        stamp = stamp_for(rows.get(tp), now_us=now_us)
+        plans.append(PartitionPlan(tp[0], tp[1], seq + 1, start, start + count, replay=False, stamp=stamp))
     plans.sort(key=lambda p: p.tp)
     return BatchPlan(partitions=plans, new_rows=new_rows, warnings=warnings)
 

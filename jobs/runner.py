@@ -44,6 +44,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, ModuleType
@@ -196,6 +197,10 @@ class Runner:
         self.cfg = cfg
         self.job = job
         self.member = member_name or os.environ.get("POD_NAME") or socket.gethostname()
+        # who claims this process's batches in the offsets table: the member name for people, and
+        # a token of this process, so that a replica restarted under the same name is not taken
+        # for its former self (`floe_jobs.offsets`)
+        self.owner = f"{self.member}/{uuid.uuid4().hex[:8]}"
         self.app = cfg.app_id
         self.health = health.Health(stall_seconds=cfg.metrics.stall_seconds)
         self.stop_requested = threading.Event()
@@ -295,7 +300,7 @@ class Runner:
             lambda: store_config.connect(ccfg),
         )
         self._provision()
-        self.offsets = offsets.OffsetsTable(self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.member)
+        self.offsets = offsets.OffsetsTable(self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.owner)
         protocol = cfg.kafka.group_protocol
         if protocol == "auto":
             protocol = "consumer" if membership.broker_supports_kip848(admin) else "classic"
@@ -382,6 +387,7 @@ class Runner:
         clock: api.BatchClock,
         *,
         seqs: dict[tuple[str, int], int],
+        stamps: dict[tuple[str, int], int] | None = None,
         dry_run: bool = False,
         records: int | None = None,
         owned: statecache.Ownership | None = None,
@@ -397,6 +403,7 @@ class Runner:
             cfg=self.cfg,
             args=list(self.cfg.job.args),
             seqs=seqs,
+            stamps=stamps or {},
             sink=lane.sink,
             clock=clock,
             dry_run=dry_run,
@@ -475,6 +482,7 @@ class Runner:
             stores=specs,
             extra_tables={offsets.TABLE: offsets.table_cql(ks)},
         )
+        offsets.upgrade(self.session, keyspace=ks)
 
     def _stage_topics(self, stage: api.Stage) -> list[str]:
         if stage.source is None:
@@ -525,6 +533,17 @@ class Runner:
                             worked += self.run_stage(stage, tps, lane)
                 lane.failures = 0
                 self._passed(lane, generation)
+            except offsets.OwnershipLost as lost:
+                # not a failure: this replica was paused past its session and another one owns
+                # the partitions now; the next pass plans only what the group gives it
+                log.warning(
+                    "Abandoned batch stage=%s partitions=%s (another replica owns them now); "
+                    "nothing of it is emitted or committed",
+                    lost.stage,
+                    lost.tps,
+                )
+                self._forget_state_of(lost.tps)
+                continue
             except Exception:
                 lane.failures += 1
                 log.exception(
@@ -572,6 +591,8 @@ class Runner:
         topics = self._stage_topics(stage)
         self.state_cache.retain(set(self.membership.assignments(self.membership.owned).values()))
         rows = self.offsets.read(topics)
+        # rows another process claimed last: what this replica kept of their state may be stale
+        self._forget_state_of([tp for tp, row in rows.items() if tp in tps and row.owner != self.owner])
         marks = reader.watermarks(tps)
         for (topic, partition), m in marks.items():
             health.END_OFFSET.labels(self.app, topic, str(partition)).set(m.high)
@@ -581,6 +602,7 @@ class Runner:
             watermarks=marks,
             starting_offsets=self.cfg.kafka.starting_offsets,
             budget=self._budget(stage.name),
+            now_us=time.time_ns() // 1000,
         )
         for warning in plan.warnings:
             log.warning(warning)
@@ -597,11 +619,14 @@ class Runner:
             )
         clock.lap("plan")
         before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
+        # what each claim expects to find: the row as read, or as just created
+        expected = {**{(r.topic, r.partition): r for r in plan.new_rows}, **rows}
+        held = self.membership.assignments(p.tp for p in plan.partitions)
         seen: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
         parts = plan.partitions
         if stage.source is None and self.spark_reads and plan.records >= self.cfg.kafka.spark_read_min_records:
             # records read are not counted (that would be a job): the plan's size is what is read
-            self.offsets.record_plans(parts)
+            self._claim(stage, parts, expected)
             df = kafkaio.read_with_spark(self.spark, self.cfg, parts)
             size, skipped = plan.records, 0
             clock.lap("read")
@@ -611,7 +636,7 @@ class Runner:
             limits = planning.row_limits(parts, self.cfg.kafka.max_records_per_batch) if stage.source else None
             batch_records, stopped = reader.read_rows(parts, limits)
             parts = planning.cut(parts, stopped)
-            self.offsets.record_plans(parts)
+            self._claim(stage, parts, expected)
             size = records.row_count(batch_records)
             average = records.average_bytes(batch_records)
             if average is not None:
@@ -637,15 +662,18 @@ class Runner:
             df,
             clock,
             seqs={p.tp: p.seq for p in parts},
+            stamps={p.tp: p.stamp for p in parts},
             records=size,
             owned=statecache.Ownership(self.state_cache, {p: n for (_t, p), n in assignments.items()}),
         )
         result = stage.fn(batch)
         clock.lap("fn")
         crash_point(f"{stage.name}:after-state")
+        self._check_owned(stage, parts, held, ask_cassandra=True)
         out = self._emit(result, sink, large=size > kafkaio.DRIVER_EMIT_MAX_RECORDS)
         clock.lap("emit")
         crash_point(f"{stage.name}:after-emit")
+        self._check_owned(stage, parts, held, ask_cassandra=False)
         self.offsets.commit(parts, positions)
         clock.lap("commit")
         self.membership.commit({p.tp: p.end for p in parts})
@@ -670,6 +698,38 @@ class Runner:
             clock.summary(),
         )
         return size
+
+    def _claim(
+        self, stage: api.Stage, parts: list[planning.PartitionPlan], expected: dict[tuple[str, int], planning.OffsetRow]
+    ) -> None:
+        """Claim the batch's partitions before it has any effect (`OffsetsTable.claim`)."""
+        assert self.offsets is not None
+        if not self.offsets.claim(parts, expected):
+            raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+
+    def _check_owned(
+        self,
+        stage: api.Stage,
+        parts: list[planning.PartitionPlan],
+        held: dict[tuple[str, int], int],
+        *,
+        ask_cassandra: bool,
+    ) -> None:
+        """Give the batch up if its partitions changed hands since it started: the group took them
+        (`held`: their assignments then), or, `ask_cassandra`, another replica claimed them. The
+        group's word can come late to a replica that was paused; Cassandra's cannot."""
+        assert self.offsets is not None and self.membership is not None
+        now = self.membership.assignments(held)
+        lost = [tp for tp, number in held.items() if now.get(tp) != number]
+        if not lost and ask_cassandra:
+            lost = self.offsets.lost(parts)
+        if lost:
+            raise offsets.OwnershipLost(lost, stage=stage.name)
+
+    def _forget_state_of(self, tps: list[tuple[str, int]]) -> None:
+        """Drop what this replica kept of the state of these input partitions' store partitions."""
+        for _topic, partition in tps:
+            self.state_cache.forget_partition(partition)
 
     def _emitted(self, result: Any) -> list[api.Emit]:
         """What a stage returned, as `Emit`s."""

@@ -9,7 +9,11 @@ Cassandra, per distinct key, in bounded chunks of concurrent reads and writes, t
 of a batch side by side.
 
 One partition has one writer at a time: assignment changes happen only at batch boundaries
-(see `floe_jobs.membership`), and a killed replica writes nothing more.
+(see `floe_jobs.membership`), and a killed replica writes nothing more. A replica that was
+paused past its session timeout is the exception: it may still finish writing a batch after
+another replica took the partition over. Its rows are written under the batch's write timestamp
+(`stamps`, from `floe_jobs.planning.stamp_for`), so they lose to every row a newer batch wrote,
+and equal what the replay of the same batch wrote (see `floe_jobs.offsets`).
 
 The helpers' rows are collected to the driver first (they are aggregated per key: few next to
 the batch's records), and the functions below run there; they only need an iterable of
@@ -198,10 +202,12 @@ def _apply_fenced(
     fences: Mapping[int, int],
     decide: Decide,
     owned: Ownership | None = None,
+    stamps: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, Any, Any]]:
     """The one read-decide-write loop behind every stateful helper: per partition and chunk,
     read the keys with their fences, let ``decide`` answer, write what changed under the
-    partition's batch sequence. With `owned`, rows this replica already knows under the same
+    partition's batch sequence and write timestamp (`stamps`; None: the clock, for tools that
+    write outside a batch). With `owned`, rows this replica already knows under the same
     assignment are not read again (`floe_jobs.statecache`)."""
     store = open_store(ref)
     if not statecache.cacheable(store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde):
@@ -209,6 +215,7 @@ def _apply_fenced(
 
     def apply(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
         batch = fences[partition]
+        stamp = None if stamps is None else stamps[partition]
         known = statecache.UNKNOWN
         if owned is not None:
             known = owned.rows(
@@ -228,7 +235,7 @@ def _apply_fenced(
                 out.append((partition, key, emitted))
             if writes:
                 try:
-                    store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds)
+                    store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds, stamp=stamp)
                 except Exception:
                     known.forget()
                     raise
@@ -239,7 +246,13 @@ def _apply_fenced(
 
 
 def merge_partition_rows(
-    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], combine: str, owned: Ownership | None = None
+    rows: Iterable[Any],
+    *,
+    ref: StoreRef,
+    fences: Mapping[int, int],
+    combine: str,
+    owned: Ownership | None = None,
+    stamps: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, delta) → merged into the store → (partition, key, new value)."""
     fn = COMBINERS[combine]
@@ -248,11 +261,16 @@ def merge_partition_rows(
         value, write = decide_merge(old, delta, batch=batch, combine=fn)
         return value, value, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps)
 
 
 def latest_partition_rows(
-    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], owned: Ownership | None = None
+    rows: Iterable[Any],
+    *,
+    ref: StoreRef,
+    fences: Mapping[int, int],
+    owned: Ownership | None = None,
+    stamps: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, value) → the latest value kept per key → (partition, key, value)."""
 
@@ -260,11 +278,16 @@ def latest_partition_rows(
         value, write = decide_latest(old, new, batch=batch)
         return value, value, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps)
 
 
 def first_seen_partition_rows(
-    rows: Iterable[Any], *, ref: StoreRef, fences: Mapping[int, int], owned: Ownership | None = None
+    rows: Iterable[Any],
+    *,
+    ref: StoreRef,
+    fences: Mapping[int, int],
+    owned: Ownership | None = None,
+    stamps: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, Any, bool]]:
     """(partition, key, marker) → (partition, key, keep?) with markers written under the TTL."""
 
@@ -272,7 +295,7 @@ def first_seen_partition_rows(
         keep, write = decide_first_seen(old, batch=batch)
         return keep, marker, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps)
 
 
 def lookup_rows(rows: Iterable[Any], *, ref: StoreRef) -> Iterator[tuple[int, Any, Any]]:

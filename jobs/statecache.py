@@ -16,7 +16,9 @@ Only stores whose rows read back as the values written are kept: partitioned, no
 expires rows that a copy here would keep), and a value serde of immutable scalars (`CACHED_SERDES`).
 The number of keys kept is bounded by `state.cache_max_keys`; a partition that would pass the
 bound is emptied and reads Cassandra until it is assigned again. A partition the replica no
-longer owns is forgotten at the replica's next batch (`retain`).
+longer owns is forgotten at the replica's next batch (`retain`), and so is one whose offsets
+row shows that another replica claimed it last (`forget_partition`: this replica was paused
+past its session timeout and has not heard of it from the group yet).
 """
 
 from __future__ import annotations
@@ -192,6 +194,13 @@ class StateCache:
             part = self._parts.pop((store, partition), None)
             if part is not None:
                 self._keys -= len(part.rows)
+
+    def forget_partition(self, partition: int) -> None:
+        """Forget `partition` of every store: another replica wrote it since this one last did
+        (a replica paused past its session timeout learns so from the offsets table)."""
+        with self._lock:
+            for where in [w for w in self._parts if w[1] == partition]:
+                self._keys -= len(self._parts.pop(where).rows)
 
     @property
     def keys(self) -> int:

@@ -101,7 +101,8 @@ def _needed_tables(app: model.StreamingApp) -> list[str]:
 
 
 def _covers(tables: Mapping[str, set[str]], app: model.StreamingApp) -> bool:
-    """Whether `tables` (table → columns) holds every table this app needs, fence column included.
+    """Whether `tables` (table → columns) holds every table this app needs, fence column and
+    the offsets table's newer columns included.
 
     Lets an app whose tables exist (a re-created app, a new app on shared stores) skip the DDL
     round trips; anything missing goes through the store library as usual.
@@ -109,7 +110,7 @@ def _covers(tables: Mapping[str, set[str]], app: model.StreamingApp) -> bool:
     from floe_jobs import offsets
     from floe_jobs.stores import schema
 
-    if offsets.TABLE not in tables:
+    if offsets.TABLE not in tables or offsets.missing_columns(tables[offsets.TABLE]):
         return False
     for store in app.spec.state.stores:
         columns = tables.get(schema.table_name(store.name))
@@ -208,6 +209,7 @@ class Provisioner:
                     stores=stores,
                     extra_tables={offsets.TABLE: offsets.table_cql(keyspace)},
                 )
+                offsets.upgrade(session, keyspace=keyspace)
                 tables = schema.columns_of(session, keyspace, _needed_tables(app))
         except (errors.StoreConfigError, InvalidRequest, Unauthorized) as exc:
             raise ProvisioningRejected(f"keyspace {keyspace}: {exc}") from exc

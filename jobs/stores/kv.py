@@ -57,7 +57,7 @@ class _KeyValueStore(BaseStore[K, V]):
     def _pk(self, partition: int | None) -> tuple[Any, ...]:
         return (partition,) if self._partitioned else ()
 
-    def _insert_cql(self, *, ttl: bool, fenced: bool = False, lwt: bool = False) -> str:
+    def _insert_cql(self, *, ttl: bool, fenced: bool = False, lwt: bool = False, stamped: bool = False) -> str:
         cols = ["partition", "key", "time", "value"] if self._partitioned else ["key", "time", "value"]
         vals = ["?", "?", _NOW, "?"] if self._partitioned else ["?", _NOW, "?"]
         if fenced:
@@ -66,8 +66,9 @@ class _KeyValueStore(BaseStore[K, V]):
         cql = f"INSERT INTO {self.qualified_table} ({', '.join(cols)}) VALUES ({', '.join(vals)})"
         if lwt:
             cql += " IF NOT EXISTS"
-        if ttl:
-            cql += " USING TTL ?"
+        using = [u for u, wanted in (("TTL ?", ttl), ("TIMESTAMP ?", stamped)) if wanted]
+        if using:
+            cql += " USING " + " AND ".join(using)
         return cql
 
     def _insert(self, ttl: int | None) -> Any:
@@ -257,7 +258,8 @@ class _KeyValueStore(BaseStore[K, V]):
                 cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
 
     def _put_all(self, partition: int | None, items: Iterable[tuple[K, V | None]], ttl: int | None,
-                 concurrency: int | None, op: str = "put_all", fence: int | None = None) -> None:
+                 concurrency: int | None, op: str = "put_all", fence: int | None = None,
+                 stamp: int | None = None) -> None:
         started = time.perf_counter()
         m = self._op(op)
         self._check_ttl(ttl, op)
@@ -281,17 +283,21 @@ class _KeyValueStore(BaseStore[K, V]):
                     )
                     stmts.append((delete, (*pk, kb), k, len(kb)))
         else:
-            fenced = self._statement("insert_fenced", self._insert_cql(ttl=False, fenced=True))
+            stamped = stamp is not None
+            at: tuple[Any, ...] = (stamp,) if stamped else ()
+            fenced = self._statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
+                                                                                 stamped=stamped))
             fenced_ttl = None
             for kb, (k, vb) in latest.items():
                 row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
                 if row_ttl is None:
-                    stmts.append((fenced, (partition, kb, vb, fence), k, len(kb) + len(vb or b"")))
+                    stmts.append((fenced, (partition, kb, vb, fence, *at), k, len(kb) + len(vb or b"")))
                 else:
                     fenced_ttl = fenced_ttl or self._statement(
-                        "insert_fenced_ttl", self._insert_cql(ttl=True, fenced=True)
+                        f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
                     )
-                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl), k, len(kb) + len(vb or b"")))
+                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *at), k,
+                                  len(kb) + len(vb or b"")))
         calls: list[Call] = []
         call_keys: list[Any] = []
         protocol = self.session.cluster.protocol_version
@@ -468,14 +474,16 @@ class PartitionedStore(_KeyValueStore[K, V]):
         return out
 
     def put_many_fenced(self, partition: int, items: Iterable[tuple[K, V | None]], *, batch: int,
-                        ttl: int | None = None, concurrency: int | None = None) -> None:
+                        ttl: int | None = None, concurrency: int | None = None, stamp: int | None = None) -> None:
         """Writes values together with the batch id that produced them, in the same row.
 
         A value of None is a fenced delete: the row stays with a null value (absent to every
         read) and the batch id, and expires after `StoreOptions.fence_tombstone_ttl`. Value
-        and fence of a key are one row, so they are written atomically.
+        and fence of a key are one row, so they are written atomically. `stamp`: the write
+        timestamp (µs since the epoch) of every cell, the batch's (see `floe_jobs.offsets`), so
+        a late write of an older batch loses to a newer one's; None: the client's clock.
         """
-        self._put_all(partition, items, ttl, concurrency, op="put_many_fenced", fence=batch)
+        self._put_all(partition, items, ttl, concurrency, op="put_many_fenced", fence=batch, stamp=stamp)
 
     # -- iteration ------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 import uuid
 
 from cassandra.cluster import Session
@@ -27,8 +29,8 @@ def test_two_apps_share_the_table_without_seeing_each_other(session: Session, ke
     assert {tp: r.next_offset for tp, r in a.read(["words"]).items()} == {("words", 0): 10, ("words", 1): 20}
     assert {tp: r.next_offset for tp, r in b.read(["words"]).items()} == {("words", 0): 99}
 
-    plan = PartitionPlan("words", 0, seq=1, start=10, end=15, replay=False)
-    a.record_plans([plan])
+    plan = PartitionPlan("words", 0, seq=1, start=10, end=15, replay=False, stamp=time.time_ns() // 1000 + 1)
+    assert a.claim([plan], a.read(["words"]))
     row = a.read(["words"])[("words", 0)]
     assert row.in_flight and (row.planned_from, row.planned_to, row.planned_seq) == (10, 15, 1)
     a.commit([plan], {("words", 0): {"src:0": (7, 2)}})
@@ -97,3 +99,66 @@ def test_progress_read_while_another_client_makes_the_table(
     finally:
         creator.cluster.shutdown()
     assert reads > 0
+
+
+def _plan(seq: int, start: int, end: int, *, stamp: int, replay: bool = False) -> PartitionPlan:
+    """A plan of partition 0 of `words` whose stamp is `stamp` µs after now (rows are created
+    at the clock; a plan is always stamped after its row was)."""
+    stamp += time.time_ns() // 1000 + 1_000_000
+    return PartitionPlan("words", 0, seq=seq, start=start, end=end, replay=replay, stamp=stamp)
+
+
+def test_a_sequence_is_claimed_once_and_a_replay_takes_the_row_over(session: Session, keyspace: str) -> None:
+    """Two replicas that read the same committed row plan the same next sequence: only one claim
+    succeeds. A replay claim takes the row over, and the former claimer then sees it lost."""
+    offsets.ensure_offsets_table(session, keyspace=keyspace)
+    app = _app()
+    z = offsets.OffsetsTable(session, keyspace=keyspace, app_id=app, owner="r0/aaaa")
+    n = offsets.OffsetsTable(session, keyspace=keyspace, app_id=app, owner="r1/bbbb")
+    z.create([OffsetRow("words", 0, 0)])
+    seen_by_z, seen_by_n = z.read(["words"]), n.read(["words"])
+    mine = _plan(1, 0, 10, stamp=0)
+    assert z.claim([mine], seen_by_z)
+    assert not n.claim([_plan(1, 0, 7, stamp=1)], seen_by_n)  # same sequence, other range: refused
+    row = n.read(["words"])[("words", 0)]
+    assert (row.planned_seq, row.planned_to, row.planned_ts, row.owner) == (1, 10, mine.stamp, "r0/aaaa")
+    assert z.lost([mine]) == []
+
+    # the other replica takes the partition and replays the plan in flight
+    assert n.claim([dataclasses.replace(mine, replay=True)], n.read(["words"]))
+    assert z.lost([mine]) == [("words", 0)]
+    assert n.lost([mine]) == []
+    n.commit([mine])
+    assert n.lost([mine]) == [("words", 0)]  # committed: nothing of it may run again
+
+
+def test_a_stale_commit_never_moves_offsets_back(session: Session, keyspace: str) -> None:
+    """A commit of an older batch that arrives after a newer one (its owner was paused) loses:
+    both are written at their plans' stamps, which grow with the sequence."""
+    offsets.ensure_offsets_table(session, keyspace=keyspace)
+    app = _app()
+    table = offsets.OffsetsTable(session, keyspace=keyspace, app_id=app, owner="r1/bbbb")
+    table.create([OffsetRow("words", 0, 0)])
+    old, new = _plan(1, 0, 10, stamp=0), _plan(2, 10, 20, stamp=1)
+    table.commit([new])
+    table.commit([old])
+    row = table.read(["words"])[("words", 0)]
+    assert (row.next_offset, row.committed_seq) == (20, 2)
+
+
+def test_an_offsets_table_of_an_earlier_release_gets_the_new_columns(session: Session) -> None:
+    from floe_jobs.stores.schema import execute_ddl, keyspace_cql
+
+    bare = f"it_offsets_{uuid.uuid4().hex[:8]}"
+    execute_ddl(session, keyspace_cql(bare))
+    try:
+        execute_ddl(session, offsets.table_cql(bare).replace(", planned_ts bigint", ""))
+        offsets.ensure_offsets_table(session, keyspace=bare)
+        offsets.ensure_offsets_table(session, keyspace=bare)  # idempotent
+        table = offsets.OffsetsTable(session, keyspace=bare, app_id=_app(), owner="r0/aaaa")
+        table.create([OffsetRow("words", 0, 0)])
+        plan = _plan(1, 0, 5, stamp=0)
+        assert table.claim([plan], table.read(["words"]))
+        assert table.read(["words"])[("words", 0)].planned_ts == plan.stamp
+    finally:
+        execute_ddl(session, f"DROP KEYSPACE IF EXISTS {bare}")

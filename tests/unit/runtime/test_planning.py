@@ -6,6 +6,7 @@ from floe_jobs import planning
 from floe_jobs.planning import OffsetRow, Watermarks
 
 T = "lines"
+NOW = 1_700_000_000_000_000
 
 
 def marks(**parts: tuple[int, int]) -> dict[tuple[str, int], Watermarks]:
@@ -15,7 +16,7 @@ def marks(**parts: tuple[int, int]) -> dict[tuple[str, int], Watermarks]:
 def test_new_partition_starts_by_policy_and_is_stored() -> None:
     for policy, start in (("earliest", 5), ("latest", 50)):
         plan = planning.plan_batch(
-            owned=[(T, 0)], rows={}, watermarks=marks(p0=(5, 50)), starting_offsets=policy, budget=1000
+            owned=[(T, 0)], rows={}, watermarks=marks(p0=(5, 50)), starting_offsets=policy, budget=1000, now_us=NOW
         )
         assert plan.new_rows == [OffsetRow(T, 0, next_offset=start)]
         if policy == "earliest":
@@ -27,7 +28,12 @@ def test_new_partition_starts_by_policy_and_is_stored() -> None:
 def test_in_flight_plan_is_replayed_exactly_whatever_the_cap() -> None:
     row = OffsetRow(T, 0, next_offset=100, committed_seq=7, planned_seq=8, planned_from=100, planned_to=900)
     plan = planning.plan_batch(
-        owned=[(T, 0)], rows={(T, 0): row}, watermarks=marks(p0=(0, 5000)), starting_offsets="earliest", budget=10
+        owned=[(T, 0)],
+        rows={(T, 0): row},
+        watermarks=marks(p0=(0, 5000)),
+        starting_offsets="earliest",
+        budget=10,
+        now_us=NOW,
     )
     assert [(p.seq, p.start, p.end, p.replay) for p in plan.partitions] == [(8, 100, 900, True)]
     assert plan.fresh == []
@@ -36,7 +42,12 @@ def test_in_flight_plan_is_replayed_exactly_whatever_the_cap() -> None:
 def test_committed_plan_is_not_replayed() -> None:
     row = OffsetRow(T, 0, next_offset=900, committed_seq=8, planned_seq=8, planned_from=100, planned_to=900)
     plan = planning.plan_batch(
-        owned=[(T, 0)], rows={(T, 0): row}, watermarks=marks(p0=(0, 1000)), starting_offsets="earliest", budget=50
+        owned=[(T, 0)],
+        rows={(T, 0): row},
+        watermarks=marks(p0=(0, 1000)),
+        starting_offsets="earliest",
+        budget=50,
+        now_us=NOW,
     )
     assert [(p.seq, p.start, p.end, p.replay) for p in plan.partitions] == [(9, 900, 950, False)]
 
@@ -52,6 +63,7 @@ def test_replays_use_up_budget_first() -> None:
         watermarks=marks(p0=(0, 100), p1=(0, 100)),
         starting_offsets="earliest",
         budget=100,
+        now_us=NOW,
     )
     assert [(p.partition, p.seq, p.start, p.end) for p in plan.partitions] == [(0, 2, 0, 80), (1, 4, 0, 20)]
 
@@ -72,6 +84,7 @@ def test_ranges_are_capped_by_total_budget() -> None:
         watermarks={(T, p): Watermarks(0, 10_000) for p in range(6)},
         starting_offsets="earliest",
         budget=600,
+        now_us=NOW,
     )
     assert plan.records == 600
     assert all(p.start == 10 and p.end == 110 for p in plan.partitions)
@@ -80,7 +93,12 @@ def test_ranges_are_capped_by_total_budget() -> None:
 def test_unowned_and_caught_up_partitions_are_not_planned() -> None:
     rows = {(T, 0): OffsetRow(T, 0, next_offset=50), (T, 1): OffsetRow(T, 1, next_offset=0)}
     plan = planning.plan_batch(
-        owned=[(T, 0)], rows=rows, watermarks=marks(p0=(0, 50), p1=(0, 99)), starting_offsets="earliest", budget=10
+        owned=[(T, 0)],
+        rows=rows,
+        watermarks=marks(p0=(0, 50), p1=(0, 99)),
+        starting_offsets="earliest",
+        budget=10,
+        now_us=NOW,
     )
     assert plan.partitions == [] and plan.new_rows == []
 
@@ -88,7 +106,7 @@ def test_unowned_and_caught_up_partitions_are_not_planned() -> None:
 def test_offset_below_log_start_moves_up_with_warning() -> None:
     rows = {(T, 0): OffsetRow(T, 0, next_offset=3, committed_seq=2)}
     plan = planning.plan_batch(
-        owned=[(T, 0)], rows=rows, watermarks=marks(p0=(10, 20)), starting_offsets="earliest", budget=100
+        owned=[(T, 0)], rows=rows, watermarks=marks(p0=(10, 20)), starting_offsets="earliest", budget=100, now_us=NOW
     )
     assert [(p.start, p.end, p.seq) for p in plan.partitions] == [(10, 20, 3)]
     assert "retention" in plan.warnings[0]
@@ -158,3 +176,25 @@ def test_cut_shortens_fresh_plans_and_never_a_replay() -> None:
         planning.PartitionPlan("rp", 0, 4, 10, 12, replay=False),
         replay,
     ]
+
+
+def test_new_batches_are_stamped_above_the_last_plan_and_replays_keep_their_stamp() -> None:
+    """Write timestamps grow with sequences even when the next owner's clock is behind the last
+    one's; a replay writes under the stamp its plan was claimed with, so its rows equal the first
+    attempt's, and a newer batch's rows shadow both."""
+    ahead = NOW + 5_000_000  # the previous owner's clock ran 5 s ahead of ours
+    rows = {
+        (T, 0): OffsetRow(T, 0, 100, committed_seq=4, planned_seq=4, planned_from=0, planned_to=100, planned_ts=ahead),
+        (T, 1): OffsetRow(T, 1, 0, committed_seq=2, planned_seq=3, planned_from=0, planned_to=50, planned_ts=NOW - 9),
+        (T, 2): OffsetRow(T, 2, 0, committed_seq=1, planned_seq=1, planned_from=0, planned_to=0, planned_ts=NOW - 9),
+    }
+    plan = planning.plan_batch(
+        owned=[(T, 0), (T, 1), (T, 2)],
+        rows=rows,
+        watermarks=marks(p0=(0, 200), p1=(0, 200), p2=(0, 200)),
+        starting_offsets="earliest",
+        budget=1000,
+        now_us=NOW,
+    )
+    stamps = {p.partition: (p.seq, p.replay, p.stamp) for p in plan.partitions}
+    assert stamps == {0: (5, False, ahead + 1), 1: (3, True, NOW - 9), 2: (2, False, NOW)}
