@@ -52,7 +52,7 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, health, kafkaio, offsets, planning, records, sparkio, state, statecache
+from floe_jobs import api, faults, health, kafkaio, offsets, planning, records, sparkio, state, statecache
 from floe_jobs.config import FloeConfig
 
 log = logging.getLogger("floe_jobs")
@@ -65,24 +65,6 @@ EXIT_ABORTED = 4
 
 # records a stage's warm-up runs over (the last ones of one partition of its topics)
 WARM_UP_RECORDS = 50
-
-
-def crash_point(name: str) -> None:
-    """Fault injection for the tests: SIGKILL this process at a named point, once per point.
-
-    FLOE_TEST_CRASH_POINTS lists points (`<stage>:after-state`, `<stage>:after-emit`);
-    FLOE_TEST_CRASH_DIR holds a marker per point already used, so a restarted process goes on.
-    """
-    points = os.environ.get("FLOE_TEST_CRASH_POINTS")
-    if not points or name not in points.split(","):
-        return
-    marker = Path(os.environ.get("FLOE_TEST_CRASH_DIR", ".")) / f"crashed-{name.replace(':', '-')}"
-    if marker.exists():
-        return
-    marker.write_text(str(os.getpid()))
-    log.warning("Crashing at point=%s (fault injection)", name)
-    logging.shutdown()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class StartupError(RuntimeError):
@@ -668,11 +650,11 @@ class Runner:
         )
         result = stage.fn(batch)
         clock.lap("fn")
-        crash_point(f"{stage.name}:after-state")
+        faults.point(f"{stage.name}:after-state")
         self._check_owned(stage, parts, held, ask_cassandra=True)
         out = self._emit(result, sink, large=size > kafkaio.DRIVER_EMIT_MAX_RECORDS)
         clock.lap("emit")
-        crash_point(f"{stage.name}:after-emit")
+        faults.point(f"{stage.name}:after-emit")
         self._check_owned(stage, parts, held, ask_cassandra=False)
         self.offsets.commit(parts, positions)
         clock.lap("commit")
@@ -706,6 +688,7 @@ class Runner:
         assert self.offsets is not None
         if not self.offsets.claim(parts, expected):
             raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+        faults.point(f"{stage.name}:after-claim")
 
     def _check_owned(
         self,

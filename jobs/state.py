@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from floe_jobs import statecache
+from floe_jobs import faults, statecache
 from floe_jobs.statecache import Fenced, Ownership
 
 Combine = Callable[[Any, Any], Any]
@@ -240,6 +240,7 @@ def _apply_fenced(
                     known.forget()
                     raise
                 known.wrote(writes, batch)
+                faults.point(f"{ref.name}:mid-state")
         return out
 
     return _each_partition(_group(rows), apply)
