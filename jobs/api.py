@@ -36,7 +36,7 @@ from typing import Any
 
 from floe_jobs import smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
-from floe_jobs.kafkaio import DRIVER_EMIT_MAX_RECORDS, KafkaSink
+from floe_jobs.kafkaio import KafkaSink
 from floe_jobs.localdf import arrow_dataframe, collect_rows, local_dataframe
 from floe_jobs.statecache import Ownership
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -144,6 +144,11 @@ class StateHelperError(ValueError):
     pass
 
 
+class StoreWriterError(StateHelperError):
+    """Two stages of one job write the same store: their fences (one per input partition of
+    each stage's topic) would skip each other's updates as already applied."""
+
+
 @dataclass
 class Batch:
     """One micro-batch of one stage."""
@@ -172,6 +177,8 @@ class Batch:
     # stale owner's late writes lose to newer batches' (`floe_jobs.planning.stamp_for`); empty:
     # the clock (a warm-up, which writes nothing, or a tool driving helpers outside the loop)
     stamps: dict[tuple[str, int], int] = field(default_factory=dict)
+    # store → the stage that writes it, shared by every batch of a replica (`_fenced` checks it)
+    writers: dict[str, str] = field(default_factory=dict)
 
     @property
     def stores(self) -> dict[str, StoreSettings]:
@@ -184,9 +191,9 @@ class Batch:
 
     def _collected_by_sink(self) -> bool:
         """Whether the sink will collect what this batch emits and produce it from the driver
-        (below `kafkaio.DRIVER_EMIT_MAX_RECORDS` input records; a warm-up too), rather than
+        (at most `kafka.spark_sink_min_records` input records; a warm-up too), rather than
         hand a Spark plan to Spark's Kafka sink."""
-        return self.records is None or self.records <= DRIVER_EMIT_MAX_RECORDS
+        return self.records is None or self.records <= self.cfg.kafka.spark_sink_min_records
 
     def _fences(self) -> dict[int, int]:
         fences: dict[int, int] = {}
@@ -209,6 +216,13 @@ class Batch:
     def _fenced(self, fn: Callable[..., Any], ref: state.StoreRef, **kwargs: Any) -> Callable[..., Any]:
         """`fn` (a fenced state helper of `floe_jobs.state`) bound to this batch's store, fences,
         write timestamps and known rows."""
+        writer = self.writers.setdefault(ref.name, self.stage)
+        if writer != self.stage:
+            raise StoreWriterError(
+                f"store {ref.name!r} is written by stages {writer!r} and {self.stage!r}; one store has one "
+                "writing stage: give each stage a store of its own (stores), and read another stage's "
+                "store with Batch.lookup"
+            )
         return functools.partial(
             fn, ref=ref, fences=self._fences(), stamps=self._stamps(), owned=self.owned, **kwargs
         )

@@ -65,6 +65,13 @@ class KafkaSettings(_Model):
         "The default is above the default batch cap: in local mode the driver's consumer is faster; "
         "lower it when executors run elsewhere (spark.master) or batches are larger",
     )
+    spark_sink_min_records: int = Field(
+        default=100_000,
+        ge=0,
+        description="FLOE_KAFKA_SPARK_SINK_MIN_RECORDS: what a batch of more input records than this emits is "
+        "written by Spark's Kafka sink, from its plan (when its connector is on spark.jars); a smaller batch's "
+        "rows are collected and produced by the driver's producer. 0: every batch through Spark's sink",
+    )
     max_bytes_per_batch: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
@@ -287,6 +294,7 @@ ENV_KEYS: dict[tuple[str, ...], tuple[str, str]] = {
     ("kafka", "max_records_per_batch"): ("FLOE_KAFKA_MAX_RECORDS_PER_BATCH", "str"),
     ("kafka", "max_bytes_per_batch"): ("FLOE_KAFKA_MAX_BYTES_PER_BATCH", "str"),
     ("kafka", "spark_read_min_records"): ("FLOE_KAFKA_SPARK_READ_MIN_RECORDS", "str"),
+    ("kafka", "spark_sink_min_records"): ("FLOE_KAFKA_SPARK_SINK_MIN_RECORDS", "str"),
     ("kafka", "session_timeout_ms"): ("FLOE_KAFKA_SESSION_TIMEOUT_MS", "str"),
     ("kafka", "heartbeat_interval_ms"): ("FLOE_KAFKA_HEARTBEAT_INTERVAL_MS", "str"),
     ("kafka", "leave_group_on_close"): ("FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE", "str"),

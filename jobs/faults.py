@@ -3,7 +3,8 @@
 Two faults, each used once per point: a crash (the process SIGKILLs itself, as a node loss
 would) and a pause (it SIGSTOPs itself, as a long GC, a frozen node or a network partition
 would, until the test sends SIGCONT). Points: `<stage>:after-claim` (its partitions claimed,
-nothing applied), `<store>:mid-state` (part of a batch's state rows written), `<stage>:after-state`
+nothing applied), `<store>:mid-state` (a chunk of state rows read and decided, not written: other partitions'
+may be), `<stage>:after-state`
 (state applied, nothing emitted), `<stage>:after-emit` (output acknowledged, not committed).
 
 - FLOE_TEST_CRASH_POINTS lists the points to crash at; FLOE_TEST_CRASH_DIR keeps a marker per

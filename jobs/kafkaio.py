@@ -4,9 +4,10 @@ Small batches go through the driver: Spark's Kafka source and sink cost a Spark 
 with a Kafka client created for it (offset lookups, a consumer or producer per task), which on a
 small machine costs more than a few hundred records. A long-lived consumer (assigned, never
 subscribed: it is no group member) and a long-lived idempotent producer do the same work in
-milliseconds. Large batches go through Spark (`read_with_spark`, and the sink for large
-outputs): there the driver's per-record Python work (tens of microseconds a record, read,
-framed and filtered) costs more than the job, and the records stay in the JVM.
+milliseconds. Large batches go through Spark (`read_with_spark`, and the sink above
+`kafka.spark_sink_min_records` input records): there the driver's per-record Python work (tens
+of microseconds a record, read, framed and filtered) costs more than the job, and the records
+stay in the JVM.
 
 - `RangeReader.read` returns exactly the records of the planned ranges `[start, end)`; records
   deleted by retention fail the read (like Spark's `failOnDataLoss`), so a replay never reads
@@ -47,11 +48,6 @@ from floe_jobs.records import (
 log = logging.getLogger(__name__)
 
 SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
-# a batch that read more records than this emits through Spark's Kafka sink (when configured).
-# Below it the driver collects (Arrow) and produces: for 20,000 lines (130,000 re-keyed rows)
-# 1.8-2.2 s, against 1.4 s for a warm Spark sink but 5.6 s for its first use in a process (the
-# dry-run warm-up cannot warm a sink that writes), which a replica pays on its first big batch
-DRIVER_EMIT_MAX_RECORDS = 100_000
 
 
 def client_settings(cfg: FloeConfig) -> dict[str, Any]:

@@ -206,6 +206,8 @@ class Runner:
         self._lock = threading.Lock()
         self._last_owned: list[tuple[str, int]] = []
         self.state_cache = statecache.StateCache(cfg.state.cache_max_keys)
+        # store → the stage that writes it (`api.Batch.writers`)
+        self.store_writers: dict[str, str] = {}
 
     # -- signals ---------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -348,6 +350,8 @@ class Runner:
                         clock.total,
                         clock.summary(),
                     )
+                except api.StoreWriterError:  # a configuration error: the replica must not start
+                    raise
                 except Exception as exc:  # a stage that refuses this input only starts cold
                     log.warning("Warm-up of stage=%s failed (it starts cold) error=%s", stage.name, exc)
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
@@ -391,6 +395,7 @@ class Runner:
             dry_run=dry_run,
             records=records,
             owned=owned,
+            writers=self.store_writers,
         )
 
     def _sample(self, reader: kafkaio.RangeReader, topics: list[str]) -> list[planning.PartitionPlan]:
@@ -652,7 +657,7 @@ class Runner:
         clock.lap("fn")
         faults.point(f"{stage.name}:after-state")
         self._check_owned(stage, parts, held, ask_cassandra=True)
-        out = self._emit(result, sink, large=size > kafkaio.DRIVER_EMIT_MAX_RECORDS)
+        out = self._emit(result, sink, large=size > self.cfg.kafka.spark_sink_min_records)
         clock.lap("emit")
         faults.point(f"{stage.name}:after-emit")
         self._check_owned(stage, parts, held, ask_cassandra=False)

@@ -234,13 +234,13 @@ def _apply_fenced(
                     writes.append((key, stored))
                 out.append((partition, key, emitted))
             if writes:
+                faults.point(f"{ref.name}:mid-state")
                 try:
                     store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds, stamp=stamp)
                 except Exception:
                     known.forget()
                     raise
                 known.wrote(writes, batch)
-                faults.point(f"{ref.name}:mid-state")
         return out
 
     return _each_partition(_group(rows), apply)

@@ -129,6 +129,12 @@ def _indexed(apps: Any, namespace: str, name: str) -> Mapping[str, Any] | None:
     return found[0] if found else None
 
 
+def _all_apps(indexes: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every StreamingApp body in the apps index."""
+    apps = indexes.get("apps_idx")
+    return [b for store in (apps.values() if apps is not None else []) for b in store]
+
+
 def _deletes_state(spec: kopf.Spec, **_: Any) -> bool:
     """Whether deleting the app has work to do, hence needs the finalizer (deletionPolicy Delete)."""
     return bool((spec.get("state") or {}).get("deletionPolicy", "Retain") == "Delete")
@@ -248,7 +254,9 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
                 return None
             # Our own latest status write may be newer than the body at hand.
             body = deps.recent.fresher(body)
-            outcome = await reconcile.reconcile(body, deps=deps, children=_children(namespace, name, kwargs))
+            outcome = await reconcile.reconcile(
+                body, deps=deps, children=_children(namespace, name, kwargs), others=_all_apps(kwargs)
+            )
             await _report(deps, body, outcome)
             return outcome
 
@@ -315,10 +323,8 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     @kopf.on.delete(group, version, plural, registry=registry, id="finalize", when=_deletes_state)
     async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
         deps: reconcile.Deps = memo.deps
-        apps = kwargs.get("apps_idx")
-        others = [b for store in (apps.values() if apps is not None else []) for b in store]
         try:
-            done = await reconcile.finalize(body, deps=deps, others=others)
+            done = await reconcile.finalize(body, deps=deps, others=_all_apps(kwargs))
         except (cassandra.CassandraUnavailable, cassandra.ProvisioningRejected, kafka.KafkaUnavailable) as exc:
             if retry < MAX_DELETE_RETRIES:
                 raise kopf.TemporaryError(f"Dropping state failed: {exc}", delay=backoff(retry)) from exc

@@ -216,6 +216,9 @@ class StreamingApp(_Model):
     namespace: str
     uid: str
     generation: int = 1
+    # metadata.creationTimestamp (RFC 3339, so strings order as times): the elder of two apps
+    # that would write one store table keeps it
+    created: str = ""
     spec: AppSpec
     status: dict[str, Any] = Field(default_factory=dict)
 
@@ -228,6 +231,7 @@ class StreamingApp(_Model):
             namespace=meta["namespace"],
             uid=meta.get("uid", ""),
             generation=meta.get("generation", 1),
+            created=str(meta.get("creationTimestamp") or ""),
             spec=AppSpec.model_validate(dict(body.get("spec") or {})),
             status=dict(body.get("status") or {}),
         )

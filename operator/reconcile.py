@@ -273,8 +273,11 @@ async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[
                 )
 
 
-async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) -> Outcome:
-    """Converge one app and return its status patch (empty when nothing changed).
+async def reconcile(
+    body: Mapping[str, Any], *, deps: Deps, children: Children, others: Sequence[Mapping[str, Any]] = ()
+) -> Outcome:
+    """Converge one app and return its status patch (empty when nothing changed). `others`: the
+    bodies of every StreamingApp the operator knows (this one may be among them).
 
     The caller holds the app's lock (`Deps.lock`) across this and the status write, and reads
     `children` under it, so two passes over one app never interleave.
@@ -283,16 +286,21 @@ async def reconcile(body: Mapping[str, Any], *, deps: Deps, children: Children) 
         app = model.StreamingApp.from_body(body)
     except pydantic.ValidationError as exc:
         return _invalid(body, exc)
-    return await _reconcile(app, deps=deps, children=children)
+    return await _reconcile(app, deps=deps, children=children, others=others)
 
 
-async def _reconcile(app: model.StreamingApp, *, deps: Deps, children: Children) -> Outcome:
+async def _reconcile(
+    app: model.StreamingApp, *, deps: Deps, children: Children, others: Sequence[Mapping[str, Any]] = ()
+) -> Outcome:
     applied: list[str] = []
     partitions: int | None = None
     provisioned: str | None = None
     deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
 
-    secrets, fault = await _check_secrets(app, deps)
+    fault = store_in_use(app, neighbours(app, others))
+    secrets = SecretsSeen()
+    if fault is None:
+        secrets, fault = await _check_secrets(app, deps)
     if fault is None:
         # Independent round trips, so a new app waits for the slower of the two, not their sum.
         # A Kafka fault is reported first; tables made meanwhile are kept (provisioning is idempotent).
@@ -375,13 +383,60 @@ def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
 # --- deletion ---------------------------------------------------------------------------
 
 
+def neighbours(app: model.StreamingApp, others: Sequence[Mapping[str, Any]]) -> list[model.StreamingApp]:
+    """The other apps whose state lives in the same keyspace of the same Cassandra cluster (a
+    host in common), from raw bodies; those the operator cannot read are left out. The keyspace
+    is compared before a body is parsed, so a pass over many apps stays cheap."""
+    cass = app.spec.state.cassandra
+    found = []
+    for body in others:
+        spec_cass = (((body.get("spec") or {}).get("state") or {}).get("cassandra")) or {}
+        if spec_cass.get("keyspace") != cass.keyspace or (body.get("metadata") or {}).get("uid") == app.uid:
+            continue
+        try:
+            other = model.StreamingApp.from_body(body)
+        except (pydantic.ValidationError, KeyError):
+            continue
+        if set(other.spec.state.cassandra.hosts) & set(cass.hosts):
+            found.append(other)
+    return found
+
+
+def _written_tables(app: model.StreamingApp) -> dict[str, str]:
+    """Table → store name of the app's partitioned stores: the ones its batches write, fenced."""
+    tables = cassandra.store_tables(app)
+    return {tables[s.name]: s.name for s in app.spec.state.stores if s.type == "partitioned"}
+
+
+def store_in_use(app: model.StreamingApp, neighbours: Sequence[model.StreamingApp]) -> conditions.Fault | None:
+    """A fault when an elder app (by creation, then namespace/name) of the same keyspace already
+    writes one of this app's partitioned store tables. Fences are kept per input partition, not
+    per app, so two apps writing one table would each skip the other's updates as applied;
+    global stores are only read by batches and may be shared."""
+    mine = _written_tables(app)
+    rank = (app.created, app.namespace, app.name)
+    for other in sorted(neighbours, key=lambda o: (o.created, o.namespace, o.name)):
+        if (other.created, other.namespace, other.name) >= rank:
+            continue
+        common = sorted(set(mine) & set(_written_tables(other)))
+        if common:
+            keyspace = app.spec.state.cassandra.keyspace
+            stores = ", ".join(f"{mine[t]!r} (table {keyspace}.{t})" for t in common)
+            return conditions.Fault(
+                conditions.STORE_IN_USE,
+                f"store {stores} is already written by StreamingApp {other.namespace}/{other.name}; two apps "
+                "writing one table would skip each other's updates: rename the store in spec.state.stores "
+                "or use another spec.state.cassandra.keyspace",
+            )
+    return None
+
+
 def tables_to_drop(app: model.StreamingApp, others: Sequence[model.StreamingApp]) -> list[str]:
     """The app's store tables that no other app on the same keyspace uses."""
     mine = cassandra.store_tables(app)
-    cass = app.spec.state.cassandra
     shared: set[str] = set()
     for other in others:
-        oc = other.spec.state.cassandra
+        oc, cass = other.spec.state.cassandra, app.spec.state.cassandra
         if other.uid == app.uid or oc.keyspace != cass.keyspace or not set(oc.hosts) & set(cass.hosts):
             continue
         shared.update(cassandra.store_tables(other).values())

@@ -95,7 +95,7 @@ def test_small_batches_rekey_in_the_driver_exactly_as_spark_does(
 ) -> None:
     """A replay may take another path (a batch's size decides it), so all must make the same rows
     at the same positions: every combine, a stage's own index, and rows numbered per record.
-    Spark's plans alone above `DRIVER_EMIT_MAX_RECORDS` input records (Spark's Kafka sink takes
+    Spark's plans alone above `kafka.spark_sink_min_records` input records (Spark's Kafka sink takes
     them); below it a combining re-key ranks Spark's group-by in the driver; small batches do
     everything in the driver."""
     rng = random.Random(seed)
@@ -104,7 +104,7 @@ def test_small_batches_rekey_in_the_driver_exactly_as_spark_does(
         (rng.randrange(3), off, " ".join(rng.choice(vocab) for _ in range(rng.randint(0, 6))))
         for off in rng.sample(range(1000), 60)
     ]
-    spark_batch = _batch(spark, job_config, lines, planned=kafkaio.DRIVER_EMIT_MAX_RECORDS + 1)
+    spark_batch = _batch(spark, job_config, lines, planned=job_config.kafka.spark_sink_min_records + 1)
     ranked_batch = _batch(spark, job_config, lines, planned=job_config.spark.driver_batch_limit + 1)
     driver_batch = _batch(spark, job_config, lines, planned=len(lines))
 

@@ -311,3 +311,44 @@ def test_only_the_apps_own_repartition_topics_are_deleted_with_it() -> None:
         "other-app-words-repartition",
     ]
     assert reconcile.repartition_topics(app, recorded) == [f"{prefix}-words-repartition"]
+
+
+def _named(name: str, *, uid: str, created: str, stores: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    body = load_case("full")
+    body["metadata"].update(name=name, uid=uid, creationTimestamp=created)
+    if stores is not None:
+        body["spec"]["state"]["stores"] = stores
+    return body
+
+
+def test_a_younger_app_writing_an_elder_apps_store_is_refused_naming_both() -> None:
+    elder = _named("orders", uid="a", created="2026-01-01T00:00:00Z")
+    younger = _named("orders-v2", uid="b", created="2026-01-02T00:00:00Z")
+    alone = _run(younger, _deps(), {}).fault  # alone, its store is its own (its Secrets are missing here)
+    assert alone is not None and alone.reason == conditions.SECRET_NOT_FOUND
+    cluster = FakeCluster()
+    outcome = asyncio.run(
+        reconcile.reconcile(younger, deps=_deps(cluster=cluster), children={}, others=[elder, younger])
+    )
+    assert outcome.fault is not None and outcome.fault.reason == conditions.STORE_IN_USE
+    assert "'order_state' (table shop_orders.order_state_kstreams_store)" in outcome.fault.message
+    assert "already written by StreamingApp shop/orders;" in outcome.fault.message
+    assert cluster.applied == []  # nothing rolled out
+    degraded = [c for c in outcome.status_patch["conditions"] if c["type"] == conditions.DEGRADED]
+    assert degraded[0]["status"] == "True" and degraded[0]["reason"] == conditions.STORE_IN_USE
+    # the elder keeps its store
+    kept = asyncio.run(reconcile.reconcile(elder, deps=_deps(), children={}, others=[elder, younger])).fault
+    assert kept is not None and kept.reason == conditions.SECRET_NOT_FOUND
+
+
+def test_apps_sharing_only_global_stores_or_another_keyspace_are_not_refused() -> None:
+    elder = _named("orders", uid="a", created="2026-01-01T00:00:00Z")
+    global_only = _named(
+        "orders-v2", uid="b", created="2026-01-02T00:00:00Z", stores=[{"name": "customers", "type": "global"}]
+    )
+    elsewhere = _named("orders-v3", uid="c", created="2026-01-03T00:00:00Z")
+    elsewhere["spec"]["state"]["cassandra"]["keyspace"] = "other_keyspace"
+    app = model.StreamingApp.from_body(global_only)
+    assert reconcile.store_in_use(app, reconcile.neighbours(app, [elder, global_only])) is None
+    app = model.StreamingApp.from_body(elsewhere)
+    assert reconcile.neighbours(app, [elder, global_only, elsewhere]) == []

@@ -67,3 +67,23 @@ def test_first_seen() -> None:
     # written by an earlier attempt of this very batch: first seen here, keep (output at-least-once)
     assert decide_first_seen((1, 3), batch=3) == (True, False)
     assert state.already_applied((1, 3), 3) and not state.already_applied((1, None), 3)
+
+
+def test_a_store_has_one_writing_stage() -> None:
+    """Fences are per input partition of the writing stage's topic: a second stage writing the
+    same store would skip its updates as applied, so it is refused, naming both stages."""
+    import pytest
+    from floe_jobs import api
+
+    writers: dict[str, str] = {}
+    ref = state.StoreRef(("h",), 9042, None, None, None, "ks", "counts", "partitioned", None, "str", "long")
+
+    def batch(stage: str) -> api.Batch:
+        return api.Batch(
+            spark=None, df=None, stage=stage, cfg=None, args=[], seqs={("t", 0): 1}, sink=None, writers=writers  # type: ignore[arg-type]
+        )
+
+    batch("count")._fenced(state.merge_partition_rows, ref, combine="sum")
+    batch("count")._fenced(state.merge_partition_rows, ref, combine="sum")  # the same stage again
+    with pytest.raises(api.StoreWriterError, match="store 'counts' is written by stages 'count' and 'totals'"):
+        batch("totals")._fenced(state.latest_partition_rows, ref)
