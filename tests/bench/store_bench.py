@@ -14,6 +14,10 @@ Writes bench/results/store-<name>.json, one file per benchmark:
   against the raw driver inserting the same rows one statement each at the same concurrency.
 - cached-get: a get answered by the read cache against one that goes to Cassandra
   (sequential), target >= 100x.
+- fence-6: what fencing stale owners costs a batch over 6 partitions: the claim (one conditional
+  batch), the ownership read before output and the stamped commit (`floe_jobs.offsets`), against
+  the unfenced protocol it replaced (plain plan writes, then plain commits, sent concurrently).
+  Ratio fenced/unfenced time per batch, lower is better; the target bounds the added time.
 
 Each figure is the median of --runs runs; store and raw runs alternate so drift hits both.
 Needs the local stack (`make up`): reads .floe/stack.env, or FLOE_CASSANDRA_* from the
@@ -316,6 +320,79 @@ class Bench:
             runs_seconds=[round(d, 4) for d in durations], runs_baseline_seconds=[round(d, 4) for d in raw_durations],
         )
 
+    def fence(self, partitions: int = 6, batches: int = 60) -> dict[str, Any]:
+        from floe_jobs import offsets
+        from floe_jobs.planning import OffsetRow, PartitionPlan
+
+        offsets.ensure_offsets_table(self.session, keyspace=self.keyspace)
+        table = f"{self.keyspace}.{offsets.TABLE}"
+        plain_plan = self.session.prepare(
+            f"UPDATE {table} SET planned_seq = ?, planned_from = ?, planned_to = ?, planned_at = ?, owner = ?"
+            " WHERE app_id = ? AND topic = ? AND partition = ?"
+        )
+        plain_commit = self.session.prepare(
+            f"UPDATE {table} SET next_offset = ?, committed_seq = ?, committed_at = ?, source_positions = ?"
+            " WHERE app_id = ? AND topic = ? AND partition = ?"
+        )
+        for stmt in (plain_plan, plain_commit):
+            stmt.consistency_level = offsets.ConsistencyLevel.LOCAL_QUORUM
+
+        def fenced_batches(app: str) -> list[float]:
+            t = offsets.OffsetsTable(self.session, keyspace=self.keyspace, app_id=app, owner="bench/0")
+            t.create([OffsetRow("in", p, 0) for p in range(partitions)])
+            rows = t.read(["in"])
+            took = []
+            for seq in range(1, batches + 1):
+                stamp = time.time_ns() // 1000
+                plans = [PartitionPlan("in", p, seq, seq * 10 - 10, seq * 10, False, stamp) for p in range(partitions)]
+                started = time.perf_counter()
+                assert t.claim(plans, rows)
+                assert t.lost(plans) == []
+                t.commit(plans)
+                took.append(time.perf_counter() - started)
+                rows = {tp: OffsetRow("in", tp[1], seq * 10, seq, seq, seq * 10 - 10, seq * 10, {}, stamp, "bench/0")
+                        for tp in rows}
+            return took
+
+        def plain_batches(app: str) -> list[float]:
+            took = []
+            for seq in range(1, batches + 1):
+                now = datetime.now(UTC)
+                started = time.perf_counter()
+                self.raw_concurrent(plain_plan, [(seq, seq * 10 - 10, seq * 10, now, "bench/0", app, "in", p)
+                                                 for p in range(partitions)])
+                self.raw_concurrent(plain_commit, [(seq * 10, seq, now, None, app, "in", p)
+                                                   for p in range(partitions)])
+                took.append(time.perf_counter() - started)
+            return took
+
+        fenced_batches("warm-fenced")
+        plain_batches("warm-plain")
+        fenced: list[float] = []
+        plain: list[float] = []
+        run_fenced, run_plain = [], []
+        for run in range(self.args.runs):
+            pair = [(fenced, run_fenced, fenced_batches), (plain, run_plain, plain_batches)]
+            for samples, medians, fn in pair if run % 2 == 0 else reversed(pair):
+                took = fn(f"run-{run}-{fn.__name__}")
+                samples += took
+                medians.append(statistics.median(took))
+        value, base = statistics.median(run_fenced), statistics.median(run_plain)
+        added_ms = (value - base) * 1000
+        return result(
+            "fence-6",
+            metric=f"seconds per batch of {partitions} partitions spent on offsets rows: claim (conditional batch) "
+                   "+ ownership read + stamped commit vs the unfenced plain plan and commit writes; ratio "
+                   "fenced/unfenced, lower is better; target: ratio <= 3 and at most 15 ms added per batch",
+            unit="s", value=value, baseline="unfenced plan and commit writes (concurrent, LOCAL_QUORUM)",
+            baseline_value=base, target=3.0, p50=percentile(fenced, 0.5), p99=percentile(fenced, 0.99),
+            command=self.command, baseline_p50_s=round(percentile(plain, 0.5), 7),
+            baseline_p99_s=round(percentile(plain, 0.99), 7), added_ms_per_batch=round(added_ms, 2),
+            target_added_ms_per_batch=15.0, target_met=added_ms <= 15.0 and value <= 3.0 * base,
+            runs=self.args.runs, batches_per_run=batches, partitions=partitions,
+            runs_value=[round(x, 5) for x in run_fenced], runs_baseline=[round(x, 5) for x in run_plain],
+        )
+
     def cached_get(self) -> dict[str, Any]:
         a = self.args
         n = 1000
@@ -350,7 +427,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--ops", type=int, default=3000, help="operations per throughput run")
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--only", choices=["put-get", "put-all-10k", "cached-get"], action="append")
+    parser.add_argument("--only", choices=["put-get", "put-all-10k", "cached-get", "fence"], action="append")
     args = parser.parse_args()
     session = connect(stack_config())
     keyspace = f"bench_stores_{uuid.uuid4().hex[:6]}"
@@ -359,13 +436,15 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     try:
         outputs: list[dict[str, Any]] = []
-        only = set(args.only or ["put-get", "put-all-10k", "cached-get"])
+        only = set(args.only or ["put-get", "put-all-10k", "cached-get", "fence"])
         if "put-get" in only:
             outputs += bench.put_get()
         if "put-all-10k" in only:
             outputs.append(bench.put_all_10k())
         if "cached-get" in only:
             outputs.append(bench.cached_get())
+        if "fence" in only:
+            outputs.append(bench.fence())
         for out in outputs:
             path = RESULTS / f"store-{out['name']}.json"
             path.write_text(json.dumps(out, indent=2) + "\n")

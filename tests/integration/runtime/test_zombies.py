@@ -142,8 +142,10 @@ def test_a_replica_paused_past_its_session_never_overwrites_newer_owners(
                 if point != "count:after-emit":  # past its output, only its commit is left: it loses
                     _wait_for(
                         f"{zombie.name} giving its batch up",
-                        lambda z=zombie, p=point: "Abandoned batch stage=count"
-                        in z.log_path.read_text(errors="replace").split(f"Resumed at point={p}", 1)[1],
+                        lambda z=zombie, p=point: (
+                            "Abandoned batch stage=count"
+                            in z.log_path.read_text(errors="replace").split(f"Resumed at point={p}", 1)[1]
+                        ),
                         timeout=60,
                     )
                 report.append(f"{point}: {zombie.name} paused {paused_s:.1f} s over partitions {sorted(held)}")
