@@ -25,6 +25,7 @@ after the pod's terminationGracePeriodSeconds.
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import os
 import shutil
@@ -264,6 +265,8 @@ class Supervisor:
                     print(f"floe run: {name} exited 0", flush=True)
                     del self.running[name]
                     continue
+                # gone until restarted: a drain during the backoff has nothing of it to wait for
+                del self.running[name]
                 self.restarts[name] += 1
                 backoff = min(30.0, 2.0 ** self.restarts[name])
                 print(f"floe run: {name} exited {code}; restarting in {backoff:.0f} s", flush=True)
@@ -323,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if replicas < 1:
             raise LocalRunError(f"--replicas must be at least 1, not {replicas}")
         tmp = Path(tempfile.mkdtemp(prefix="floe-run-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the replicas' config copies and scratch
         mounts = materialize_config_maps(deployment["spec"]["template"], config_maps, tmp)
         # A pod sees only what its template sets: FLOE_* settings of this shell are left out.
         base = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
