@@ -27,19 +27,20 @@ A batch is in flight for a partition while planned_seq > committed_seq; whoever 
 partition next replays exactly [planned_from, planned_to) with planned_seq. Sequences grow
 by one per batch of that partition and are the fence written into every state row.
 
-Stale owners are fenced in three ways. A replica paused past its session timeout (a long GC, a
-frozen node, a network partition) has lost its partitions to another replica, yet resumes in
-the middle of a batch it planned before the pause:
+Stale owners are fenced. A replica paused past its session timeout (a long GC, a frozen node,
+a network partition) has lost its partitions to another replica, yet resumes in the middle of a
+batch it planned before the pause:
 
-- **Claims.** A batch starts by claiming its partitions in one conditional batch (a Paxos round
-  on the app's Cassandra partition): a new plan only if the row is still exactly as read, a
-  replay by taking over `owner`. Two replicas can never claim one sequence for different
-  ranges, and the claimer of a replay is recorded.
-- **Write timestamps.** Each plan carries `planned_ts`, a write timestamp above the previous
-  plan's (`planning.stamp_for`); its state rows and its commit are written `USING TIMESTAMP`
-  that value, a replay under the same one. A late write of a stale batch therefore loses, cell
-  by cell, to anything a newer batch wrote, and equals what the replay of its own batch wrote:
-  state never goes back and committed offsets never move back, whatever the timing.
+- **The offsets row changes only through conditional writes** (Paxos, `LOCAL_SERIAL`): a row is
+  created if absent; a batch starts by claiming its partitions in one conditional batch — a new
+  plan only if the row is still exactly as read, a replay by taking the row over (`owner`) — and
+  commits in another, only while it still owns every plan and nothing committed it yet. Two
+  replicas can never claim one sequence for different ranges, and a stale commit is refused:
+  committed offsets never move back.
+- **State rows carry write timestamps.** Each plan carries `planned_ts`, a write timestamp above
+  the previous plan's (`planning.stamp_for`); its state rows are written `USING TIMESTAMP` that
+  value, a replay under the same one. A late write of a stale batch therefore loses, cell by
+  cell, to anything a newer batch wrote, and equals what the replay of its own batch wrote.
 - **Ownership check before output.** Just before it produces, a batch reads its rows again and
   gives up (no output, no commit) if another replica claimed any of its partitions since.
 
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -217,24 +219,24 @@ class OffsetsTable:
         )
         self._select.consistency_level = cl
         self._init = session.prepare(
-            f"UPDATE {self.table} SET next_offset = ?, committed_seq = 0, planned_seq = 0, committed_at = ?,"
-            f" owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            f"INSERT INTO {self.table} (app_id, topic, partition, next_offset, committed_seq, planned_seq,"
+            " committed_at, owner, planned_ts) VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?) IF NOT EXISTS"
         )
         self._init.consistency_level = cl
+        self._init.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
         self._plan = session.prepare(
             f"UPDATE {self.table} SET planned_seq = ?, planned_from = ?, planned_to = ?, planned_at = ?,"
             f" planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
-            " IF planned_seq = ? AND committed_seq = ? AND next_offset = ?"
+            " IF planned_seq = ? AND committed_seq = ? AND next_offset = ? AND planned_ts = ?"
         )
         self._take = session.prepare(
             f"UPDATE {self.table} SET planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
-            " IF planned_seq = ? AND committed_seq = ?"
+            " IF planned_seq = ? AND committed_seq = ? AND planned_ts = ?"
         )
         self._commit = session.prepare(
-            f"UPDATE {self.table} USING TIMESTAMP ? SET next_offset = ?, committed_seq = ?, committed_at = ?,"
-            " source_positions = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            f"UPDATE {self.table} SET next_offset = ?, committed_seq = ?, committed_at = ?, source_positions = ?"
+            " WHERE app_id = ? AND topic = ? AND partition = ? IF planned_seq = ? AND owner = ? AND committed_seq < ?"
         )
-        self._commit.consistency_level = cl
 
     def read(self, topics: Iterable[str]) -> dict[tuple[str, int], OffsetRow]:
         rows: dict[tuple[str, int], OffsetRow] = {}
@@ -264,30 +266,33 @@ class OffsetsTable:
             f.result()
 
     def create(self, rows: Iterable[OffsetRow]) -> None:
+        """Create rows at their starting offsets, recording `planned_ts` (the planner's stamp below
+        every plan's; the clock when absent). A row another replica created meanwhile is kept:
+        a claim that expected this one then fails, and the next pass reads it."""
         now = datetime.now(UTC)
-        self._run_all(self._init, [(r.next_offset, now, self.owner, self.app_id, r.topic, r.partition) for r in rows])
+        clock = time.time_ns() // 1000
+        params = []
+        for r in rows:
+            stamp = r.planned_ts if r.planned_ts is not None else clock
+            params.append((self.app_id, r.topic, r.partition, r.next_offset, now, self.owner, stamp))
+        self._run_all(self._init, params)
 
     def claim(self, plans: Iterable[PartitionPlan], rows: Mapping[tuple[str, int], OffsetRow]) -> bool:
         """Claim the plans' partitions for this process, all or none, before the batch has any
         effect: a new plan is stored (a crash from here on replays exactly its range) if its row
         is still as read in `rows`; a replay takes the row over. False: another replica moved a
         row since it was read, and the batch must not run."""
-        from cassandra.query import BatchStatement
-
-        batch = BatchStatement(consistency_level=ConsistencyLevel.LOCAL_QUORUM)
-        batch.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
+        batch = self._conditional()
         now = datetime.now(UTC)
         for p in plans:
             row = rows[p.tp]
             key = (self.app_id, p.topic, p.partition)
             if p.replay:
-                batch.add(self._take, (p.stamp, self.owner, *key, row.planned_seq, row.committed_seq))
+                batch.add(self._take, (p.stamp, self.owner, *key, row.planned_seq, row.committed_seq, row.planned_ts))
             else:
-                expected = (row.planned_seq, row.committed_seq, row.next_offset)
+                expected = (row.planned_seq, row.committed_seq, row.next_offset, row.planned_ts)
                 batch.add(self._plan, (p.seq, p.start, p.end, now, p.stamp, self.owner, *key, *expected))
-        if not batch:
-            return True
-        return bool(self._session.execute(batch).was_applied)
+        return self._apply(batch)
 
     def lost(self, plans: Iterable[PartitionPlan]) -> list[tuple[str, int]]:
         """The plans' partitions that another process claimed since this one did (it took over
@@ -307,24 +312,31 @@ class OffsetsTable:
         self,
         plans: Iterable[PartitionPlan],
         positions: Mapping[tuple[str, int], Mapping[str, tuple[int, int]]] | None = None,
-    ) -> None:
-        """Mark the plans applied: next_offset = end, committed_seq = seq (one row write each),
-        written at each plan's stamp, so a stale commit never overwrites a newer one."""
+    ) -> bool:
+        """Mark the plans applied, all or none: next_offset = end, committed_seq = seq, if this
+        process still holds each plan and nothing committed it yet (one conditional batch). False:
+        another replica took a plan over or committed it, and this commit would move its offsets
+        back or commit twice."""
+        batch = self._conditional()
         now = datetime.now(UTC)
         positions = positions or {}
-        self._run_all(
-            self._commit,
-            [
-                (
-                    p.stamp,
-                    p.end,
-                    p.seq,
-                    now,
-                    _encode_positions(positions.get(p.tp, {})),
-                    self.app_id,
-                    p.topic,
-                    p.partition,
-                )
-                for p in plans
-            ],
-        )
+        for p in plans:
+            encoded = _encode_positions(positions.get(p.tp, {}))
+            batch.add(
+                self._commit, (p.end, p.seq, now, encoded, self.app_id, p.topic, p.partition, p.seq, self.owner, p.seq)
+            )
+        return self._apply(batch)
+
+    @staticmethod
+    def _conditional() -> Any:
+        """A batch of conditional writes on the app's rows: one Paxos round for all of them."""
+        from cassandra.query import BatchStatement
+
+        batch = BatchStatement(consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+        batch.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
+        return batch
+
+    def _apply(self, batch: Any) -> bool:
+        if not batch:
+            return True
+        return bool(self._session.execute(batch).was_applied)

@@ -161,6 +161,7 @@ def plan_batch(
     warnings: list[str] = []
     backlog: dict[TopicPartition, int] = {}
     starts: dict[TopicPartition, tuple[int, int]] = {}
+    starts_rows: dict[TopicPartition, OffsetRow] = {}
 
     for tp in sorted(owned):
         topic, partition = tp
@@ -186,7 +187,11 @@ def plan_batch(
             continue
         if row is None:
             start = marks.low if starting_offsets == "earliest" else marks.high
-            new_rows.append(OffsetRow(topic, partition, next_offset=start))
+            # created under a stamp below every plan's, and recording it: whichever replica plans
+            # next stamps above it, so no commit can lose to the row's first cells
+            row = OffsetRow(topic, partition, next_offset=start, planned_ts=now_us - 1)
+            new_rows.append(row)
+            starts_rows[tp] = row
             seq = 0
         else:
             start, seq = row.next_offset, row.committed_seq
@@ -212,7 +217,7 @@ def plan_batch(
         if count <= 0:
             continue
         start, seq = starts[tp]
-        stamp = stamp_for(rows.get(tp), now_us=now_us)
+        stamp = stamp_for(rows.get(tp) or starts_rows.get(tp), now_us=now_us)
         plans.append(PartitionPlan(tp[0], tp[1], seq + 1, start, start + count, replay=False, stamp=stamp))
     plans.sort(key=lambda p: p.tp)
     return BatchPlan(partitions=plans, new_rows=new_rows, warnings=warnings)

@@ -525,7 +525,7 @@ class Runner:
                 # the partitions now; the next pass plans only what the group gives it
                 log.warning(
                     "Abandoned batch stage=%s partitions=%s (another replica owns them now); "
-                    "nothing of it is emitted or committed",
+                    "this replica commits nothing of it",
                     lost.stage,
                     lost.tps,
                 )
@@ -661,7 +661,8 @@ class Runner:
         clock.lap("emit")
         faults.point(f"{stage.name}:after-emit")
         self._check_owned(stage, parts, held, ask_cassandra=False)
-        self.offsets.commit(parts, positions)
+        if not self.offsets.commit(parts, positions):
+            raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
         clock.lap("commit")
         self.membership.commit({p.tp: p.end for p in parts})
         clock.lap("group")

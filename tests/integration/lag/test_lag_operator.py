@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +18,7 @@ import yaml
 from floe_operator import handlers, lag_handlers, model
 from prometheus_client import REGISTRY
 
+from ..waiting import wait_for
 from .conftest import OffsetsRows, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
@@ -33,17 +33,6 @@ def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None) -> s
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
-
-
-def wait_for(fn: Callable[[], T | None], *, timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import yaml
@@ -37,9 +35,7 @@ class Kubectl:
         self.run("apply", "--server-side", "--field-manager=floe-tests", "-f", "-", stdin=yaml.safe_dump(obj))
 
     def get(self, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
-        proc = self.run(
-            "get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found", "--show-managed-fields"
-        )
+        proc = self.run("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found", "--show-managed-fields")
         return json.loads(proc.stdout) if proc.stdout.strip() else None
 
     def list(self, kind: str, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
@@ -47,18 +43,6 @@ class Kubectl:
         if selector:
             args += ["-l", selector]
         return list(json.loads(self.run(*args).stdout)["items"])
-
-
-def wait_for(fn: Callable[[], T | None], *, timeout: float = 60.0, what: str = "condition", every: float = 0.3) -> T:
-    """Poll `fn` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
 def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from floe_jobs import localrun, offsets
 
+from ..waiting import wait_for
 from .test_word_count import check_counts, topics_of, wait_ready
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
@@ -60,16 +61,6 @@ class OffsetsWatch:
                     self.moved_back.append(f"{tp}: {before} -> {(next_offset, committed_seq)}")
                 if before is None or (next_offset, committed_seq) > before:
                     self.highest[tp] = (next_offset, committed_seq)
-
-
-def _wait_for(what: str, fn: Any, *, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = fn()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise TimeoutError(f"{what} within {timeout:.0f} s")
 
 
 def _paused_pid(folder: Path, point: str) -> int:
@@ -116,9 +107,11 @@ def test_a_replica_paused_past_its_session_never_overwrites_newer_owners(
             feeder.start()
             for point in POINTS:
                 (tmp_path / f"pause-{point.replace(':', '-')}").touch()
-                pid = _wait_for(f"a replica paused at {point}", lambda p=point: _paused_pid(tmp_path, p), timeout=180)
+                pid = wait_for(
+                    lambda p=point: _paused_pid(tmp_path, p), what=f"a replica paused at {point}", timeout=180
+                )
                 zombie = next(r for r in procs if r.pid == pid)
-                _wait_for(f"{zombie.name} stopped", lambda z=pid: _stopped(z), timeout=10)
+                wait_for(lambda z=pid: _stopped(z), what=f"{zombie.name} stopped", timeout=10)
                 os.killpg(pid, signal.SIGSTOP)  # its Spark JVM too: the whole pod is frozen
                 t0 = time.monotonic()
                 rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
@@ -131,23 +124,23 @@ def test_a_replica_paused_past_its_session_never_overwrites_newer_owners(
                     newer = [now[tp][1] > seq for tp, seq in held.items()]
                     return all(done) and any(newer)
 
-                _wait_for(f"the others committing past {zombie.name}'s batch", overtaken, timeout=240)
+                wait_for(overtaken, what=f"the others committing past {zombie.name}'s batch", timeout=240)
                 paused_s = time.monotonic() - t0
                 os.killpg(pid, signal.SIGCONT)
-                _wait_for(
-                    f"{zombie.name} resuming",
+                wait_for(
                     lambda z=zombie, p=point: f"Resumed at point={p}" in z.log_path.read_text(errors="replace"),
+                    what=f"{zombie.name} resuming",
                     timeout=60,
                 )
-                if point != "count:after-emit":  # past its output, only its commit is left: it loses
-                    _wait_for(
-                        f"{zombie.name} giving its batch up",
-                        lambda z=zombie, p=point: (
-                            "Abandoned batch stage=count"
-                            in z.log_path.read_text(errors="replace").split(f"Resumed at point={p}", 1)[1]
-                        ),
-                        timeout=60,
-                    )
+                # its claim, its output or its commit is refused: the batch is given up either way
+                wait_for(
+                    lambda z=zombie, p=point: (
+                        "Abandoned batch stage=count"
+                        in z.log_path.read_text(errors="replace").split(f"Resumed at point={p}", 1)[1]
+                    ),
+                    what=f"{zombie.name} giving its batch up",
+                    timeout=60,
+                )
                 report.append(f"{point}: {zombie.name} paused {paused_s:.1f} s over partitions {sorted(held)}")
             stop.set()
             feeder.join()

@@ -33,7 +33,7 @@ def test_two_apps_share_the_table_without_seeing_each_other(session: Session, ke
     assert a.claim([plan], a.read(["words"]))
     row = a.read(["words"])[("words", 0)]
     assert row.in_flight and (row.planned_from, row.planned_to, row.planned_seq) == (10, 15, 1)
-    a.commit([plan], {("words", 0): {"src:0": (7, 2)}})
+    assert a.commit([plan], {("words", 0): {"src:0": (7, 2)}})
     row = a.read(["words"])[("words", 0)]
     assert not row.in_flight and row.next_offset == 15 and row.committed_seq == 1
     assert row.source_positions == {"src:0": (7, 2)}
@@ -128,20 +128,25 @@ def test_a_sequence_is_claimed_once_and_a_replay_takes_the_row_over(session: Ses
     assert n.claim([dataclasses.replace(mine, replay=True)], n.read(["words"]))
     assert z.lost([mine]) == [("words", 0)]
     assert n.lost([mine]) == []
-    n.commit([mine])
+    assert not z.commit([mine])  # the former claimer's commit is refused
+    assert n.commit([mine])
+    assert not n.commit([mine])  # once only
     assert n.lost([mine]) == [("words", 0)]  # committed: nothing of it may run again
 
 
 def test_a_stale_commit_never_moves_offsets_back(session: Session, keyspace: str) -> None:
-    """A commit of an older batch that arrives after a newer one (its owner was paused) loses:
-    both are written at their plans' stamps, which grow with the sequence."""
+    """A commit of an older batch that arrives after a newer one (its owner was paused) is
+    refused: a commit applies only to the plan in flight, once."""
     offsets.ensure_offsets_table(session, keyspace=keyspace)
     app = _app()
     table = offsets.OffsetsTable(session, keyspace=keyspace, app_id=app, owner="r1/bbbb")
     table.create([OffsetRow("words", 0, 0)])
     old, new = _plan(1, 0, 10, stamp=0), _plan(2, 10, 20, stamp=1)
-    table.commit([new])
-    table.commit([old])
+    assert table.claim([old], table.read(["words"]))
+    assert table.commit([old])
+    assert table.claim([new], table.read(["words"]))
+    assert table.commit([new])
+    assert not table.commit([old])
     row = table.read(["words"])[("words", 0)]
     assert (row.next_offset, row.committed_seq) == (20, 2)
 
@@ -155,10 +160,43 @@ def test_an_offsets_table_of_an_earlier_release_gets_the_new_columns(session: Se
         execute_ddl(session, offsets.table_cql(bare).replace(", planned_ts bigint", ""))
         offsets.ensure_offsets_table(session, keyspace=bare)
         offsets.ensure_offsets_table(session, keyspace=bare)  # idempotent
-        table = offsets.OffsetsTable(session, keyspace=bare, app_id=_app(), owner="r0/aaaa")
-        table.create([OffsetRow("words", 0, 0)])
+        app = _app()
+        # a row an earlier release wrote: no planned_ts
+        session.execute(
+            f"INSERT INTO {bare}.{offsets.TABLE} (app_id, topic, partition, next_offset, committed_seq, planned_seq,"
+            " owner) VALUES (%s, 'words', 0, 0, 0, 0, 'old')",
+            (app,),
+        )
+        table = offsets.OffsetsTable(session, keyspace=bare, app_id=app, owner="r0/aaaa")
+        rows = table.read(["words"])
+        assert rows[("words", 0)].planned_ts is None
         plan = _plan(1, 0, 5, stamp=0)
-        assert table.claim([plan], table.read(["words"]))
+        assert table.claim([plan], rows)
         assert table.read(["words"])[("words", 0)].planned_ts == plan.stamp
+        assert table.commit([plan])
     finally:
         execute_ddl(session, f"DROP KEYSPACE IF EXISTS {bare}")
+
+
+def test_a_planner_whose_clock_is_behind_still_commits(session: Session, keyspace: str) -> None:
+    """The row's creator and the previous owners may have clocks ahead of this replica's: every
+    plan is stamped above the row's recorded stamp, so its commit is never shadowed (a commit
+    that lost to the row's own cells would replay the same batch forever)."""
+    from floe_jobs import planning
+
+    offsets.ensure_offsets_table(session, keyspace=keyspace)
+    app = _app()
+    ahead = time.time_ns() // 1000 + 30_000_000  # the creator's clock runs 30 s ahead
+    creator = offsets.OffsetsTable(session, keyspace=keyspace, app_id=app, owner="r0/aaaa")
+    creator.create([OffsetRow("words", 0, 0, planned_ts=ahead)])
+    behind = offsets.OffsetsTable(session, keyspace=keyspace, app_id=app, owner="r1/bbbb")
+    rows = behind.read(["words"])
+    assert rows[("words", 0)].planned_ts == ahead
+    stamp = planning.stamp_for(rows[("words", 0)], now_us=time.time_ns() // 1000)
+    plan = PartitionPlan("words", 0, seq=1, start=0, end=10, replay=False, stamp=stamp)
+    stale = {("words", 0): dataclasses.replace(rows[("words", 0)], planned_ts=ahead - 1)}
+    assert not behind.claim([plan], stale)  # a row changed since it was read is not claimed
+    assert behind.claim([plan], rows)
+    assert behind.commit([plan])
+    row = behind.read(["words"])[("words", 0)]
+    assert (row.next_offset, row.committed_seq, row.planned_seq) == (10, 1, 1)

@@ -18,9 +18,10 @@ def test_new_partition_starts_by_policy_and_is_stored() -> None:
         plan = planning.plan_batch(
             owned=[(T, 0)], rows={}, watermarks=marks(p0=(5, 50)), starting_offsets=policy, budget=1000, now_us=NOW
         )
-        assert plan.new_rows == [OffsetRow(T, 0, next_offset=start)]
+        # the row is created below every plan's stamp, and records that stamp for the next planner
+        assert plan.new_rows == [OffsetRow(T, 0, next_offset=start, planned_ts=NOW - 1)]
         if policy == "earliest":
-            assert [(p.seq, p.start, p.end, p.replay) for p in plan.partitions] == [(1, 5, 50, False)]
+            assert [(p.seq, p.start, p.end, p.replay, p.stamp) for p in plan.partitions] == [(1, 5, 50, False, NOW)]
         else:
             assert plan.partitions == []
 
