@@ -129,10 +129,11 @@ class RangeReader:
         deadline = time.monotonic() + self.timeout
         while remaining:
             if time.monotonic() > deadline:
+                # a timeout says the brokers did not answer (`floe_jobs.outages` waits it out)
                 raise ReadError(
                     f"planned records not read within {self.timeout:.0f}s; partitions left "
                     f"{sorted((tp, ranges[tp]) for tp in remaining)}"
-                )
+                ) from KafkaException(KafkaError(KafkaError._TIMED_OUT, "planned records not read"))
             # consume() waits for its whole timeout unless it fills num_messages: keep it short
             for msg in self._consumer.consume(num_messages=10_000, timeout=0.02):
                 err = msg.error()
@@ -381,10 +382,15 @@ class KafkaSink:
                     self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
             n += 1
         left = self._producer.flush(self.timeout)
+        # the Kafka error as the cause: `floe_jobs.outages` tells a broker outage by its code
         if left:
-            raise WriteError(f"{left} output records not acknowledged within {self.timeout:.0f}s")
+            raise WriteError(f"{left} output records not acknowledged within {self.timeout:.0f}s") from KafkaException(
+                KafkaError(KafkaError._MSG_TIMED_OUT, "output records not acknowledged")
+            )
         if errors:
-            raise WriteError(f"{len(errors)} output records failed; first error: {errors[0].str()}")
+            raise WriteError(
+                f"{len(errors)} output records failed; first error: {errors[0].str()}"
+            ) from KafkaException(errors[0])
         return n
 
     def close(self) -> None:

@@ -51,7 +51,7 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, health, kafkaio, offsets, planning, records, sparkio, state, statecache
+from floe_jobs import api, health, kafkaio, offsets, outages, planning, records, sparkio, state, statecache
 from floe_jobs.config import FloeConfig
 
 log = logging.getLogger("floe_jobs")
@@ -197,7 +197,7 @@ class Runner:
         self.job = job
         self.member = member_name or os.environ.get("POD_NAME") or socket.gethostname()
         self.app = cfg.app_id
-        self.health = health.Health(stall_seconds=cfg.metrics.stall_seconds)
+        self.health = health.Health(stall_seconds=cfg.metrics.stall_seconds, app=cfg.app_id)
         self.stop_requested = threading.Event()
         self.deadline: float | None = None
         self._aborting = False
@@ -510,6 +510,7 @@ class Runner:
         # jobs of this thread go to the lane's pool: FAIR scheduling between lanes
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
         idle = self.cfg.kafka.poll_interval_ms / 1000
+        outage = outages.Wait(lane.name, readiness=self.health)
         while not self._stopping():
             self.health.beat(lane.name)
             worked = 0
@@ -524,8 +525,14 @@ class Runner:
                         if tps:
                             worked += self.run_stage(stage, tps, lane)
                 lane.failures = 0
+                outage.succeeded()
                 self._passed(lane, generation)
-            except Exception:
+            except Exception as exc:
+                dependency = outages.unavailable(exc)
+                if dependency is not None:
+                    # waited out, not counted: a restart would only add a Spark start to the outage
+                    self.stop_requested.wait(outage.failed(dependency, exc))
+                    continue
                 lane.failures += 1
                 log.exception(
                     "Batch failed lane=%s failures=%d; its plan stays in flight and is replayed",
