@@ -52,6 +52,17 @@ SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
 # 1.8-2.2 s, against 1.4 s for a warm Spark sink but 5.6 s for its first use in a process (the
 # dry-run warm-up cannot warm a sink that writes), which a replica pays on its first big batch
 DRIVER_EMIT_MAX_RECORDS = 100_000
+# a read or a flush that makes no progress for this long asks the brokers for metadata: when
+# none answers, the batch fails at once as "Kafka unavailable" (`floe_jobs.outages` waits that
+# out, not ready) instead of blocking silently until its timeout
+STALL_PROBE_SECONDS = 10.0
+PROBE_TIMEOUT_SECONDS = 5.0
+
+
+def _brokers_answer(client: Consumer | Producer) -> None:
+    """Raise the client's KafkaException (a transport or timeout code) when no broker answers a
+    metadata request."""
+    client.list_topics(timeout=PROBE_TIMEOUT_SECONDS)
 
 
 def client_settings(cfg: FloeConfig) -> dict[str, Any]:
@@ -127,8 +138,13 @@ class RangeReader:
         rows = dict.fromkeys(limits, 0)
         stopped: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + self.timeout
+        progressed = time.monotonic()
         while remaining:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now - progressed > STALL_PROBE_SECONDS:
+                _brokers_answer(self._consumer)
+                progressed = now  # the brokers answer: the read is slow, not cut off
+            if now > deadline:
                 # a timeout says the brokers did not answer (`floe_jobs.outages` waits it out)
                 raise ReadError(
                     f"planned records not read within {self.timeout:.0f}s; partitions left "
@@ -147,6 +163,7 @@ class RangeReader:
                         raise KafkaException(err)
                     log.warning("Reader event error=%s", err)
                     continue
+                progressed = time.monotonic()
                 tp = (str(msg.topic()), int(msg.partition() or 0))
                 offset = int(msg.offset() or 0)
                 if tp not in remaining or offset >= ranges[tp][1]:
@@ -381,7 +398,14 @@ class KafkaSink:
                 except BufferError:
                     self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
             n += 1
-        left = self._producer.flush(self.timeout)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = self._producer.flush(max(0.0, min(STALL_PROBE_SECONDS, deadline - time.monotonic())))
+            if not left or time.monotonic() >= deadline:
+                break
+            # Records still queued: fail now if no broker answers. They stay queued and may be
+            # delivered later: output is at-least-once, and the replay writes them again after.
+            _brokers_answer(self._producer)
         # the Kafka error as the cause: `floe_jobs.outages` tells a broker outage by its code
         if left:
             raise WriteError(f"{left} output records not acknowledged within {self.timeout:.0f}s") from KafkaException(

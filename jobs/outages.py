@@ -52,8 +52,11 @@ CASSANDRA_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 # librdkafka codes that say "no broker (or no leader, no coordinator) answered in time": each
-# goes away by itself once the brokers are back. Codes for bad requests, authorization or a
-# fenced member are not here: waiting would not fix them.
+# goes away by itself once the brokers are back. An unknown partition is among them: a broker
+# that shuts down takes the client's metadata with it, and a restarted one answers so until it
+# has loaded its logs (a deleted input topic lands there too, and is then logged every 30 s by
+# name). Codes for bad requests, authorization or a fenced member are not here: waiting would
+# not fix them.
 KAFKA_CODES: frozenset[int] = frozenset(
     {
         KafkaError._TRANSPORT,
@@ -72,6 +75,8 @@ KAFKA_CODES: frozenset[int] = frozenset(
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.NOT_COORDINATOR,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
     }
 )
 

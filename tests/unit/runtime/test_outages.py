@@ -52,6 +52,8 @@ def test_cassandra_unreachable_is_waited_for(error: BaseException) -> None:
         KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN)),
         KafkaException(KafkaError(KafkaError._TIMED_OUT)),
         KafkaException(KafkaError(KafkaError.NOT_COORDINATOR)),
+        # what a watermark query answers while the broker shuts down, or has not loaded its logs
+        KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION, "Failed to get watermark offsets")),
         _raised(kafkaio.ReadError, KafkaException(KafkaError(KafkaError._TIMED_OUT))),
         _raised(RuntimeError, KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE))),
         Py4JJavaError("org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment"),
