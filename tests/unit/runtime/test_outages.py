@@ -173,3 +173,27 @@ def test_long_driver_errors_are_cut_to_one_line(caplog: pytest.LogCaptureFixture
     message = caplog.records[-1].getMessage()
     assert "\n" not in message
     assert len(message) < 500
+
+
+def test_repeated_client_lines_pass_once_per_interval() -> None:
+    clock = Clock()
+    quiet = outages.RepeatedClientErrors(every=30.0, clock=clock)
+
+    def line(client: str, text: str = "Connect to ipv4#127.0.0.1:9092 failed: Connection refused") -> logging.LogRecord:
+        return logging.LogRecord("floe_jobs.kafkaio", logging.ERROR, __file__, 1, "%s [%s] %s", ("FAIL", client, text),
+                                 None)
+
+    assert quiet.filter(line("r0#consumer-1"))
+    assert quiet.filter(line("r0-sink#producer-2"))  # another client: its own first line
+    passed = 0
+    for _ in range(100):
+        clock.now += 0.05
+        passed += quiet.filter(line("r0#consumer-1"))
+    assert passed == 0
+    clock.now += 30
+    again = line("r0#consumer-1")
+    assert quiet.filter(again)
+    assert again.getMessage().endswith("(100 more like it in the last 35 s not logged)")
+    # the runtime's own lines are never held back
+    own = logging.LogRecord("floe_jobs", logging.WARNING, __file__, 1, "Waiting for dependency=%s", ("kafka",), None)
+    assert all(quiet.filter(own) for _ in range(3))
