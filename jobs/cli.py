@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    from floe_jobs import outages
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(outages.RepeatedClientErrors())
     gc.set_threshold(*GC_THRESHOLDS)
     env = dict(os.environ)
     if args.entrypoint:

@@ -3,7 +3,8 @@
 - `/healthz`: 200 while every batch loop (one per lane of stages) turns (an iteration, batch or
   idle wait, within `metrics.stall_seconds`), else 503: one stuck lane is enough to fail it.
 - `/readyz`: 200 once the replica is in the group and has completed a batch since its last
-  assignment change, or owns nothing; 503 before that and while shutting down.
+  assignment change, or owns nothing; 503 before that, while shutting down, and while a batch
+  loop waits for Cassandra or Kafka to come back (`floe_jobs.outages`).
 - `/metrics`: prometheus-client's text format (the default registry, so store metrics that
   register there are exported too).
 """
@@ -50,14 +51,20 @@ REBALANCES = Gauge("floe_job_rebalances", "Assignment changes seen by this repli
 STATE_CACHE_KEYS = Gauge(
     "floe_job_state_cache_keys", "State rows kept of owned partitions (state.cache_max_keys)", ["app"]
 )
+DEPENDENCY_UNAVAILABLE = Gauge(
+    "floe_job_dependency_unavailable",
+    "1 while a batch loop waits for this dependency (cassandra, kafka) to be reachable again",
+    ["app", "dependency"],
+)
 LAST_BATCH = Gauge("floe_job_last_success_timestamp_seconds", "Time of the last committed batch", ["app"])
 
 
 class Health:
     """State the probes read; written by the batch loop."""
 
-    def __init__(self, *, stall_seconds: float) -> None:
+    def __init__(self, *, stall_seconds: float, app: str = "") -> None:
         self.stall_seconds = stall_seconds
+        self.app = app
         self._started = time.monotonic()
         # last turn of each batch loop, by lane name
         self.last_loops: dict[str, float] = {}
@@ -65,6 +72,9 @@ class Health:
         self.owned = 0
         self.batch_since_assignment = False
         self.stopping = False
+        # batch loops waiting for an unreachable dependency: lane name -> dependency
+        self.waiting: dict[str, str] = {}
+        self._waiting_lock = threading.Lock()
 
     def beat(self, loop: str = "main") -> None:
         self.last_loops[loop] = time.monotonic()
@@ -77,8 +87,20 @@ class Health:
     def alive(self) -> bool:
         return time.monotonic() - self.last_loop < self.stall_seconds
 
+    def waiting_for(self, loop: str, dependency: str | None) -> None:
+        """Loop `loop` waits for `dependency` to come back (None: it does not wait any more)."""
+        with self._waiting_lock:
+            before = set(self.waiting.values())
+            if dependency is None:
+                self.waiting.pop(loop, None)
+            else:
+                self.waiting[loop] = dependency
+            after = set(self.waiting.values())
+            for name in before | after:
+                DEPENDENCY_UNAVAILABLE.labels(self.app, name).set(1 if name in after else 0)
+
     def ready(self) -> bool:
-        if self.stopping or not self.in_group:
+        if self.stopping or not self.in_group or self.waiting:
             return False
         return self.owned == 0 or self.batch_since_assignment
 
@@ -89,6 +111,7 @@ class Health:
             "in_group": self.in_group,
             "owned_partitions": self.owned,
             "stopping": self.stopping,
+            "waiting_for": sorted(set(self.waiting.values())),
             "seconds_since_loop": round(time.monotonic() - self.last_loop, 3),
         }
 

@@ -48,6 +48,17 @@ from floe_jobs.records import (
 log = logging.getLogger(__name__)
 
 SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
+# a read or a flush that makes no progress for this long asks the brokers for metadata: when
+# none answers, the batch fails at once as "Kafka unavailable" (`floe_jobs.outages` waits that
+# out, not ready) instead of blocking silently until its timeout
+STALL_PROBE_SECONDS = 10.0
+PROBE_TIMEOUT_SECONDS = 5.0
+
+
+def _brokers_answer(client: Consumer | Producer) -> None:
+    """Raise the client's KafkaException (a transport or timeout code) when no broker answers a
+    metadata request."""
+    client.list_topics(timeout=PROBE_TIMEOUT_SECONDS)
 
 
 def client_settings(cfg: FloeConfig) -> dict[str, Any]:
@@ -123,12 +134,18 @@ class RangeReader:
         rows = dict.fromkeys(limits, 0)
         stopped: dict[tuple[str, int], int] = {}
         deadline = time.monotonic() + self.timeout
+        progressed = time.monotonic()
         while remaining:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now - progressed > STALL_PROBE_SECONDS:
+                _brokers_answer(self._consumer)
+                progressed = now  # the brokers answer: the read is slow, not cut off
+            if now > deadline:
+                # a timeout says the brokers did not answer (`floe_jobs.outages` waits it out)
                 raise ReadError(
                     f"planned records not read within {self.timeout:.0f}s; partitions left "
                     f"{sorted((tp, ranges[tp]) for tp in remaining)}"
-                )
+                ) from KafkaException(KafkaError(KafkaError._TIMED_OUT, "planned records not read"))
             # consume() waits for its whole timeout unless it fills num_messages: keep it short
             for msg in self._consumer.consume(num_messages=10_000, timeout=0.02):
                 err = msg.error()
@@ -142,6 +159,7 @@ class RangeReader:
                         raise KafkaException(err)
                     log.warning("Reader event error=%s", err)
                     continue
+                progressed = time.monotonic()
                 tp = (str(msg.topic()), int(msg.partition() or 0))
                 offset = int(msg.offset() or 0)
                 if tp not in remaining or offset >= ranges[tp][1]:
@@ -376,11 +394,23 @@ class KafkaSink:
                 except BufferError:
                     self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
             n += 1
-        left = self._producer.flush(self.timeout)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            left = self._producer.flush(max(0.0, min(STALL_PROBE_SECONDS, deadline - time.monotonic())))
+            if not left or time.monotonic() >= deadline:
+                break
+            # Records still queued: fail now if no broker answers. They stay queued and may be
+            # delivered later: output is at-least-once, and the replay writes them again after.
+            _brokers_answer(self._producer)
+        # the Kafka error as the cause: `floe_jobs.outages` tells a broker outage by its code
         if left:
-            raise WriteError(f"{left} output records not acknowledged within {self.timeout:.0f}s")
+            raise WriteError(f"{left} output records not acknowledged within {self.timeout:.0f}s") from KafkaException(
+                KafkaError(KafkaError._MSG_TIMED_OUT, "output records not acknowledged")
+            )
         if errors:
-            raise WriteError(f"{len(errors)} output records failed; first error: {errors[0].str()}")
+            raise WriteError(
+                f"{len(errors)} output records failed; first error: {errors[0].str()}"
+            ) from KafkaException(errors[0])
         return n
 
     def close(self) -> None:

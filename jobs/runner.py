@@ -52,7 +52,7 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, faults, health, kafkaio, offsets, planning, records, sparkio, state, statecache
+from floe_jobs import api, faults, health, kafkaio, offsets, outages, planning, records, sparkio, state, statecache
 from floe_jobs.config import FloeConfig
 
 log = logging.getLogger("floe_jobs")
@@ -184,7 +184,7 @@ class Runner:
         # for its former self (`floe_jobs.offsets`)
         self.owner = f"{self.member}/{uuid.uuid4().hex[:8]}"
         self.app = cfg.app_id
-        self.health = health.Health(stall_seconds=cfg.metrics.stall_seconds)
+        self.health = health.Health(stall_seconds=cfg.metrics.stall_seconds, app=cfg.app_id)
         self.stop_requested = threading.Event()
         self.deadline: float | None = None
         self._aborting = False
@@ -505,6 +505,7 @@ class Runner:
         # jobs of this thread go to the lane's pool: FAIR scheduling between lanes
         self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
         idle = self.cfg.kafka.poll_interval_ms / 1000
+        outage = outages.Wait(lane.name, readiness=self.health)
         while not self._stopping():
             self.health.beat(lane.name)
             worked = 0
@@ -519,6 +520,7 @@ class Runner:
                         if tps:
                             worked += self.run_stage(stage, tps, lane)
                 lane.failures = 0
+                outage.succeeded()
                 self._passed(lane, generation)
             except offsets.OwnershipLost as lost:
                 # not a failure: this replica was paused past its session and another one owns
@@ -531,7 +533,12 @@ class Runner:
                 )
                 self._forget_state_of(lost.tps)
                 continue
-            except Exception:
+            except Exception as exc:
+                dependency = outages.unavailable(exc)
+                if dependency is not None:
+                    # waited out, not counted: a restart would only add a Spark start to the outage
+                    self.stop_requested.wait(outage.failed(dependency, exc))
+                    continue
                 lane.failures += 1
                 log.exception(
                     "Batch failed lane=%s failures=%d; its plan stays in flight and is replayed",

@@ -245,7 +245,10 @@ def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
         ssl_context=config.ssl_context(),
         connect_timeout=config.connect_timeout,
         control_connection_timeout=config.connect_timeout,
-        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=30.0),
+        # The driver notices a node is back only when it tries again: attempts 30 s apart left
+        # replicas waiting up to 30 s after a restarted node answered. A connect attempt to a
+        # down node every 5 s costs next to nothing.
+        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=5.0),
         max_schema_agreement_wait=int(config.ddl_timeout),
         schema_metadata_enabled=config.schema_metadata,
         **extra,

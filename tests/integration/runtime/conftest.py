@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,43 @@ def spark(job_config: config.FloeConfig) -> Iterator[Any]:
     session = sparkio.build_session(job_config, app_name=job_config.app_id)
     yield session
     session.stop()
+
+
+class Services:
+    """Stops and starts the local stack's own Kafka broker or Cassandra node, for tests of
+    outages. What a test stopped is started again, and waited for, when the test ends (passed or
+    not), so the tests after it find the stack whole."""
+
+    def __init__(self, root: Path) -> None:
+        from floe_stack.layout import Layout
+
+        self.layout = Layout.discover(root)
+        self.stopped: set[str] = set()
+
+    def stop(self, name: str) -> float:
+        """Stop `name` (`kafka` or `cassandra`) as its pid file records it: SIGTERM, so Cassandra
+        flushes its commit log (a SIGKILLed single node may lose its last 10 s of acknowledged
+        writes by design of `commitlog_sync: periodic`); seconds it took to exit."""
+        from floe_stack import procs
+
+        t0 = time.monotonic()
+        assert procs.stop(self.layout, name, timeout=60), f"{name} of the local stack was not running"
+        self.stopped.add(name)
+        return time.monotonic() - t0
+
+    def start(self) -> float:
+        """Start what was stopped and wait until every part of the stack answers; seconds taken."""
+        from floe_stack import stack
+
+        t0 = time.monotonic()
+        stack.up(self.layout, say=lambda line: None)
+        self.stopped.clear()
+        return time.monotonic() - t0
+
+
+@pytest.fixture
+def services() -> Iterator[Services]:
+    s = Services(localrun.ROOT)
+    yield s
+    if s.stopped:
+        s.start()

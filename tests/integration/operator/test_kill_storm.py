@@ -1,0 +1,267 @@
+"""The operator, as its own process, SIGKILLed 20 times during a burst of 50 StreamingApp
+creates, updates and deletes (Retain and Delete apps, names reused after a delete): once it
+runs undisturbed, everything converges. Every live app is observed at its generation with one
+of each child, owned by its own uid; no child of a deleted app survives; a Delete app's tables
+are gone, and every table a Retain app had is still there.
+
+Kills land at random moments after each start (Kopf's start-up included), so some hit the
+operator in the middle of a reconcile: between the provisioning DDL and the children, between
+two children, or in a finalizer.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from floe_jobs import localrun
+from floe_jobs.stores import schema
+
+from .conftest import app_manifest
+from .kube import Kubectl, condition, wait_for
+
+pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow]
+
+OPERATIONS = 50
+KILLS = 20
+NAMES = 12
+CHILD_KINDS = ("deployment", "configmap", "service", "poddisruptionbudget")
+
+
+class OperatorProcess:
+    """`floe-operator` watching one namespace, restartable, its output appended to one log."""
+
+    def __init__(self, kubeconfig: str, namespace: str, log: Path) -> None:
+        self.log = log
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
+        self.env.update(
+            KUBECONFIG=kubeconfig,
+            FLOE_WATCH_NAMESPACES=namespace,
+            FLOE_RESYNC_SECONDS="2",
+            FLOE_LAG_INTERVAL_SECONDS="0",
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        self.env.update(FLOE_METRICS_PORT=str(localrun.free_port()), FLOE_LIVENESS_PORT=str(localrun.free_port()))
+        with self.log.open("ab") as out:
+            out.write(f"\n==== start {self.starts} at {time.time():.3f}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "floe-operator")],
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def storm_namespace(kube: Kubectl) -> Iterator[str]:
+    name = f"floe-storm-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "namespace", name)
+    yield name
+    kube.run("delete", "namespace", name, "--wait=false")
+
+
+def _tables(cql: Any, keyspace: str) -> set[str]:
+    rows = cql.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,))
+    return {r.table_name for r in rows}
+
+
+@pytest.mark.timeout(900)
+def test_operator_killed_during_a_burst_converges(
+    kube: Kubectl,
+    kubeconfig: str,
+    storm_namespace: str,
+    topic: str,
+    keyspace: str,
+    cql: Any,
+    kafka_bootstrap: str,
+    cassandra_hosts: list[str],
+    cassandra_port: int,
+    tmp_path: Path,
+) -> None:
+    ns = storm_namespace
+    args = {
+        "namespace": ns,
+        "topic": topic,
+        "keyspace": keyspace,
+        "kafka": kafka_bootstrap,
+        "hosts": cassandra_hosts,
+        "port": cassandra_port,
+    }
+    rng = random.Random(20)
+    live: dict[str, dict[str, Any]] = {}
+    # every body ever applied, by name and in order: a name reused after a delete gets new stores
+    history: dict[str, list[dict[str, Any]]] = {}
+    retained_tables: set[str] = set()
+    op_log: list[str] = []
+
+    def body_for(name: str, policy: str, stores: list[str], replicas: int) -> dict[str, Any]:
+        body = app_manifest(name, **args)
+        body["spec"]["replicas"] = replicas
+        body["spec"]["state"]["stores"] = [{"name": s} for s in stores]
+        body["spec"]["state"]["deletionPolicy"] = policy
+        return body
+
+    def operate(i: int) -> None:
+        name = f"app-{rng.randrange(NAMES):02d}"
+        if name not in live:
+            if name in history:
+                # a deleted app is gone only once its finalizer ran; an apply before that would
+                # change the terminating object, not create a new one (as `kubectl apply` does)
+                wait_for(lambda: kube.get("streamingapp", name, ns) is None, timeout=120, what=f"{name} gone")
+            policy = rng.choice(["Retain", "Delete"])
+            stores = [f"{name.replace('-', '_')}_{i}_s0"]
+            body = body_for(name, policy, stores, rng.randint(1, 3))
+            kube.apply(body)
+            live[name] = body
+            history.setdefault(name, []).append(body)
+            op_log.append(f"create {name} {policy} {stores}")
+        elif rng.random() < 0.6:
+            body = live[name]
+            spec = body["spec"]
+            stores = [s["name"] for s in spec["state"]["stores"]]
+            if rng.random() < 0.5:
+                stores.append(f"{name.replace('-', '_')}_{i}_s{len(stores)}")
+            new = body_for(name, spec["state"]["deletionPolicy"], stores, rng.randint(1, 3))
+            kube.apply(new)
+            live[name] = new
+            history[name].append(new)
+            op_log.append(f"update {name} stores={stores} replicas={new['spec']['replicas']}")
+        else:
+            kube.run("delete", "streamingapp", name, "-n", ns, "--wait=false")
+            del live[name]
+            op_log.append(f"delete {name}")
+
+    def note_retained_tables() -> None:
+        """Tables of Retain apps seen so far: each must outlive everything that follows."""
+        tables = _tables(cql, keyspace)
+        for bodies in history.values():
+            for body in bodies:
+                if body["spec"]["state"]["deletionPolicy"] == "Retain":
+                    for s in body["spec"]["state"]["stores"]:
+                        if schema.table_name(s["name"]) in tables:
+                            retained_tables.add(schema.table_name(s["name"]))
+
+    operator = OperatorProcess(kubeconfig, ns, tmp_path / "operator.log")
+    stop_storm = threading.Event()
+    storm_error: list[BaseException] = []
+
+    def storm() -> None:
+        try:
+            for i in range(OPERATIONS):
+                if stop_storm.is_set():
+                    return
+                operate(i)
+                note_retained_tables()
+                time.sleep(rng.uniform(0.3, 1.2))
+        except BaseException as exc:
+            storm_error.append(exc)
+
+    t0 = time.monotonic()
+    operator.start()
+    storm_thread = threading.Thread(target=storm, name="storm")
+    storm_thread.start()
+    kill_rng = random.Random(7)
+    try:
+        for _ in range(KILLS):
+            time.sleep(kill_rng.uniform(1.0, 4.0))
+            operator.kill()
+            time.sleep(kill_rng.uniform(0.0, 0.5))
+            operator.start()
+        storm_thread.join(timeout=300)
+        assert not storm_thread.is_alive(), "the storm did not finish"
+        assert not storm_error, storm_error
+        burst_seconds = time.monotonic() - t0
+
+        # from here the operator runs undisturbed: everything converges
+        t_converge = time.monotonic()
+
+        def converged() -> bool:
+            apps = {a["metadata"]["name"]: a for a in kube.list("streamingapp", ns)}
+            if set(apps) != set(live):
+                return False
+            children = {kind: kube.list(kind, ns, selector="app.kubernetes.io/part-of=floe") for kind in CHILD_KINDS}
+            for name, app in apps.items():
+                status = app.get("status") or {}
+                if status.get("observedGeneration") != app["metadata"]["generation"]:
+                    return False
+                if condition(app, "Degraded").get("status") != "False":
+                    return False
+                uid = app["metadata"]["uid"]
+                for kind, objs in children.items():
+                    mine = [o for o in objs if o["metadata"]["labels"].get("app.kubernetes.io/instance") == name]
+                    # exactly one, owned by this app's uid only (not an earlier app of that name)
+                    if len(mine) != 1 or [o["uid"] for o in mine[0]["metadata"].get("ownerReferences", [])] != [uid]:
+                        return False
+                    if kind == "deployment" and mine[0]["spec"]["replicas"] != live[name]["spec"]["replicas"]:
+                        return False
+            # no child outlives its app (the garbage collector removes those of deleted apps)
+            uids = {a["metadata"]["uid"] for a in apps.values()}
+            return all(
+                {o["uid"] for o in obj["metadata"].get("ownerReferences", [])} & uids
+                for objs in children.values()
+                for obj in objs
+            )
+
+        wait_for(converged, timeout=240, what="the apps to converge", every=2.0)
+        converge_seconds = time.monotonic() - t_converge
+
+        tables = _tables(cql, keyspace)
+        note_retained_tables()
+        missing = sorted(retained_tables - tables)
+        assert not missing, f"tables of Retain apps were dropped: {missing}"
+        for name, body in live.items():
+            want = {schema.table_name(s["name"]) for s in body["spec"]["state"]["stores"]}
+            assert want <= tables, f"{name} lacks tables {sorted(want - tables)}"
+        # a deleted Delete app's tables are gone, unless a later app of that name declares them
+        needed = {schema.table_name(s["name"]) for b in live.values() for s in b["spec"]["state"]["stores"]}
+        for name, bodies in history.items():
+            for body in bodies:
+                if body["spec"]["state"]["deletionPolicy"] != "Delete" or (name in live and body is bodies[-1]):
+                    continue
+                leftover = {schema.table_name(s["name"]) for s in body["spec"]["state"]["stores"]} & tables
+                assert not leftover - needed - retained_tables, f"deleted app {name} left tables {leftover}"
+        text = operator.log.read_text(errors="replace")
+        print(
+            f"operator storm: operations={OPERATIONS} kills={KILLS} starts={operator.starts} "
+            f"burst_seconds={burst_seconds:.1f} converge_seconds={converge_seconds:.1f} live_apps={len(live)} "
+            f"retained_tables={len(retained_tables)} tracebacks={text.count('Traceback')}"
+        )
+    except BaseException:
+        print("operations:\n  " + "\n  ".join(op_log))
+        raise
+    finally:
+        stop_storm.set()
+        storm_thread.join(timeout=60)
+        # leave nothing behind: the operator finalizes the Delete apps it still holds
+        kube.run("delete", "streamingapp", "--all", "-n", ns, "--wait=true", "--timeout=120s", timeout=150, check=False)
+        operator.stop()
