@@ -197,6 +197,7 @@ class LagLoop:
             errors = tuple(("kubernetes", why) for why in unresolved.values())
             scrape = dataclasses.replace(scrape, apps=scrape.apps + stale, errors=scrape.errors + errors)
         self.metrics.update(scrape)
+        self.metrics.record_apps(apps.values())
         for source, message in scrape.errors:
             log.warning("Lag scrape failed source=%s error=%s", source, message)
         slots = asyncio.Semaphore(self.options.api_concurrency)

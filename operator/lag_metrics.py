@@ -11,6 +11,9 @@ Per app (labels namespace, app):
   floe_consumergroup_consumption_rate, floe_consumergroup_input_rate (records/s),
   floe_lag_metrics_stale (1 while the app's last scrape failed),
   floe_autoscaler_desired_replicas, floe_autoscaler_decisions_total{action,reason}
+Per app, from its status (what alerts need without kube-state-metrics):
+  floe_app_condition{condition} (1 while the condition is True: Ready, Progressing, Degraded),
+  floe_app_replicas, floe_app_ready_replicas (the Deployment's, as the status reports them)
 Exporter:
   floe_lag_scrape_errors_total{source: kafka, cassandra, kubernetes}, floe_lag_last_success_timestamp_seconds,
   floe_lag_scrape_duration_seconds
@@ -26,9 +29,9 @@ the operator's memory; the scrape already holds every value they carried.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from floe_operator import autoscale, lag
+from floe_operator import autoscale, lag, model
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -55,6 +58,24 @@ APP_FAMILIES = {
     "floe_lag_metrics_stale": "1 while the app's lag could not be measured",
     "floe_autoscaler_desired_replicas": "Replicas the native autoscaler decided last",
 }
+CONDITION_FAMILY = "floe_app_condition"
+CONDITION_HELP = "1 while the app's status condition is True (Ready, Progressing, Degraded), else 0"
+HEALTH_FAMILIES = {
+    "floe_app_replicas": "Replicas of the app's Deployment, as its status reports them",
+    "floe_app_ready_replicas": "Ready replicas of the app's Deployment, as its status reports them",
+}
+WATCHED_CONDITIONS = ("Ready", "Progressing", "Degraded")
+
+
+def app_health(app: model.StreamingApp) -> tuple[dict[str, int], int, int]:
+    """(condition → 1/0 for the watched conditions the status has, replicas, ready replicas)."""
+    status = app.status
+    conds = {
+        str(c.get("type")): 1 if c.get("status") == "True" else 0
+        for c in status.get("conditions") or []
+        if c.get("type") in WATCHED_CONDITIONS
+    }
+    return conds, int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0)
 
 
 class LagMetrics:
@@ -86,7 +107,12 @@ class LagMetrics:
         self._measured: dict[tuple[str, str], lag.AppLag] = {}  # last app lag with values
         self._stale: dict[tuple[str, str], bool] = {}
         self._desired: dict[tuple[str, str], int] = {}
+        self._health: dict[tuple[str, str], tuple[dict[str, int], int, int]] = {}
         r.register(_ScrapeCollector(self))
+
+    def record_apps(self, apps: Iterable[model.StreamingApp]) -> None:
+        """The conditions and replicas of every app the loop tracks (apps gone lose their series)."""
+        self._health = {(a.namespace, a.name): app_health(a) for a in apps}
 
     def update(self, scrape: lag.Scrape) -> None:
         self.duration.observe(scrape.duration)
@@ -110,8 +136,9 @@ class LagMetrics:
 
     def families(self) -> Iterator[GaugeMetricFamily]:
         """The per-partition and per-app series of the last scrape (what the collector yields)."""
-        measured, stale, desired = self._measured, self._stale, self._desired
+        measured, stale, desired, healths = self._measured, self._stale, self._desired, self._health
         part, status, per_app = _empty_families()
+        condition, health = _health_families()
         for (namespace, name), app in measured.items():
             for p in app.partitions:
                 pk = [namespace, name, p.topic, str(p.partition)]
@@ -132,9 +159,16 @@ class LagMetrics:
             per_app["floe_lag_metrics_stale"].add_metric([namespace, name], 1 if is_stale else 0)
         for (namespace, name), replicas in desired.items():
             per_app["floe_autoscaler_desired_replicas"].add_metric([namespace, name], replicas)
+        for (namespace, name), (conds, replicas, ready) in healths.items():
+            for type_, value in sorted(conds.items()):
+                condition.add_metric([namespace, name, type_], value)
+            health["floe_app_replicas"].add_metric([namespace, name], replicas)
+            health["floe_app_ready_replicas"].add_metric([namespace, name], ready)
         yield from part.values()
         yield status
         yield from per_app.values()
+        yield condition
+        yield from health.values()
 
 
 def _empty_families() -> tuple[dict[str, GaugeMetricFamily], GaugeMetricFamily, dict[str, GaugeMetricFamily]]:
@@ -143,6 +177,12 @@ def _empty_families() -> tuple[dict[str, GaugeMetricFamily], GaugeMetricFamily, 
     status = GaugeMetricFamily(STATUS_FAMILY, STATUS_HELP, labels=[*PARTITION, "status"])
     per_app = {name: GaugeMetricFamily(name, text, labels=APP) for name, text in APP_FAMILIES.items()}
     return part, status, per_app
+
+
+def _health_families() -> tuple[GaugeMetricFamily, dict[str, GaugeMetricFamily]]:
+    """The per-app health families without samples: conditions, replicas."""
+    condition = GaugeMetricFamily(CONDITION_FAMILY, CONDITION_HELP, labels=[*APP, "condition"])
+    return condition, {name: GaugeMetricFamily(name, text, labels=APP) for name, text in HEALTH_FAMILIES.items()}
 
 
 class _ScrapeCollector(Collector):
@@ -157,4 +197,5 @@ class _ScrapeCollector(Collector):
     def describe(self) -> Iterator[GaugeMetricFamily]:
         # the families without samples, so registering does not build a collect
         part, status, per_app = _empty_families()
-        return iter([*part.values(), status, *per_app.values()])
+        condition, health = _health_families()
+        return iter([*part.values(), status, *per_app.values(), condition, *health.values()])

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.helm
 
 K8S_VERSION = "1.34.0"
 # Kinds defined by CRDs: kubernetes-validate has no schema for them.
-CRD_KINDS = {"ServiceMonitor", "ClusterKopfPeering", "KopfPeering"}
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule", "ClusterKopfPeering", "KopfPeering"}
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -52,6 +52,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "serviceAccount": {"annotations": {"iam.example.com/role": "floe"}},
         "rbac": {"sparkOnKubernetes": True},
         "grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Floe"}},
+        "prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}},
         "serviceMonitor": {"enabled": True, "relabelings": [{"action": "labeldrop", "regex": "pod"}]},
         "operator": {"extraEnv": [{"name": "EXTRA", "value": "1"}], "extraArgs": ["--log-level", "DEBUG"]},
         "priorityClassName": "system-cluster-critical",
@@ -112,6 +113,24 @@ def test_objects_of_crd_kinds_are_well_formed(render: chartkit.Render) -> None:
     svc = one(docs, "Service")
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     assert sm["spec"]["namespaceSelector"] == {"matchNames": [chartkit.NAMESPACE]}
+    rule = one(docs, "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert {r["alert"] for r in alerts} == {
+        "FloeLagGrowing",
+        "FloePartitionStalled",
+        "FloeAppDegraded",
+        "FloeReplicasNotReady",
+        "FloeLagMetricsStale",
+        "FloeOperatorDown",
+    }
+    runbooks = (chartkit.ROOT / "docs" / "alerts.md").read_text().lower()
+    for r in alerts:
+        assert r["labels"]["severity"] in ("warning", "critical"), r["alert"]
+        anchor = r["annotations"]["runbook_url"].rsplit("#", 1)[1]
+        assert anchor == r["alert"].lower() and f"## {r['alert'].lower()}" in runbooks, r["alert"]
+    assert by_kind(render(), "PrometheusRule") == []
     peering = one(docs, "ClusterKopfPeering")
     assert peering["apiVersion"] == "kopf.dev/v1"
     assert peering["metadata"]["name"] == "default"

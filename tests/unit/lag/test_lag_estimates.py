@@ -157,3 +157,38 @@ def test_a_moving_group_coordinator_is_told_from_other_kafka_failures() -> None:
     for code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.GROUP_AUTHORIZATION_FAILED):
         assert not lag.coordinator_moving(KafkaException(KafkaError(code)))
     assert not lag.coordinator_moving(KafkaException("no KafkaError inside"))
+
+
+def test_app_conditions_and_replicas_are_series_for_alerts() -> None:
+    from floe_operator import model
+
+    registry = CollectorRegistry()
+    metrics = lag_metrics.LagMetrics(registry)
+    body = {
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "image": "floe-job:dev",
+            "job": {"entrypoint": "job.py"},
+            "kafka": {"bootstrapServers": "k:9092", "topics": ["in"]},
+            "state": {"cassandra": {"hosts": ["c"], "keyspace": "ks"}},
+        },
+        "status": {
+            "replicas": 3,
+            "readyReplicas": 1,
+            "conditions": [
+                {"type": "Ready", "status": "False"},
+                {"type": "Degraded", "status": "True"},
+                {"type": "StateProvisioned", "status": "True"},
+            ],
+        },
+    }
+    metrics.record_apps([model.StreamingApp.from_body(body)])
+    get = registry.get_sample_value
+    app = {"namespace": "ns", "app": "a"}
+    assert get("floe_app_condition", {**app, "condition": "Degraded"}) == 1
+    assert get("floe_app_condition", {**app, "condition": "Ready"}) == 0
+    assert get("floe_app_condition", {**app, "condition": "StateProvisioned"}) is None  # not watched
+    assert get("floe_app_replicas", app) == 3
+    assert get("floe_app_ready_replicas", app) == 1
+    metrics.record_apps([])
+    assert get("floe_app_condition", {**app, "condition": "Degraded"}) is None
