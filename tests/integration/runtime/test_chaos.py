@@ -39,6 +39,9 @@ def run_chaos(
 ) -> str:
     """SIGKILL `kills` times, over `replicas` replica processes, while `feed(i, chunks)` produces
     chunk i of the input, one a second; then wait until every partition of `topics` is committed.
+    When the input runs out before the kills are done (Spark starts are slow on a loaded machine),
+    the feed goes on with chunks past `chunks` (new input, which `feed` records for the truth), at
+    most as many again: a replica is only killed while it has work.
 
     The victim is a random replica that has committed a batch since it started, killed a random
     moment within `kill_within_s` later (a Spark start takes 15-90 s on 2 cores, so every kill
@@ -53,20 +56,25 @@ def run_chaos(
     rng = random.Random(seed)
     procs = [localrun.Replica(app, f"r{i}").start() for i in range(replicas)]
     stop = threading.Event()
+    done = 0
+    fed = 0
 
     def feeding() -> None:
-        for i in range(chunks):
-            feed(i, chunks)
+        nonlocal fed
+        while fed < chunks or (done < kills and fed < 2 * chunks):
+            feed(fed, chunks)
+            fed += 1
             if stop.wait(1.0):
                 return
 
     feeder = threading.Thread(target=feeding)
     feeder.start()
-    done = 0
     try:
         while done < kills:
             busy = [p for p in procs if p.commits_since_start() >= 1]
             if not busy:
+                if not feeder.is_alive() and localrun.caught_up(session, app, topics):
+                    break  # no work left to interrupt
                 time.sleep(1)
                 continue
             time.sleep(rng.uniform(*kill_within_s))
@@ -76,9 +84,10 @@ def run_chaos(
             time.sleep(rng.uniform(0, 2))
             victim.start()
         feeder.join()
+        assert done == kills, f"only {done} of {kills} kills hit a replica at work; the input ran out"
         seconds = localrun.wait_caught_up(session, app, topics, timeout=2400, replicas=procs)
         replays = sum(p.log_path.read_text().count("Replaying stage=") for p in procs)
-        return f"kills={done} replicas={replicas} replayed_batches={replays} tail_seconds={seconds:.1f}"
+        return f"kills={done} replicas={replicas} chunks={fed} replayed_batches={replays} tail_seconds={seconds:.1f}"
     finally:
         stop.set()
         feeder.join()
@@ -87,9 +96,17 @@ def run_chaos(
 
 
 def _word_feed(app: localrun.App, lines: list[str]) -> Callable[[int, int], None]:
+    """Chunk i of `lines`; past the last, new lines, appended to `lines` (the truth)."""
+    initial = len(lines)
+
     def feed(i: int, chunks: int) -> None:
-        size = -(-len(lines) // chunks)
-        localrun.produce(app.bootstrap, app.topics[0], lines[i * size : (i + 1) * size])
+        size = -(-initial // chunks)
+        if i < chunks:
+            chunk = lines[i * size : (i + 1) * size]
+        else:
+            chunk = localrun.word_lines(size, seed=100_000 + i)
+            lines.extend(chunk)
+        localrun.produce(app.bootstrap, app.topics[0], chunk)
 
     return feed
 
@@ -133,11 +150,12 @@ def test_sigkill_chaos_on_spark_paths(word_count_app: localrun.App, session: Any
     print(f"chaos on Spark paths: lines={len(lines)} {summary}")
 
 
-def _events(n: int, *, seed: int) -> list[tuple[str, str]]:
-    """(item, "<event id>:<n>") records, about one in five a second delivery of an earlier event."""
+def _events(n: int, *, seed: int, first: int = 0) -> list[tuple[str, str]]:
+    """(item, "<event id>:<n>") records, about one in five a second delivery of an earlier event;
+    event ids count from `first`."""
     rng = random.Random(seed)
     out: list[tuple[str, str]] = []
-    for i in range(n):
+    for i in range(first, first + n):
         if out and rng.random() < 0.2:
             out.append(rng.choice(out))
         else:
@@ -193,9 +211,16 @@ def test_sigkill_chaos_dedup_on_a_ttl_store_and_latest(
     dropped_keyspaces.append(app.keyspace)
     records = _events(20_000, seed=5)
 
+    initial = len(records)
+
     def feed(i: int, chunks: int) -> None:
-        size = -(-len(records) // chunks)
-        produce_keyed(app.bootstrap, app.topics[0], [(k, v.encode()) for k, v in records[i * size : (i + 1) * size]])
+        size = -(-initial // chunks)
+        if i < chunks:
+            chunk = records[i * size : (i + 1) * size]
+        else:  # more input while kills remain: new event ids
+            chunk = _events(size, seed=i, first=len(records))
+            records.extend(chunk)
+        produce_keyed(app.bootstrap, app.topics[0], [(k, v.encode()) for k, v in chunk])
 
     summary = run_chaos(app, session, feed=feed, topics=app.topics, kills=5, chunks=90, kill_within_s=(0.0, 8.0))
     events, latest = _truth(records)
