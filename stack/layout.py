@@ -18,8 +18,6 @@ CASSANDRA_VERSION = "5.0.6"
 KUBE_VERSION = "1.34.10"
 ETCD_VERSION = "3.6.5"
 HELM_VERSION = "3.19.0"
-# Prometheus tags its Go module v0.<major*100+minor>.<patch>: v0.316.0 is Prometheus 3.16.0
-PROMETHEUS_MODULE_VERSION = "0.316.0"
 SCALA_BINARY = "2.13"
 
 
