@@ -7,6 +7,8 @@
 # offsets layout with the job runtime (floe_jobs), so it installs the whole distribution,
 # but not pyspark: nothing the operator imports needs it, and it is most of the job image.
 
+# The base: Debian bookworm with Python 3.11 and pip. `make up NODE=1` builds one here from
+# Debian's packages and passes it as --build-arg PYTHON_IMAGE=localhost/floe/base:<key>.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -17,11 +19,8 @@ COPY operator/ operator/
 COPY jobs/ jobs/
 COPY stack/ stack/
 # The runtime dependencies from pyproject.toml, minus pyspark, so the pins live in one place.
-RUN python - <<'PY' > /tmp/requirements.txt
-import tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))
-PY
+RUN python -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; \
+print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))' > /tmp/requirements.txt
 RUN python -m build --wheel --outdir /wheels . \
  && pip wheel --no-cache-dir --wheel-dir /wheels -r /tmp/requirements.txt \
  && cp /tmp/requirements.txt /wheels/requirements.txt
