@@ -10,6 +10,11 @@ PYTEST_ARGS ?=
 TEST_MARKERS ?= not slow
 export FLOE_CACHE ?= $(HOME)/.cache/floe
 export FLOE_ROOT := $(CURDIR)
+# `make up NODE=1` (or FLOE_NODE=1) adds the node: containerd, kubelet, kube-proxy and the
+# images built here, so pods run for real. Opt-in until it is part of every run.
+ifeq ($(NODE),1)
+export FLOE_NODE := 1
+endif
 
 .PHONY: help venv up down status lint test test-all unit bench demo clean
 

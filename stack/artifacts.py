@@ -138,4 +138,5 @@ def debian_packages(packages: Sequence[str]) -> None:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-            raise ArtifactError(f"could not install {', '.join(missing)} from Debian's packages ({' '.join(cmd[:2])}):\n{tail}")
+            raise ArtifactError(
+                f"could not install {', '.join(missing)} from Debian's packages ({' '.join(cmd[:2])}):\n{tail}")

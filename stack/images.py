@@ -118,13 +118,18 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def write_oci_archive(dest: Path, *, ref: str, layers: Sequence[Path], config: Mapping[str, object]) -> None:
+def write_oci_archive(
+    dest: Path, *, ref: str, layers: Sequence[Path], config: Mapping[str, object], created_by: str
+) -> None:
     """Write an OCI image archive (the layout of the OCI image spec, as one tar) holding one image
-    named ``ref`` with uncompressed tar ``layers`` and the runtime ``config`` (Env, Entrypoint …)."""
+    named ``ref`` with uncompressed tar ``layers`` and the runtime ``config`` (Env, Entrypoint …).
+    Each layer gets a history entry (builders that add layers, buildah among them, need one)."""
     digests = [_sha256_file(p) for p in layers]
+    epoch = "1970-01-01T00:00:00Z"
     image_config = json.dumps({
-        "architecture": "amd64", "os": "linux", "config": dict(config),
+        "architecture": "amd64", "os": "linux", "created": epoch, "config": dict(config),
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in digests]},
+        "history": [{"created": epoch, "created_by": created_by} for _ in layers],
     }, sort_keys=True).encode()
     config_digest = hashlib.sha256(image_config).hexdigest()
     manifest = json.dumps({
@@ -218,7 +223,7 @@ class Images:
     # -- pause ------------------------------------------------------------------------------
     def pause(self) -> Image:
         gcc = _run(["gcc", "--version"], what="gcc --version").splitlines()[0]
-        img = self._archive("pause", key(PAUSE_C, gcc))
+        img = self._archive("pause", key(PAUSE_C, gcc, "history"))
         if img.archive.exists():
             return img
         with tempfile.TemporaryDirectory(dir=self._mkdir()) as tmp:
@@ -234,13 +239,14 @@ class Images:
                 with open(work / "pause", "rb") as f:
                     tar.addfile(info, fileobj=f)
             write_oci_archive(img.archive, ref=img.ref, layers=[work / "layer.tar"],
-                              config={"Entrypoint": ["/pause"], "User": "65535:65535"})
+                              config={"Entrypoint": ["/pause"], "User": "65535:65535"},
+                              created_by="floe-stack: static pause binary")
         return img
 
     # -- base -------------------------------------------------------------------------------
     def base(self) -> Image:
         mirror = debian_mirror()
-        img = self._archive("base", key(SUITE, "minbase", *BASE_PACKAGES, mirror, *BASE_TRIM, PATH_ENV))
+        img = self._archive("base", key(SUITE, "minbase", *BASE_PACKAGES, mirror, *BASE_TRIM, PATH_ENV, "history"))
         if img.archive.exists():
             return img
         with tempfile.TemporaryDirectory(dir=self._mkdir()) as tmp:
@@ -259,7 +265,8 @@ class Images:
             _run(["tar", "--numeric-owner", "--sort=name", "--mtime=@0", "-C", str(root), "-cf", str(layer), "."],
                  what="packing the base image's layer")
             write_oci_archive(img.archive, ref=img.ref, layers=[layer],
-                              config={"Env": [PATH_ENV, "LANG=C.UTF-8"], "Cmd": ["python3"]})
+                              config={"Env": [PATH_ENV, "LANG=C.UTF-8"], "Cmd": ["python3"]},
+                              created_by=f"floe-stack: debootstrap --variant=minbase {SUITE}")
         return img
 
     # -- job and operator -------------------------------------------------------------------
