@@ -14,6 +14,9 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
+# The source tree's operator/ must not shadow the standard library's operator module in any
+# Python started here (python -m, and the build tools' own subprocesses).
+ENV PYTHONSAFEPATH=1
 RUN pip install --no-cache-dir --upgrade pip build
 COPY pyproject.toml README.md ./
 COPY operator/ operator/

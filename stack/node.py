@@ -9,8 +9,8 @@ The node borrows from the host, and ``down`` gives back:
   guard drops anything from or to the pod subnet that would leave it: pods reach the node's
   bridge and each other, nothing else.
 - kernel settings the kubelet and the bridge plugin change (``vm.overcommit_memory``,
-  ``kernel.panic``, ``kernel.panic_on_oops``, ``net.ipv4.ip_forward``): recorded before the first
-  start, restored by ``down``.
+  ``kernel.panic``, ``kernel.panic_on_oops``, ``net.ipv4.ip_forward`` and kin): recorded before
+  the first start, restored by ``down``.
 - pod network namespaces (``/run/netns/cni-*``), iptables chains (``KUBE-*`` and the guard), shim
   sockets, and the kubelet's fixed host paths (``/var/lib/kubelet``, ``/var/log/containers``).
 
@@ -36,7 +36,9 @@ DEBS = ("containerd", "runc", "containernetworking-plugins", "iptables", "conntr
 CNI_BIN = "/usr/lib/cni"
 RUNC = "/usr/sbin/runc"
 GUARD_CHAIN = "FLOE-NODE"
-SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward")
+# What the kubelet sets when it starts (protectKernelDefaults off) and the bridge plugin turns on.
+SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+           "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward")
 # Host paths the kubelet uses whatever its root dir; removed on down when the node made them.
 HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/lib/cni")
 SHIM_SOCKETS = Path("/run/containerd/s")
