@@ -18,12 +18,18 @@ WORKDIR /src
 # Python started here (python -m, and the build tools' own subprocesses).
 ENV PYTHONSAFEPATH=1
 RUN pip install --no-cache-dir --upgrade pip build
-COPY pyproject.toml README.md ./
+# The runtime dependencies first, from pyproject.toml alone (the pins live there), so that a
+# change to Floe's own code rebuilds only Floe's wheel and the layers after it.
+COPY pyproject.toml ./
+RUN mkdir /deps \
+ && python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    > /deps/requirements.txt \
+ && pip wheel --no-cache-dir --wheel-dir /deps -r /deps/requirements.txt
+COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
 COPY stack/ stack/
-RUN python -m build --wheel --outdir /wheels . \
- && pip wheel --no-cache-dir --wheel-dir /wheels /wheels/floe-*.whl
+RUN python -m build --wheel --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 # Spark 4 runs on Java 17; procps gives Spark's scripts `ps`. /opt/java points at the JRE
@@ -36,8 +42,8 @@ ARG UID=185
 RUN groupadd --gid ${UID} spark \
  && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /tmp --shell /usr/sbin/nologin spark
 
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels /wheels/floe-*.whl && rm -rf /wheels
+COPY --from=build /deps /deps
+RUN pip install --no-cache-dir --no-index --find-links /deps -r /deps/requirements.txt && rm -rf /deps
 
 # Spark's Kafka source and what it needs beyond pyspark, matching pyspark 4.0.0 (Scala 2.13),
 # from Maven Central, checked against pinned digests (a RUN step rather than ADD --checksum, so
@@ -53,6 +59,9 @@ RUN cd /opt/floe/jars && printf '%s  %s\n' \
       15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18 kafka-clients-3.9.0.jar \
       6d3bd18df8410f3e31b031aca582cc109342358a62a2759ebd0c4cdf30d06f8b commons-pool2-2.12.0.jar \
     | sha256sum -c -
+
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl && rm -rf /wheels
 
 # The examples, so examples/*/streamingapp.yaml run on this image as they are.
 WORKDIR /opt/floe

@@ -17,25 +17,27 @@ WORKDIR /src
 # Python started here (python -m, and the build tools' own subprocesses).
 ENV PYTHONSAFEPATH=1
 RUN pip install --no-cache-dir --upgrade pip build
-COPY pyproject.toml README.md ./
+# The runtime dependencies from pyproject.toml (the pins live there), minus pyspark, first, so
+# that a change to Floe's own code rebuilds only Floe's wheel and the layers after it.
+COPY pyproject.toml ./
+RUN mkdir /deps \
+ && python -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; \
+print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))' > /deps/requirements.txt \
+ && pip wheel --no-cache-dir --wheel-dir /deps -r /deps/requirements.txt
+COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
 COPY stack/ stack/
-# The runtime dependencies from pyproject.toml, minus pyspark, so the pins live in one place.
-RUN python -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; \
-print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))' > /tmp/requirements.txt
-RUN python -m build --wheel --outdir /wheels . \
- && pip wheel --no-cache-dir --wheel-dir /wheels -r /tmp/requirements.txt \
- && cp /tmp/requirements.txt /wheels/requirements.txt
+RUN python -m build --wheel --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 ARG UID=10001
 RUN groupadd --gid ${UID} floe \
  && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin floe
+COPY --from=build /deps /deps
+RUN pip install --no-cache-dir --no-index --find-links /deps -r /deps/requirements.txt && rm -rf /deps
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \
- && pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl \
- && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl && rm -rf /wheels
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 # Metrics (FLOE_METRICS_PORT) and Kopf's /healthz (FLOE_LIVENESS_PORT).

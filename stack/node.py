@@ -176,6 +176,22 @@ def _iptables(family: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([family, "-w", *args], capture_output=True, text=True)
 
 
+def guard() -> None:
+    """FORWARD's first rule drops whatever would carry pod traffic past the pod subnet (the bridge
+    plugin turns ip_forward on; pods talk to the host and each other without it). kube-proxy
+    prepends its own jumps when it starts, so the node puts the guard back in front after it."""
+    if _iptables("iptables", "-n", "-L", GUARD_CHAIN).returncode != 0:
+        _run(["iptables", "-w", "-N", GUARD_CHAIN], what="iptables")
+        for rule in (["-s", POD_CIDR, "-d", POD_CIDR, "-j", "RETURN"],
+                     ["-s", POD_CIDR, "-j", "DROP"], ["-d", POD_CIDR, "-j", "DROP"]):
+            _run(["iptables", "-w", "-A", GUARD_CHAIN, *rule], what="iptables")
+    first = _iptables("iptables", "-S", "FORWARD", "1").stdout.strip()
+    if first != f"-A FORWARD -j {GUARD_CHAIN}":
+        while _iptables("iptables", "-D", "FORWARD", "-j", GUARD_CHAIN).returncode == 0:
+            pass
+        _run(["iptables", "-w", "-I", "FORWARD", "1", "-j", GUARD_CHAIN], what="iptables")
+
+
 class Bridge:
     """The pod bridge, the FORWARD guard and the record of the host settings the node changes.
     It comes first in the stack, so that services can listen on the bridge's address."""
@@ -210,18 +226,7 @@ class Bridge:
             _run(["ip", "addr", "add", f"{NODE_BRIDGE_IP}/{POD_CIDR.split('/')[1]}", "dev", NODE_BRIDGE],
                  what="addressing the pod bridge")
         _run(["ip", "link", "set", NODE_BRIDGE, "up"], what="bringing the pod bridge up")
-        self._guard()
-
-    def _guard(self) -> None:
-        """FORWARD drops whatever would carry pod traffic past the pod subnet (the bridge
-        plugin turns ip_forward on; pods talk to the host and each other without it)."""
-        if _iptables("iptables", "-n", "-L", GUARD_CHAIN).returncode != 0:
-            _run(["iptables", "-w", "-N", GUARD_CHAIN], what="iptables")
-            for rule in (["-s", POD_CIDR, "-d", POD_CIDR, "-j", "RETURN"],
-                         ["-s", POD_CIDR, "-j", "DROP"], ["-d", POD_CIDR, "-j", "DROP"]):
-                _run(["iptables", "-w", "-A", GUARD_CHAIN, *rule], what="iptables")
-        if _iptables("iptables", "-C", "FORWARD", "-j", GUARD_CHAIN).returncode != 0:
-            _run(["iptables", "-w", "-I", "FORWARD", "1", "-j", GUARD_CHAIN], what="iptables")
+        guard()
 
     def wait_ready(self, timeout: float) -> None:
         if not Path(f"/sys/class/net/{NODE_BRIDGE}").exists():
@@ -353,6 +358,7 @@ class Node:
                              alive=component.alive(self.layout, KUBELET), log=str(self.layout.log(KUBELET)))
         component.wait_until(self._healthz(self.proxy_healthz), what="kube-proxy", timeout=timeout,
                              alive=component.alive(self.layout, KUBE_PROXY), log=str(self.layout.log(KUBE_PROXY)))
+        guard()
 
     def env(self) -> dict[str, str]:
         return {
