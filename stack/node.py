@@ -411,6 +411,25 @@ class NodeImages:
         return ", ".join(f"{i.ref} ({images.size_bytes(i) / 2**20:.0f} MiB)" for i in self.built.values())
 
 
+def summary(layout: Layout) -> str | None:
+    """One line for `make status`: the node's readiness and its pods, or None without a node."""
+    if procs.running_pid(layout, KUBELET) is None:
+        return None
+    kubeconfig = layout.run / "kube" / "admin.kubeconfig"
+    kubectl = str(layout.bin / "kubectl")
+    ready = subprocess.run(
+        [kubectl, f"--kubeconfig={kubeconfig}", "get", "node", node_name(), "-o",
+         "jsonpath={.status.conditions[?(@.type=='Ready')].status}"], capture_output=True, text=True)
+    pods = subprocess.run(
+        [kubectl, f"--kubeconfig={kubeconfig}", "get", "pods", "-A", f"--field-selector=spec.nodeName={node_name()}",
+         "-o", "jsonpath={range .items[*]}{.status.phase}{\"\\n\"}{end}"], capture_output=True, text=True)
+    phases = pods.stdout.split()
+    running = sum(1 for p in phases if p == "Running")
+    state = "Ready" if ready.stdout.strip() == "True" else f"not Ready ({ready.stdout.strip() or ready.stderr.strip()})"
+    pods_line = f"{running} of {len(phases)} pods Running"
+    return f"node {node_name()}: {state}, {pods_line}, bridge {NODE_BRIDGE} {NODE_BRIDGE_IP}"
+
+
 # -- down ------------------------------------------------------------------------------------
 
 def teardown(layout: Layout, *, say: Callable[[str], None] = print) -> None:
