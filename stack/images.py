@@ -293,7 +293,20 @@ class Images:
         tmp.unlink(missing_ok=True)
         _run(self._buildah("push", img.ref, f"oci-archive:{tmp}:{img.ref}"), what=f"exporting {img.ref}")
         os.replace(tmp, img.archive)
+        self._prune(img)
         return img
+
+    def _prune(self, keep: Image) -> None:
+        """Drop the older builds of ``keep``'s image: their archives and buildah's copies (the
+        layers they share with ``keep`` stay, as buildah's build cache)."""
+        for old in self.dir.glob(f"{keep.name}-*.oci.tar"):
+            if old != keep.archive:
+                old.unlink(missing_ok=True)
+        listed = subprocess.run(self._buildah("images", "--format", "{{.Name}}:{{.Tag}}"),
+                                capture_output=True, text=True).stdout.split()
+        stale = [ref for ref in listed if ref.startswith(f"localhost/floe/{keep.name}:") and ref != keep.ref]
+        if stale:
+            subprocess.run(self._buildah("rmi", *stale), capture_output=True)
 
     def _ensure_in_buildah(self, base: Image) -> None:
         probe = subprocess.run(self._buildah("inspect", "--type", "image", base.ref), capture_output=True)

@@ -282,8 +282,13 @@ class Node:
             return
         _run(self.ctr("images", "import", "--snapshotter", "overlayfs", str(image.archive)),
              what=f"importing {image.ref} into containerd")
-        if image.ref not in self.imported():
+        have = self.imported()
+        if image.ref not in have:
             raise component.StackError(f"{image.archive} was imported but containerd does not list {image.ref}")
+        repo = image.ref.rsplit(":", 1)[0]
+        stale = [ref for ref in have if ref.startswith(f"{repo}:") and ref != image.ref]
+        if stale:
+            subprocess.run(self.ctr("images", "rm", *stale), capture_output=True)
 
     def _check_services_on_bridge(self) -> None:
         if not ports.accepts(self.kube.port, host=NODE_BRIDGE_IP):
