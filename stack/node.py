@@ -12,7 +12,8 @@ The node borrows from the host, and ``down`` gives back:
   ``kernel.panic``, ``kernel.panic_on_oops``, ``net.ipv4.ip_forward`` and kin): recorded before
   the first start, restored by ``down``.
 - pod network namespaces (``/run/netns/cni-*``), iptables chains (``KUBE-*`` and the guard), shim
-  sockets, and the kubelet's fixed host paths (``/var/lib/kubelet``, ``/var/log/containers``).
+  sockets, the kubelet's cgroups and its fixed host paths (``/var/lib/kubelet``,
+  ``/var/log/containers``).
 
 Only one node can run on a machine (the bridge and the chains are the host's); a second checkout
 that tries gets an error naming the holder.
@@ -20,7 +21,9 @@ that tries gets an error naming the holder.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
 import shutil
 import socket
 import subprocess
@@ -40,7 +43,7 @@ GUARD_CHAIN = "FLOE-NODE"
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward")
 # Host paths the kubelet uses whatever its root dir; removed on down when the node made them.
-HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/lib/cni")
+HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/lib/cni", "/run/containerd")
 SHIM_SOCKETS = Path("/run/containerd/s")
 
 
@@ -464,6 +467,7 @@ def teardown(layout: Layout, *, say: Callable[[str], None] = print) -> None:
     for family in ("iptables", "ip6tables"):
         remove_chains(family)
     _remove_stale_shim_sockets()
+    _remove_pod_cgroups()
     for name, value in state.get("sysctl", {}).items():
         try:
             _sysctl_path(name).write_text(value + "\n")
@@ -517,7 +521,7 @@ def chains_to_remove(rules: str) -> tuple[list[list[str]], list[str]]:
             if name.startswith(ours):
                 chains.append(name)
         elif line.startswith("-A "):
-            parts = line.split()
+            parts = shlex.split(line)  # comments are quoted: "kubernetes service portals"
             chain = parts[1]
             if not chain.startswith(ours) and "-j" in parts and parts[parts.index("-j") + 1].startswith(ours):
                 jumps.append(parts[1:])
@@ -536,6 +540,16 @@ def remove_chains(family: str) -> None:
             _iptables(family, "-t", table, "-F", chain)
         for chain in chains:
             _iptables(family, "-t", table, "-X", chain)
+
+
+def _remove_pod_cgroups() -> None:
+    """The kubelet's cgroup trees (``kubepods`` in each hierarchy), empty once its pods are gone."""
+    for top in Path("/sys/fs/cgroup").glob("*/kubepods*"):
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        with contextlib.suppress(OSError):
+            top.rmdir()
 
 
 def _remove_stale_shim_sockets() -> None:

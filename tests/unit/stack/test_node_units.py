@@ -71,7 +71,7 @@ def test_down_removes_only_the_node_chains_and_the_jumps_to_them() -> None:
     jumps, chains = node.chains_to_remove(IPTABLES_SAVE)
     assert chains == ["KUBE-SERVICES", "KUBE-SVC-NPX46M4PTMTKRN6Y"]
     assert jumps == [
-        ["PREROUTING", "-m", "comment", "--comment", '"kubernetes', 'service', 'portals"', "-j", "KUBE-SERVICES"],
+        ["PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"],
         ["FORWARD", "-j", "FLOE-NODE"],
     ]
 
