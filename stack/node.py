@@ -263,6 +263,7 @@ class Node:
         self.proxy_healthz = book.get("kube_proxy_healthz", 10256, owned_by_us=ours(KUBE_PROXY))
         self.proxy_metrics = book.get("kube_proxy_metrics", 10249, owned_by_us=ours(KUBE_PROXY))
         self.images = images.Images(layout)
+        self.book = book
 
     def install(self) -> None:
         artifacts.debian_packages(DEBS + images.BUILD_DEBS)
@@ -294,10 +295,14 @@ class Node:
             subprocess.run(self.ctr("images", "rm", *stale), capture_output=True)
 
     def _check_services_on_bridge(self) -> None:
-        if not ports.accepts(self.kube.port, host=NODE_BRIDGE_IP):
-            raise component.StackError(
-                f"the API server does not listen on the node's bridge ({NODE_BRIDGE_IP}:{self.kube.port}): it was "
-                "started without the node; run `make down`, then `make up NODE=1`")
+        """Pods need the services on the bridge; one started before the node was enabled is not."""
+        wanted = {"the API server": self.kube.port, "Kafka": self.book.chosen.get("kafka_pods"),
+                  "Cassandra": self.book.chosen.get("cassandra")}
+        for what, port in wanted.items():
+            if port and not ports.accepts(port, host=NODE_BRIDGE_IP):
+                raise component.StackError(
+                    f"{what} does not listen on the node's bridge ({NODE_BRIDGE_IP}:{port}): it was started "
+                    "without the node; run `make down`, then `make up NODE=1`")
 
     def start(self) -> None:
         p = self.paths
