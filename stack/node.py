@@ -255,13 +255,12 @@ class Node:
         self.paths = Paths(layout)
         self.kube = kube.Kube(layout, book)
 
-        def ours(name: str) -> bool:
-            return procs.running_pid(layout, name) is not None
-
-        self.kubelet_port = book.get("kubelet", 10250, owned_by_us=ours(KUBELET))
-        self.kubelet_healthz = book.get("kubelet_healthz", 10248, owned_by_us=ours(KUBELET))
-        self.proxy_healthz = book.get("kube_proxy_healthz", 10256, owned_by_us=ours(KUBE_PROXY))
-        self.proxy_metrics = book.get("kube_proxy_metrics", 10249, owned_by_us=ours(KUBE_PROXY))
+        kubelet = procs.running_pid(layout, KUBELET) is not None
+        proxy = procs.running_pid(layout, KUBE_PROXY) is not None
+        self.kubelet_port = book.get("kubelet", 10250, owned_by_us=kubelet)
+        self.kubelet_healthz = book.get("kubelet_healthz", 10248, owned_by_us=kubelet)
+        self.proxy_healthz = book.get("kube_proxy_healthz", 10256, owned_by_us=proxy)
+        self.proxy_metrics = book.get("kube_proxy_metrics", 10249, owned_by_us=proxy)
         self.images = images.Images(layout)
         self.book = book
 
