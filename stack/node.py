@@ -45,6 +45,8 @@ SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/pa
 # Host paths the kubelet uses whatever its root dir; removed on down when the node made them.
 HOST_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/lib/cni", "/run/containerd")
 SHIM_SOCKETS = Path("/run/containerd/s")
+# Shared host folders the node may create; removed on down only if it made them and they are empty.
+SHARED_DIRS = ("/run/netns",)
 
 
 def node_name() -> str:
@@ -220,6 +222,7 @@ class Bridge:
             state = {
                 "sysctl": {name: _sysctl_path(name).read_text().strip() for name in SYSCTLS},
                 "host_paths_made": [h for h in HOST_PATHS if not Path(h).exists()],
+                "shared_dirs_made": [h for h in SHARED_DIRS if not Path(h).exists()],
                 "started": time.time(),
             }
             p.state.write_text(json.dumps(state, indent=2) + "\n")
@@ -480,6 +483,9 @@ def teardown(layout: Layout, *, say: Callable[[str], None] = print) -> None:
     for path in state.get("host_paths_made", []):
         _unmount_under(Path(path))
         shutil.rmtree(path, ignore_errors=True)
+    for path in state.get("shared_dirs_made", []):
+        with contextlib.suppress(OSError):
+            Path(path).rmdir()
     p.state.unlink()
     say("floe-stack: node cleaned up (bridge, netns, iptables chains, kernel settings restored)")
 
