@@ -8,17 +8,28 @@
 # spec.pod.runAsUser default, as in Spark's own images) with a read-only root filesystem and
 # a writable /tmp, where Spark keeps its scratch space (spark.local.dir) and Ivy cache.
 
+# The base: Debian bookworm with Python 3.11 and pip. `make up NODE=1` builds one here from
+# Debian's packages and passes it as --build-arg PYTHON_IMAGE=localhost/floe/base:<key>.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
+# The source tree's operator/ must not shadow the standard library's operator module in any
+# Python started here (python -m, and the build tools' own subprocesses).
+ENV PYTHONSAFEPATH=1
 RUN pip install --no-cache-dir --upgrade pip build
-COPY pyproject.toml README.md ./
+# The runtime dependencies first, from pyproject.toml alone (the pins live there), so that a
+# change to Floe's own code rebuilds only Floe's wheel and the layers after it.
+COPY pyproject.toml ./
+RUN mkdir /deps \
+ && python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    > /deps/requirements.txt \
+ && pip wheel --no-cache-dir --wheel-dir /deps -r /deps/requirements.txt
+COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
 COPY stack/ stack/
-RUN python -m build --wheel --outdir /wheels . \
- && pip wheel --no-cache-dir --wheel-dir /wheels /wheels/floe-*.whl
+RUN python -m build --wheel --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 # Spark 4 runs on Java 17; procps gives Spark's scripts `ps`. /opt/java points at the JRE
@@ -31,20 +42,26 @@ ARG UID=185
 RUN groupadd --gid ${UID} spark \
  && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /tmp --shell /usr/sbin/nologin spark
 
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels /wheels/floe-*.whl && rm -rf /wheels
+COPY --from=build /deps /deps
+RUN pip install --no-cache-dir --no-index --find-links /deps -r /deps/requirements.txt && rm -rf /deps
 
 # Spark's Kafka source and what it needs beyond pyspark, matching pyspark 4.0.0 (Scala 2.13),
-# from Maven Central with pinned digests.
+# from Maven Central, checked against pinned digests (a RUN step rather than ADD --checksum, so
+# builders without that flag, such as buildah, build this file too).
 ARG MAVEN=https://repo1.maven.org/maven2
-ADD --chmod=644 --checksum=sha256:33a3b8b04df4a2e43c9d5bf8ca5972936a1ac662f2714e014d00ef6f27468bf3 \
-    ${MAVEN}/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0/spark-sql-kafka-0-10_2.13-4.0.0.jar /opt/floe/jars/
-ADD --chmod=644 --checksum=sha256:f2be3b76f9e6cbe63379d4e4e0dc14f59dbf056ae2ad16ff15ac108004c86767 \
-    ${MAVEN}/org/apache/spark/spark-token-provider-kafka-0-10_2.13/4.0.0/spark-token-provider-kafka-0-10_2.13-4.0.0.jar /opt/floe/jars/
-ADD --chmod=644 --checksum=sha256:15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18 \
-    ${MAVEN}/org/apache/kafka/kafka-clients/3.9.0/kafka-clients-3.9.0.jar /opt/floe/jars/
-ADD --chmod=644 --checksum=sha256:6d3bd18df8410f3e31b031aca582cc109342358a62a2759ebd0c4cdf30d06f8b \
-    ${MAVEN}/org/apache/commons/commons-pool2/2.12.0/commons-pool2-2.12.0.jar /opt/floe/jars/
+ADD --chmod=644 ${MAVEN}/org/apache/spark/spark-sql-kafka-0-10_2.13/4.0.0/spark-sql-kafka-0-10_2.13-4.0.0.jar /opt/floe/jars/
+ADD --chmod=644 ${MAVEN}/org/apache/spark/spark-token-provider-kafka-0-10_2.13/4.0.0/spark-token-provider-kafka-0-10_2.13-4.0.0.jar /opt/floe/jars/
+ADD --chmod=644 ${MAVEN}/org/apache/kafka/kafka-clients/3.9.0/kafka-clients-3.9.0.jar /opt/floe/jars/
+ADD --chmod=644 ${MAVEN}/org/apache/commons/commons-pool2/2.12.0/commons-pool2-2.12.0.jar /opt/floe/jars/
+RUN cd /opt/floe/jars && printf '%s  %s\n' \
+      33a3b8b04df4a2e43c9d5bf8ca5972936a1ac662f2714e014d00ef6f27468bf3 spark-sql-kafka-0-10_2.13-4.0.0.jar \
+      f2be3b76f9e6cbe63379d4e4e0dc14f59dbf056ae2ad16ff15ac108004c86767 spark-token-provider-kafka-0-10_2.13-4.0.0.jar \
+      15c1e137f2c2c94398e27abc4060a03b6bde10bf9fac15e8f70c02320b202f18 kafka-clients-3.9.0.jar \
+      6d3bd18df8410f3e31b031aca582cc109342358a62a2759ebd0c4cdf30d06f8b commons-pool2-2.12.0.jar \
+    | sha256sum -c -
+
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl && rm -rf /wheels
 
 # The examples, so examples/*/streamingapp.yaml run on this image as they are.
 WORKDIR /opt/floe

@@ -7,33 +7,37 @@
 # offsets layout with the job runtime (floe_jobs), so it installs the whole distribution,
 # but not pyspark: nothing the operator imports needs it, and it is most of the job image.
 
+# The base: Debian bookworm with Python 3.11 and pip. `make up NODE=1` builds one here from
+# Debian's packages and passes it as --build-arg PYTHON_IMAGE=localhost/floe/base:<key>.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
+# The source tree's operator/ must not shadow the standard library's operator module in any
+# Python started here (python -m, and the build tools' own subprocesses).
+ENV PYTHONSAFEPATH=1
 RUN pip install --no-cache-dir --upgrade pip build
-COPY pyproject.toml README.md ./
+# The runtime dependencies from pyproject.toml (the pins live there), minus pyspark, first, so
+# that a change to Floe's own code rebuilds only Floe's wheel and the layers after it.
+COPY pyproject.toml ./
+RUN mkdir /deps \
+ && python -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; \
+print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))' > /deps/requirements.txt \
+ && pip wheel --no-cache-dir --wheel-dir /deps -r /deps/requirements.txt
+COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
 COPY stack/ stack/
-# The runtime dependencies from pyproject.toml, minus pyspark, so the pins live in one place.
-RUN python - <<'PY' > /tmp/requirements.txt
-import tomllib
-deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
-print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))
-PY
-RUN python -m build --wheel --outdir /wheels . \
- && pip wheel --no-cache-dir --wheel-dir /wheels -r /tmp/requirements.txt \
- && cp /tmp/requirements.txt /wheels/requirements.txt
+RUN python -m build --wheel --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 ARG UID=10001
 RUN groupadd --gid ${UID} floe \
  && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin floe
+COPY --from=build /deps /deps
+RUN pip install --no-cache-dir --no-index --find-links /deps -r /deps/requirements.txt && rm -rf /deps
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels -r /wheels/requirements.txt \
- && pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl \
- && rm -rf /wheels
+RUN pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl && rm -rf /wheels
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1
 # Metrics (FLOE_METRICS_PORT) and Kopf's /healthz (FLOE_LIVENESS_PORT).

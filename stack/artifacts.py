@@ -89,14 +89,15 @@ def maven_jars(
     return dest
 
 
-def go_build_kube(layout: Layout, *, kube_version: str, etcd_version: str) -> None:
-    """Build etcd and the Kubernetes control plane with the Go toolchain (build-kube.sh)."""
+def go_build_kube(layout: Layout, *, kube_version: str, etcd_version: str, target: str = "all") -> None:
+    """Build etcd and the Kubernetes control plane (``target`` "all"), or the node's kubelet and
+    kube-proxy (``target`` "node"), with the Go toolchain (build-kube.sh)."""
     script = Path(__file__).with_name("build-kube.sh")
     env = dict(os.environ, FLOE_CACHE=str(layout.cache), KUBE_VERSION=kube_version, ETCD_VERSION=etcd_version)
-    proc = subprocess.run(["bash", str(script), "all"], env=env)
+    proc = subprocess.run(["bash", str(script), target], env=env)
     if proc.returncode != 0:
         raise ArtifactError(
-            f"could not build Kubernetes v{kube_version} / etcd v{etcd_version} from {GO_PROXY} "
+            f"could not build Kubernetes v{kube_version} ({target}) / etcd v{etcd_version} from {GO_PROXY} "
             f"(see the output above)"
         )
 
@@ -119,3 +120,23 @@ def go_install(layout: Layout, *, package: str, version: str, binary: str, ldfla
         os.replace(Path(tmp) / binary, target)
     stamp.touch()
     return target
+
+
+def _deb_installed(package: str) -> bool:
+    proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+    return proc.returncode == 0 and proc.stdout.strip().endswith("installed")
+
+
+def debian_packages(packages: Sequence[str]) -> None:
+    """Install whichever of ``packages`` are missing with apt-get (Debian's packages), so a new
+    machine gets what the node needs from the project itself."""
+    missing = [p for p in packages if not _deb_installed(p)]
+    if not missing:
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+            raise ArtifactError(
+                f"could not install {', '.join(missing)} from Debian's packages ({' '.join(cmd[:2])}):\n{tail}")

@@ -3,13 +3,14 @@
 Cassandra's tarball scripts are not on Maven Central, so this module supplies what they
 would: a minimal cassandra.yaml, a logback config and the JDK 17 module options
 (`--add-exports`/`--add-opens`) that Cassandra's own jvm17-server.options sets. The heap is
-capped at 1 GiB and data lives under the cache dir.
+capped at 1 GiB and data lives under the cache dir. With the node (``FLOE_NODE=1``) CQL listens
+on every address, so pods reach it on the node's bridge, and still names loopback as its own.
 """
 
 from __future__ import annotations
 
 from floe_stack import artifacts, component, ports, procs
-from floe_stack.layout import CASSANDRA_VERSION, Layout
+from floe_stack.layout import CASSANDRA_VERSION, NODE_BRIDGE_IP, Layout, node_enabled
 
 NAME = "cassandra"
 
@@ -67,6 +68,9 @@ class Cassandra:
 
     def _yaml(self) -> str:
         d = self.data
+        # Cassandra serves CQL on one address; 0.0.0.0 with a broadcast address is how it
+        # serves loopback and the node's bridge at once.
+        rpc = "rpc_address: 0.0.0.0\nbroadcast_rpc_address: 127.0.0.1" if node_enabled() else "rpc_address: 127.0.0.1"
         return f"""\
 cluster_name: floe-local
 num_tokens: 16
@@ -84,7 +88,7 @@ seed_provider:
     parameters:
       - seeds: "127.0.0.1:{self.storage_port}"
 listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
+{rpc}
 storage_port: {self.storage_port}
 native_transport_port: {self.port}
 start_native_transport: true
@@ -144,8 +148,11 @@ concurrent_writes: 16
                              alive=component.alive(self.layout, NAME), log=str(self.layout.log(NAME)))
 
     def env(self) -> dict[str, str]:
-        return {"FLOE_CASSANDRA_HOSTS": "127.0.0.1", "FLOE_CASSANDRA_PORT": str(self.port),
-                "FLOE_CASSANDRA_LOCAL_DC": "datacenter1", "FLOE_CASSANDRA_VERSION": CASSANDRA_VERSION}
+        env = {"FLOE_CASSANDRA_HOSTS": "127.0.0.1", "FLOE_CASSANDRA_PORT": str(self.port),
+               "FLOE_CASSANDRA_LOCAL_DC": "datacenter1", "FLOE_CASSANDRA_VERSION": CASSANDRA_VERSION}
+        if node_enabled():
+            env["FLOE_CASSANDRA_HOSTS_PODS"] = NODE_BRIDGE_IP
+        return env
 
     def processes(self) -> list[str]:
         return [NAME]

@@ -7,7 +7,7 @@ import argparse
 import shutil
 import sys
 
-from floe_stack import artifacts, component, stack
+from floe_stack import artifacts, component, node, stack
 from floe_stack.layout import Layout
 
 
@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
                 state = f"up    pid {pid:<8} rss {rss / 2**20:7.0f} MiB" if pid else "down"
                 print(f"{name:<24} {state}")
             print(f"{'total':<24}                    rss {total / 2**20:7.0f} MiB")
+            if line := node.summary(layout):
+                print(line)
             if layout.env_file.exists():
                 print(f"env file: {layout.env_file}")
             return 0 if all(pid for _, pid, _ in rows) else 1

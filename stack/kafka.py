@@ -1,7 +1,9 @@
 """Apache Kafka 4.x in KRaft mode: one combined broker/controller on loopback.
 
 Jars come from Maven Central (the `kafka_2.13` artifact and its dependencies) and run on the
-machine's JDK; storage is formatted on first start and kept under the cache dir.
+machine's JDK; storage is formatted on first start and kept under the cache dir. With the node
+(``FLOE_NODE=1``) a second listener on the node's bridge serves pods, advertising that address,
+while clients on the host keep the loopback one.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import subprocess
 import uuid
 
 from floe_stack import artifacts, component, ports, procs
-from floe_stack.layout import KAFKA_VERSION, SCALA_BINARY, Layout
+from floe_stack.layout import KAFKA_VERSION, NODE_BRIDGE_IP, SCALA_BINARY, Layout, node_enabled
 
 NAME = "kafka"
 LOG4J = "2.24.3"
@@ -38,6 +40,7 @@ class Kafka:
         mine = procs.running_pid(layout, NAME) is not None
         self.port = book.get("kafka", 9092, owned_by_us=mine)
         self.controller_port = book.get("kafka_controller", 9093, owned_by_us=mine)
+        self.pods_port = book.get("kafka_pods", 9094, owned_by_us=mine) if node_enabled() else 0
         self.data = layout.data / "kafka"
 
     def install(self) -> None:
@@ -52,16 +55,17 @@ class Kafka:
         )
 
     def _properties(self) -> str:
+        pods = f",PODS://{NODE_BRIDGE_IP}:{self.pods_port}" if self.pods_port else ""
         return "\n".join(
             [
                 "process.roles=broker,controller",
                 "node.id=1",
                 f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
-                f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{pods}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}{pods}",
                 "controller.listener.names=CONTROLLER",
                 "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PODS:PLAINTEXT",
                 f"log.dirs={self.data}",
                 "num.partitions=1",
                 "offsets.topic.replication.factor=1",
@@ -126,7 +130,10 @@ class Kafka:
         return f"127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        return {"FLOE_KAFKA_BOOTSTRAP": self.bootstrap, "FLOE_KAFKA_VERSION": KAFKA_VERSION}
+        env = {"FLOE_KAFKA_BOOTSTRAP": self.bootstrap, "FLOE_KAFKA_VERSION": KAFKA_VERSION}
+        if self.pods_port:
+            env["FLOE_KAFKA_BOOTSTRAP_PODS"] = f"{NODE_BRIDGE_IP}:{self.pods_port}"
+        return env
 
     def processes(self) -> list[str]:
         return [NAME]

@@ -3,9 +3,11 @@ and kube-scheduler, built from the Go module proxy and run on loopback.
 
 Certificates, the service-account signing key and the kubeconfigs are generated per
 checkout (``.floe/kube``), and so is etcd's data: cluster state belongs to one checkout and
-would not match another checkout's keys. There is no kubelet, so Pods stay Pending, but every
-controller that works on API objects alone (Deployments → ReplicaSets, garbage collection,
-namespaces, service accounts) runs for real.
+would not match another checkout's keys. Without the node (``FLOE_NODE=1``, see node.py) Pods
+stay Pending, but every controller that works on API objects alone (Deployments → ReplicaSets,
+garbage collection, namespaces, service accounts) runs for real. With the node, the API server
+also listens on the node's bridge and advertises that address, so the ``kubernetes`` Service
+leads pods to it, and it reaches the kubelet by the node's hostname.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from floe_stack import artifacts, component, procs
-from floe_stack.layout import ETCD_VERSION, KUBE_VERSION, Layout
+from floe_stack.layout import ETCD_VERSION, KUBE_VERSION, NODE_BRIDGE_IP, Layout, node_enabled
 
 ETCD, APISERVER, CONTROLLER_MANAGER, SCHEDULER = "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"
 SERVICE_CIDR = "10.96.0.0/16"
@@ -53,27 +55,29 @@ class Kube:
         return str(self.layout.bin / name)
 
     # -- certificates and kubeconfigs -------------------------------------------------------
-    def _cert(self, name: str, subject: str, *, server: bool = False) -> None:
+    def cert(self, name: str, subject: str, *, server: bool = False) -> None:
+        """Issue ``name``.crt/.key from the checkout's CA, unless one with the same extensions exists."""
         d = self.dir
-        if (d / f"{name}.crt").exists():
-            return
-        _openssl("genrsa", "-out", str(d / f"{name}.key"), "2048")
-        _openssl("req", "-new", "-key", str(d / f"{name}.key"), "-subj", subject, "-out", str(d / f"{name}.csr"))
         ext = d / f"{name}.ext"
         if server:
-            ext.write_text(
+            want = (
                 "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
                 "extendedKeyUsage=serverAuth,clientAuth\n"
                 "subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,"
-                f"DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:{SERVICE_IP}\n"
+                f"DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:{SERVICE_IP},IP:{NODE_BRIDGE_IP}\n"
             )
         else:
-            ext.write_text("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
-                           "extendedKeyUsage=clientAuth\n")
+            want = ("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
+                    "extendedKeyUsage=clientAuth\n")
+        if (d / f"{name}.crt").exists() and ext.exists() and ext.read_text() == want:
+            return
+        _openssl("genrsa", "-out", str(d / f"{name}.key"), "2048")
+        _openssl("req", "-new", "-key", str(d / f"{name}.key"), "-subj", subject, "-out", str(d / f"{name}.csr"))
+        ext.write_text(want)
         _openssl("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA", str(d / "ca.crt"), "-CAkey", str(d / "ca.key"),
                  "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", str(ext), "-out", str(d / f"{name}.crt"))
 
-    def _kubeconfig(self, name: str, cert: str) -> Path:
+    def write_kubeconfig(self, name: str, cert: str) -> Path:
         d = self.dir
         path = d / f"{name}.kubeconfig"
         path.write_text(
@@ -109,13 +113,14 @@ current-context: floe-local
         if not (d / "sa.key").exists():
             _openssl("genrsa", "-out", str(d / "sa.key"), "2048")
             _openssl("rsa", "-in", str(d / "sa.key"), "-pubout", "-out", str(d / "sa.pub"))
-        self._cert("apiserver", "/CN=kube-apiserver", server=True)
-        self._cert("admin", "/O=system:masters/CN=floe-admin")
-        self._cert("controller-manager", "/CN=system:kube-controller-manager")
-        self._cert("scheduler", "/CN=system:kube-scheduler")
-        self._kubeconfig("admin", "admin")
-        self._kubeconfig("controller-manager", "controller-manager")
-        self._kubeconfig("scheduler", "scheduler")
+        self.cert("apiserver", "/CN=kube-apiserver", server=True)
+        self.cert("admin", "/O=system:masters/CN=floe-admin")
+        self.cert("controller-manager", "/CN=system:kube-controller-manager")
+        self.cert("scheduler", "/CN=system:kube-scheduler")
+        self.cert("apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client")
+        self.write_kubeconfig("admin", "admin")
+        self.write_kubeconfig("controller-manager", "controller-manager")
+        self.write_kubeconfig("scheduler", "scheduler")
 
     @property
     def kubeconfig(self) -> Path:
@@ -139,10 +144,20 @@ current-context: floe-local
                 "--unsafe-no-fsync",
             ], marker=str(etcd_data))
         if not procs.running_pid(self.layout, APISERVER):
+            if node_enabled():
+                # Pods reach the API server on the node's bridge (through the `kubernetes`
+                # Service, whose endpoint is the advertised address); the API server reaches
+                # the kubelet by the node's hostname, which maps to loopback.
+                where = ["--bind-address=0.0.0.0", f"--advertise-address={NODE_BRIDGE_IP}",
+                         "--kubelet-preferred-address-types=Hostname,InternalIP",
+                         f"--kubelet-client-certificate={d / 'apiserver-kubelet-client.crt'}",
+                         f"--kubelet-client-key={d / 'apiserver-kubelet-client.key'}"]
+            else:
+                where = ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
             procs.start(self.layout, APISERVER, [
                 self.bin(APISERVER),
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-                "--bind-address=127.0.0.1", f"--secure-port={self.port}", "--advertise-address=127.0.0.1",
+                *where, f"--secure-port={self.port}",
                 f"--tls-cert-file={d / 'apiserver.crt'}", f"--tls-private-key-file={d / 'apiserver.key'}",
                 f"--client-ca-file={d / 'ca.crt'}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -151,12 +166,11 @@ current-context: floe-local
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--authorization-mode=Node,RBAC",
                 f"--cert-dir={d / 'apiserver-certs'}",
-                "--endpoint-reconciler-type=none",
                 "--v=1",
             ], marker=f"--secure-port={self.port}")
         self.wait_apiserver(timeout=120)
         if not procs.running_pid(self.layout, CONTROLLER_MANAGER):
-            cm = self._kubeconfig("controller-manager", "controller-manager")
+            cm = self.write_kubeconfig("controller-manager", "controller-manager")
             procs.start(self.layout, CONTROLLER_MANAGER, [
                 self.bin(CONTROLLER_MANAGER), f"--kubeconfig={cm}",
                 f"--authentication-kubeconfig={cm}", f"--authorization-kubeconfig={cm}",
@@ -168,7 +182,7 @@ current-context: floe-local
                 "--v=1",
             ], marker=f"--secure-port={self.cm_port}")
         if not procs.running_pid(self.layout, SCHEDULER):
-            sc = self._kubeconfig("scheduler", "scheduler")
+            sc = self.write_kubeconfig("scheduler", "scheduler")
             procs.start(self.layout, SCHEDULER, [
                 self.bin(SCHEDULER), f"--kubeconfig={sc}",
                 f"--authentication-kubeconfig={sc}", f"--authorization-kubeconfig={sc}",

@@ -20,6 +20,18 @@ ETCD_VERSION = "3.6.5"
 HELM_VERSION = "3.19.0"
 SCALA_BINARY = "2.13"
 
+# The node's pod network: one bridge whose address is also where the stack's services listen
+# for pods. Pods get a route to this subnet and to the Service range only.
+NODE_BRIDGE = "floe0"
+NODE_BRIDGE_IP = "10.244.0.1"
+POD_CIDR = "10.244.0.0/24"
+
+
+def node_enabled() -> bool:
+    """The node (containerd, kubelet, kube-proxy, images) is opt-in: ``FLOE_NODE=1``
+    (``make up NODE=1``)."""
+    return os.environ.get("FLOE_NODE", "") == "1"
+
 
 @dataclass(frozen=True)
 class Layout:

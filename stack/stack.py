@@ -5,20 +5,33 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from floe_stack import cassandra, component, envfile, helm, kafka, kube, procs, spark
-from floe_stack.layout import Layout
+from floe_stack import cassandra, component, envfile, helm, kafka, kube, node, procs, spark
+from floe_stack.layout import Layout, node_enabled
 
 Factory = Callable[[Layout, component.PortBook], component.Component]
 COMPONENTS: tuple[Factory, ...] = (kafka.Kafka, cassandra.Cassandra, kube.Kube, helm.Helm, spark.SparkConnector)
+# With the node (opt-in, FLOE_NODE=1): its bridge before every service, so they can listen on
+# its address; containerd, kubelet and kube-proxy after the control plane; then the images.
+NODE_FIRST: tuple[Factory, ...] = (node.Bridge,)
+NODE_LAST: tuple[Factory, ...] = (node.Node, node.NodeImages)
 
 
-def _components(layout: Layout, book: component.PortBook) -> list[component.Component]:
-    return [make(layout, book) for make in COMPONENTS]
+def components(*, with_node: bool) -> tuple[Factory, ...]:
+    return (*NODE_FIRST, *COMPONENTS, *NODE_LAST) if with_node else COMPONENTS
+
+
+def _components(
+    layout: Layout, book: component.PortBook, *, with_node: bool | None = None
+) -> list[component.Component]:
+    with_node = node_enabled() if with_node is None else with_node
+    return [make(layout, book) for make in components(with_node=with_node)]
 
 
 def _names(layout: Layout) -> list[str]:
+    """The stack's processes; the node's too while it runs, even when FLOE_NODE is not set now."""
     book = component.PortBook.load(layout)
-    return [p for c in _components(layout, book) for p in c.processes()]
+    with_node = node_enabled() or node.Paths(layout).state.exists()
+    return [p for c in _components(layout, book, with_node=with_node) for p in c.processes()]
 
 
 def all_running(layout: Layout) -> bool:
@@ -66,7 +79,9 @@ def status(layout: Layout) -> list[tuple[str, int | None, int]]:
 
 
 def down(layout: Layout, *, say: Callable[[str], None] = print) -> None:
-    """Stop the processes this checkout started, by pid file, in reverse start order."""
+    """Stop the processes this checkout started, by pid file, in reverse start order; the node
+    first (whether or not FLOE_NODE is set now), giving back what it took from the host."""
+    node.teardown(layout, say=say)
     for name in reversed(_names(layout)):
         if procs.stop(layout, name):
             say(f"floe-stack: stopped {name}")

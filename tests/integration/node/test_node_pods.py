@@ -1,0 +1,112 @@
+"""Pods on the stack's node (``make up NODE=1``): a pod from the job image built here reaches
+Running and Ready, and from inside it Kafka, Cassandra and the API server (through the
+``kubernetes`` Service, with the pod's own service-account token) answer, while no address
+beyond the pod network has a route."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+# Runs inside the pod as its command: real requests to each service, one JSON line of results,
+# then the readiness file the probe waits for.
+PROBE = r"""
+import errno, json, os, socket, ssl, urllib.request
+out = {}
+from confluent_kafka.admin import AdminClient
+md = AdminClient({"bootstrap.servers": os.environ["KAFKA"]}).list_topics(timeout=20)
+out["kafka_brokers"] = [f"{b.host}:{b.port}" for b in md.brokers.values()]
+from cassandra.cluster import Cluster
+cluster = Cluster([os.environ["CASSANDRA_HOST"]], port=int(os.environ["CASSANDRA_PORT"]))
+out["cassandra_release"] = cluster.connect().execute("SELECT release_version FROM system.local").one()[0]
+cluster.shutdown()
+sa = "/var/run/secrets/kubernetes.io/serviceaccount"
+ctx = ssl.create_default_context(cafile=f"{sa}/ca.crt")
+host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+req = urllib.request.Request(f"https://{host}:{port}/version",
+                             headers={"Authorization": "Bearer " + open(f"{sa}/token").read()})
+out["apiserver_version"] = json.load(urllib.request.urlopen(req, context=ctx, timeout=10))["gitVersion"]
+out["apiserver_via"] = f"{host}:{port}"
+s = socket.socket()
+try:
+    s.connect(("192.0.2.1", 9))
+    out["outside"] = "connected"
+except OSError as e:
+    out["outside"] = errno.errorcode.get(e.errno, str(e.errno))
+print(json.dumps(out), flush=True)
+open("/tmp/ready", "w").close()
+import time
+time.sleep(3600)
+"""
+
+
+def kubectl(stack_env: dict[str, str], *args: str, input: str | None = None) -> str:
+    proc = subprocess.run([stack_env["FLOE_KUBECTL"], f"--kubeconfig={stack_env['KUBECONFIG']}", *args],
+                          capture_output=True, text=True, input=input, timeout=120)
+    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def node_env(stack_env: dict[str, str]) -> dict[str, str]:
+    if stack_env.get("FLOE_NODE") != "1":
+        pytest.fail("the stack has no node: run `make up NODE=1` (these tests are marked node)")
+    return stack_env
+
+
+@pytest.fixture
+def namespace(node_env: dict[str, str]) -> Iterator[str]:
+    name = f"floe-node-it-{uuid.uuid4().hex[:6]}"
+    kubectl(node_env, "create", "namespace", name)
+    yield name
+    kubectl(node_env, "delete", "namespace", name, "--wait=false")
+
+
+@pytest.mark.node
+def test_a_pod_from_the_local_job_image_is_ready_and_reaches_the_stack(
+    node_env: dict[str, str], namespace: str
+) -> None:
+    env = node_env
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace},
+        "spec": {
+            "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "probe", "image": env["FLOE_JOB_IMAGE"], "imagePullPolicy": "Never",
+                "command": ["python", "-c", PROBE],
+                "env": [{"name": "KAFKA", "value": env["FLOE_KAFKA_BOOTSTRAP_PODS"]},
+                        {"name": "CASSANDRA_HOST", "value": env["FLOE_CASSANDRA_HOSTS_PODS"]},
+                        {"name": "CASSANDRA_PORT", "value": env["FLOE_CASSANDRA_PORT"]}],
+                "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 1},
+            }],
+        },
+    }
+    t0 = time.monotonic()
+    kubectl(env, "apply", "-f", "-", input=json.dumps(pod))
+    deadline = time.monotonic() + 180
+    status: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        status = json.loads(kubectl(env, "get", "pod", "probe", "-n", namespace, "-o", "json"))["status"]
+        if status.get("phase") == "Failed":
+            break
+        conds = {c["type"]: c["status"] for c in status.get("conditions", [])}  # type: ignore[attr-defined]
+        if conds.get("Ready") == "True":
+            break
+        time.sleep(0.5)
+    took = time.monotonic() - t0
+    logs = kubectl(env, "logs", "probe", "-n", namespace)
+    assert status.get("phase") == "Running", f"pod status {status}\nlogs:\n{logs}"
+    print(f"pod apply → Ready in {took:.1f} s")
+    result = json.loads(logs.strip().splitlines()[-1])
+    assert result["kafka_brokers"] == [env["FLOE_KAFKA_BOOTSTRAP_PODS"]]
+    assert result["cassandra_release"] == env["FLOE_CASSANDRA_VERSION"]
+    assert result["apiserver_version"] == f"v{env['FLOE_KUBE_VERSION']}"
+    assert result["apiserver_via"] == env["FLOE_KUBE_APISERVER_PODS"].removeprefix("https://")
+    assert result["outside"] == "ENETUNREACH", "a pod must have no route beyond the pod network"
+    pod_ip = str(status["podIP"])
+    assert pod_ip.startswith(env["FLOE_POD_CIDR"].rsplit(".", 1)[0] + ".")
