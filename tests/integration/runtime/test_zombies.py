@@ -4,7 +4,8 @@ others take its partitions over and commit newer batches, then resumed.
 Whatever it was doing, nothing it does after resuming may count: state stays exact, committed
 offsets never move back, and the output topic's latest count per word is the true one. The
 replica pauses itself at a named point of a batch (`floe_jobs.faults`), armed by the test while
-the replicas run, one point after the other.
+the replicas run, one point after the other. Before it resumes, the input stops and the others
+apply all of it, and the state is checked right after: a late write that won would stay visible.
 """
 
 from __future__ import annotations
