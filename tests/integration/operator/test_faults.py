@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from ..waiting import wait_for
 from .conftest import app_manifest
-from .kube import Kubectl, condition, wait_for
+from .kube import Kubectl, condition
 
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
 

@@ -27,8 +27,9 @@ import pytest
 from floe_jobs import localrun
 from floe_jobs.stores import schema
 
+from ..waiting import wait_for
 from .conftest import app_manifest
-from .kube import Kubectl, condition, wait_for
+from .kube import Kubectl, condition
 
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow]
 

@@ -14,8 +14,9 @@ from floe_jobs import config as job_config
 from floe_jobs import offsets
 from floe_operator import k8s, render
 
+from ..waiting import wait_for
 from .conftest import RESYNC_SECONDS, app_manifest
-from .kube import Kubectl, condition, wait_for
+from .kube import Kubectl, condition
 
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
 
