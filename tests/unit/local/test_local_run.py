@@ -100,13 +100,20 @@ def test_a_drain_while_a_replica_waits_out_its_restart_backoff_exits_0(tmp_path:
     """SIGINT drains what runs; a replica that crashed earlier and waits to be started again is not
     a failure of the drain."""
     import threading
+    import time
 
     sup = local.Supervisor(
         [_replica("r0", "raise SystemExit(3)"), _replica("r1", "import time; time.sleep(60)")],
         grace_seconds=10,
         cwd=tmp_path,
     )
-    threading.Timer(1.0, sup.stopping.set).start()
+    def drain_in_the_backoff() -> None:
+        deadline = time.monotonic() + 60
+        while sup.restarts["r0"] < 1 and time.monotonic() < deadline:  # r0 crashed, waits to restart
+            time.sleep(0.05)
+        sup.stopping.set()
+
+    threading.Thread(target=drain_in_the_backoff).start()
     assert sup.run() == 0
     assert sup.restarts == {"r0": 1, "r1": 0}
 
@@ -114,7 +121,20 @@ def test_a_drain_while_a_replica_waits_out_its_restart_backoff_exits_0(tmp_path:
 def test_a_replica_that_fails_its_drain_makes_the_run_fail(tmp_path: Path) -> None:
     import threading
 
-    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(4)); time.sleep(60)"
+    import time
+
+    ready = tmp_path / "handler-installed"
+    code = (
+        "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(4)); "
+        f"pathlib.Path({str(ready)!r}).touch(); time.sleep(60)"
+    )
     sup = local.Supervisor([_replica("r0", code)], grace_seconds=10, cwd=tmp_path)
-    threading.Timer(1.0, sup.stopping.set).start()
+
+    def drain_once_the_handler_is_in() -> None:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sup.stopping.set()
+
+    threading.Thread(target=drain_once_the_handler_is_in).start()
     assert sup.run() == 1
