@@ -120,7 +120,6 @@ def test_a_drain_while_a_replica_waits_out_its_restart_backoff_exits_0(tmp_path:
 
 def test_a_replica_that_fails_its_drain_makes_the_run_fail(tmp_path: Path) -> None:
     import threading
-
     import time
 
     ready = tmp_path / "handler-installed"
