@@ -385,14 +385,16 @@ def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
 
 def neighbours(app: model.StreamingApp, others: Sequence[Mapping[str, Any]]) -> list[model.StreamingApp]:
     """The other apps whose state lives in the same keyspace of the same Cassandra cluster (a
-    host in common), from raw bodies; those the operator cannot read are left out. The keyspace
+    host in common), from raw bodies; those being deleted and those the operator cannot read are
+    left out. The keyspace
     is compared before a body is parsed, so a pass over many apps stays cheap."""
     cass = app.spec.state.cassandra
     found = []
     for body in others:
         spec_cass = (((body.get("spec") or {}).get("state") or {}).get("cassandra")) or {}
-        if spec_cass.get("keyspace") != cass.keyspace or (body.get("metadata") or {}).get("uid") == app.uid:
-            continue
+        meta = body.get("metadata") or {}
+        if spec_cass.get("keyspace") != cass.keyspace or meta.get("uid") == app.uid or meta.get("deletionTimestamp"):
+            continue  # another keyspace, the app itself, or an app on its way out
         try:
             other = model.StreamingApp.from_body(body)
         except (pydantic.ValidationError, KeyError):

@@ -90,6 +90,12 @@ def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]
     assert runner.exception is None, runner.exception
 
 
+def counts_store(app: str) -> str:
+    """The partitioned store of the app `app_manifest` makes: its own, since two apps may not write
+    one store table."""
+    return f"{app}-counts"
+
+
 def app_manifest(
     name: str, namespace: str, *, topic: str, keyspace: str, kafka: str, hosts: list[str], port: int, **spec: Any
 ) -> dict[str, Any]:
@@ -104,7 +110,8 @@ def app_manifest(
             "kafka": {"bootstrapServers": kafka, "topics": [topic]},
             "state": {
                 "cassandra": {"hosts": hosts, "port": port, "keyspace": keyspace},
-                "stores": [{"name": "counts"}, {"name": "latest", "type": "global", "ttlSeconds": 3600}],
+                # a partitioned store of its own (one writer per store table), a global one shared
+                "stores": [{"name": counts_store(name)}, {"name": "latest", "type": "global", "ttlSeconds": 3600}],
             },
         },
     }

@@ -12,10 +12,11 @@ import pytest
 import yaml
 from floe_jobs import config as job_config
 from floe_jobs import offsets
+from floe_jobs.stores import schema
 from floe_operator import k8s, render
 
 from ..waiting import wait_for
-from .conftest import RESYNC_SECONDS, app_manifest
+from .conftest import RESYNC_SECONDS, app_manifest, counts_store
 from .kube import Kubectl, condition
 
 pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
@@ -84,7 +85,7 @@ def test_create_makes_children(
     wait_for(lambda: kube.list("replicaset", namespace, f"{render.APP_LABEL}={APP}"), what="a ReplicaSet")
 
     tables = _tables(cql, keyspace)
-    assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables
+    assert {schema.table_name(counts_store(APP)), "latest_kstreams_store"} <= tables
     assert offsets.TABLE in tables
 
     obj = wait_for(lambda: _settled(kube, namespace, 2), what="status to follow the Deployment")
@@ -207,7 +208,7 @@ def test_delete_collects_children_and_retains_state(
     kube.run("delete", "streamingapp", APP, "-n", namespace, "--wait=true", "--timeout=45s")
     for kind, name in (("deployment", APP), ("configmap", f"{APP}-config"), ("service", APP)):
         wait_for(lambda k=kind, n=name: kube.get(k, n, namespace) is None, what=f"{kind} {name} to be collected")
-    assert {"counts_kstreams_store", "latest_kstreams_store"} <= _tables(cql, keyspace)
+    assert {schema.table_name(counts_store(APP)), "latest_kstreams_store"} <= _tables(cql, keyspace)
 
 
 def test_delete_policy_drops_only_own_tables_and_repartition_topics(
@@ -237,7 +238,7 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=45s")
     tables = _tables(cql, keyspace)
     assert "dedup_kstreams_store" not in tables
-    assert {"counts_kstreams_store", "latest_kstreams_store"} <= tables  # the other app's state stays
+    assert {schema.table_name(counts_store(APP)), "latest_kstreams_store"} <= tables  # the other app's state stays
     assert offsets.TABLE in tables  # shared by the keyspace's apps: only the app's rows go
     assert offsets.progress(cql, keyspace=keyspace, app_id=app_id) == {}
     assert offsets.progress(cql, keyspace=keyspace, app_id=f"{namespace}-{APP}")[(spec_args["topic"], 0)][0] == 7

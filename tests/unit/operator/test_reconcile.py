@@ -352,3 +352,11 @@ def test_apps_sharing_only_global_stores_or_another_keyspace_are_not_refused() -
     assert reconcile.store_in_use(app, reconcile.neighbours(app, [elder, global_only])) is None
     app = model.StreamingApp.from_body(elsewhere)
     assert reconcile.neighbours(app, [elder, global_only, elsewhere]) == []
+
+
+def test_an_elder_app_on_its_way_out_does_not_hold_its_store() -> None:
+    elder = _named("orders", uid="a", created="2026-01-01T00:00:00Z")
+    elder["metadata"]["deletionTimestamp"] = "2026-01-03T00:00:00Z"
+    younger = _named("orders-v2", uid="b", created="2026-01-02T00:00:00Z")
+    app = model.StreamingApp.from_body(younger)
+    assert reconcile.neighbours(app, [elder, younger]) == []
