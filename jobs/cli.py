@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     except config_mod.ConfigError as exc:
         print(f"floe-job: {exc}", file=sys.stderr)
         return 2
+    # the configuration holds them now: Spark's JVM and Python workers, started below, must not
+    config_mod.scrub_secrets(os.environ)
 
     from floe_jobs import api, runner
 

@@ -178,7 +178,7 @@ class Runner:
     def __init__(self, cfg: FloeConfig, job: api.Job, *, member_name: str | None = None) -> None:
         self.cfg = cfg
         self.job = job
-        self.member = member_name or os.environ.get("POD_NAME") or socket.gethostname()
+        self.member = member_name or cfg.pod.name or socket.gethostname()
         # who claims this process's batches in the offsets table: the member name for people, and
         # a token of this process, so that a replica restarted under the same name is not taken
         # for its former self (`floe_jobs.offsets`)
@@ -269,16 +269,12 @@ class Runner:
         cfg = self.cfg
         if cfg.metrics.port:
             health.serve(self.health, port=cfg.metrics.port)
-        admin = AdminClient({"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.extra})
+        admin = AdminClient(
+            {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka(), **cfg.kafka.extra}
+        )
         ensure_topics(cfg, admin, self.job)
         c = cfg.cassandra
-        ccfg = store_config.CassandraConfig(
-            hosts=tuple(c.hosts),
-            port=c.port,
-            local_datacenter=c.local_datacenter,
-            username=c.username,
-            password=c.password,
-        )
+        ccfg = c.connection()
         self.session = _retry(
             f"Cassandra at {','.join(c.hosts)}:{c.port} (cassandra.hosts)",
             lambda: store_config.connect(ccfg),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +32,9 @@ class ProvisioningRejected(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    """How to reach one Cassandra cluster, with credentials resolved from Secrets."""
+    """How to reach one Cassandra cluster, with credentials resolved from Secrets; the key of the
+    operator's shared sessions, opened through the store library's `CassandraConfig` like every
+    session of the runtime."""
 
     hosts: tuple[str, ...]
     port: int
@@ -127,7 +128,6 @@ class Provisioner:
         self._locks: dict[Target, threading.Lock] = {}
         self._guard = threading.Lock()
         self._connect_timeout = connect_timeout
-        self._ca_files: list[Any] = []
         # The store library's DDL is safe to run concurrently; this only bounds the load on Cassandra.
         # Waiting happens in the event loop, so a queued provisioning never holds a worker thread.
         self._concurrency = concurrency
@@ -153,13 +153,6 @@ class Provisioner:
         from cassandra.cluster import NoHostAvailable, OperationTimedOut
         from floe_jobs.stores import config
 
-        ca_path = None
-        if target.ca_pem:
-            handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=True)  # noqa: SIM115
-            handle.write(target.ca_pem)
-            handle.flush()
-            self._ca_files.append(handle)
-            ca_path = handle.name
         cfg = config.CassandraConfig(
             hosts=target.hosts,
             port=target.port,
@@ -167,7 +160,7 @@ class Provisioner:
             username=target.username,
             password=target.password,
             tls=target.tls,
-            tls_ca=ca_path,
+            tls_ca_pem=target.ca_pem,
             connect_timeout=self._connect_timeout,
             ddl_timeout=30.0,
             schema_metadata=False,
@@ -288,6 +281,3 @@ class Provisioner:
         for session in self._sessions.values():
             session.cluster.shutdown()
         self._sessions.clear()
-        for handle in self._ca_files:
-            handle.close()
-        self._ca_files.clear()

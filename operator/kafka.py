@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from floe_jobs import kafkasec
 from floe_operator import model
 
 
@@ -24,29 +25,14 @@ class KafkaUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    """How to reach one Kafka cluster, with secret material resolved."""
+    """How to reach one Kafka cluster, with secret material resolved: the same security shape
+    the runtime configures its clients from (`floe_jobs.kafkasec`)."""
 
     bootstrap_servers: str
-    protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    username: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
-    ca_pem: str | None = field(default=None, repr=False)
-    cert_pem: str | None = field(default=None, repr=False)
-    key_pem: str | None = field(default=None, repr=False)
+    security: kafkasec.KafkaSecurity = field(default_factory=kafkasec.KafkaSecurity)
 
     def client_config(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.protocol}
-        if self.sasl_mechanism:
-            conf["sasl.mechanism"] = self.sasl_mechanism
-            conf["sasl.username"] = self.username or ""
-            conf["sasl.password"] = self.password or ""
-        if self.ca_pem:
-            conf["ssl.ca.pem"] = self.ca_pem
-        if self.cert_pem and self.key_pem:
-            conf["ssl.certificate.pem"] = self.cert_pem
-            conf["ssl.key.pem"] = self.key_pem
-        return conf
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.librdkafka()}
 
 
 def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
@@ -66,13 +52,15 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
             key = secrets.get(cc.name, {}).get(cc.key_key)
     return Target(
         bootstrap_servers=kafka.bootstrap_servers,
-        protocol=sec.protocol,
-        sasl_mechanism=sec.sasl.mechanism if sec.sasl else None,
-        username=username,
-        password=password,
-        ca_pem=ca,
-        cert_pem=cert,
-        key_pem=key,
+        security=kafkasec.KafkaSecurity(
+            protocol=sec.protocol,
+            sasl_mechanism=sec.sasl.mechanism if sec.sasl else None,
+            username=username,
+            password=password,
+            ca_pem=ca,
+            cert_pem=cert,
+            key_pem=key,
+        ),
     )
 
 
