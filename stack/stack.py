@@ -67,6 +67,6 @@ def status(layout: Layout) -> list[tuple[str, int | None, int]]:
 
 def down(layout: Layout, *, say: Callable[[str], None] = print) -> None:
     """Stop the processes this checkout started, by pid file, in reverse start order."""
-    for name in reversed(_names(layout)):
+    for name in [cassandra.SECURED, *reversed(_names(layout))]:  # the secured node: started by tests
         if procs.stop(layout, name):
             say(f"floe-stack: stopped {name}")
