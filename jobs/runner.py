@@ -52,8 +52,9 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, faults, health, kafkaio, offsets, planning, records, sparkio, state, statecache
+from floe_jobs import api, faults, health, kafkaio, kafkasec, offsets, planning, records, sparkio, state, statecache
 from floe_jobs.config import FloeConfig
+from floe_jobs.stores.errors import StoreConfigError
 
 log = logging.getLogger("floe_jobs")
 
@@ -105,6 +106,8 @@ def _retry(what: str, fn: Any, *, attempts: int = 6, first_delay: float = 1.0) -
     for attempt in range(1, attempts + 1):
         try:
             return fn()
+        except (StoreConfigError, kafkasec.SecurityError):
+            raise  # refused credentials or certificates: the settings must change, not the weather
         except Exception as exc:
             if attempt == attempts:
                 raise StartupError(f"{what} unreachable after {attempts} attempts: {exc}") from exc
@@ -269,9 +272,10 @@ class Runner:
         cfg = self.cfg
         if cfg.metrics.port:
             health.serve(self.health, port=cfg.metrics.port)
-        admin = AdminClient(
-            {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka(), **cfg.kafka.extra}
-        )
+        refused = kafkasec.ErrorWatch()
+        conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
+        admin = AdminClient({**conf, **cfg.kafka.extra}, error_cb=refused)
+        kafkasec.check_access(admin, refused, cfg.kafka.security, bootstrap=cfg.kafka.bootstrap_servers, timeout=15.0)
         ensure_topics(cfg, admin, self.job)
         c = cfg.cassandra
         ccfg = c.connection()

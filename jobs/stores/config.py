@@ -34,9 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassandra import ConsistencyLevel
+from cassandra import AuthenticationFailed, ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     ExponentialReconnectionPolicy,
@@ -230,6 +230,35 @@ def execution_profiles(config: CassandraConfig) -> dict[object, ExecutionProfile
     }
 
 
+def _refused(config: CassandraConfig, exc: NoHostAvailable) -> str | None:
+    """What to fix when every node refused the credentials or the TLS handshake (retrying will
+    not help), naming the settings; None when some node was merely unreachable."""
+    errors = list(exc.errors.values()) if isinstance(exc.errors, dict) else []
+    if not errors:
+        return None
+    where = f"Cassandra at {','.join(config.hosts)}:{config.port}"
+    if all(isinstance(e, AuthenticationFailed) for e in errors):
+        if config.username is None:
+            return (
+                f"{where} requires authentication: set cassandra.username and cassandra.password "
+                "(FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD; the StreamingApp's "
+                "spec.state.cassandra.credentialsSecretRef)"
+            )
+        server = str(errors[0]).rsplit("message=", 1)[-1].strip('"')
+        return (
+            f"{where} refused the credentials of cassandra.username {config.username!r}: {server}; check "
+            "cassandra.username and cassandra.password (FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD; the "
+            "StreamingApp's spec.state.cassandra.credentialsSecretRef)"
+        )
+    if all(isinstance(e, ssl.SSLError) for e in errors):
+        return (
+            f"{where}: TLS handshake failed ({errors[0]}); check cassandra.tls_ca_pem (FLOE_CASSANDRA_TLS_CA_PEM; "
+            "spec.state.cassandra.tls.caSecretRef): the CA must have signed the nodes' certificates, which must name "
+            "the address connected to (or set FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME=false) and not have expired"
+        )
+    return None
+
+
 def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
     """Opens a session: token-aware and DC-aware routing, `floe-dml`/`floe-ddl` profiles.
 
@@ -256,6 +285,12 @@ def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
     )
     try:
         session = cluster.connect(keyspace)
+    except NoHostAvailable as exc:
+        cluster.shutdown()
+        refused = _refused(config, exc)
+        if refused is not None:
+            raise StoreConfigError(refused) from None
+        raise
     except Exception:
         cluster.shutdown()
         raise
