@@ -147,6 +147,12 @@ def _hint(security: KafkaSecurity, detail: str) -> str:
     return f"check kafka.security_protocol ({env_name('kafka', 'security_protocol')}): {security.protocol}"
 
 
+def refusal(security: KafkaSecurity, *, bootstrap: str, error: Any) -> str:
+    """What the cluster refused and which settings to fix (librdkafka's reason holds no secret)."""
+    detail = error.str()
+    return f"Kafka at {bootstrap} refused the connection ({security.protocol}): {detail}; {_hint(security, detail)}"
+
+
 def check_access(admin: Any, watch: ErrorWatch, security: KafkaSecurity, *, bootstrap: str, timeout: float) -> None:
     """Ask for metadata until the cluster answers, failing at once with `SecurityError` when
     it refused this client's security settings (not after the retries an unreachable cluster
@@ -161,10 +167,6 @@ def check_access(admin: Any, watch: ErrorWatch, security: KafkaSecurity, *, boot
         except Exception:
             admin.poll(0)  # serves error_cb: the reason behind the transport failure
             if watch.refused is not None:
-                detail = watch.refused.str()
-                raise SecurityError(
-                    f"Kafka at {bootstrap} refused the connection ({security.protocol}): {detail}; "
-                    f"{_hint(security, detail)}"
-                ) from None
+                raise SecurityError(refusal(security, bootstrap=bootstrap, error=watch.refused)) from None
             if time.monotonic() >= deadline:
                 return

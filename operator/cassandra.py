@@ -26,6 +26,11 @@ class CassandraUnavailable(Exception):
     """Cassandra could not be reached or did not answer in time; retrying may help."""
 
 
+class CredentialsRejected(CassandraUnavailable):
+    """Cassandra refused the app's credentials or the TLS handshake; the Secret must change (the
+    operator asks again on its next pass, as for an unreachable cluster)."""
+
+
 class ProvisioningRejected(Exception):
     """Cassandra (or the store library) refused the layout; the spec must change."""
 
@@ -152,6 +157,7 @@ class Provisioner:
     def _connect(self, target: Target) -> Any:
         from cassandra.cluster import NoHostAvailable, OperationTimedOut
         from floe_jobs.stores import config
+        from floe_jobs.stores.errors import StoreConfigError
 
         cfg = config.CassandraConfig(
             hosts=target.hosts,
@@ -167,6 +173,8 @@ class Provisioner:
         )
         try:
             session = config.connect(cfg)
+        except StoreConfigError as exc:
+            raise CredentialsRejected(str(exc)) from exc
         except (NoHostAvailable, OperationTimedOut, OSError) as exc:
             raise CassandraUnavailable(
                 f"cannot connect to Cassandra at {','.join(target.hosts)}:{target.port}: {exc}"

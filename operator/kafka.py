@@ -23,6 +23,10 @@ class KafkaUnavailable(Exception):
     """The brokers could not be reached or did not answer in time."""
 
 
+class CredentialsRejected(KafkaUnavailable):
+    """The brokers refused the app's credentials or certificates (or its CA refused theirs)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """How to reach one Kafka cluster, with secret material resolved: the same security shape
@@ -71,6 +75,7 @@ class Inspector:
         self._ttl = ttl
         self._timeout = timeout
         self._admins: dict[Target, Any] = {}
+        self._refused: dict[Target, kafkasec.ErrorWatch] = {}
         self._cache: dict[Target, tuple[float, dict[str, int]]] = {}
         self._locks: dict[Target, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -82,7 +87,8 @@ class Inspector:
         with self._guard:
             admin = self._admins.get(target)
             if admin is None:
-                admin = self._admins[target] = AdminClient(target.client_config())
+                watch = self._refused[target] = kafkasec.ErrorWatch()
+                admin = self._admins[target] = AdminClient(target.client_config(), error_cb=watch)
             return admin
 
     def _topics(self, target: Target) -> dict[str, int]:
@@ -98,6 +104,13 @@ class Inspector:
             try:
                 metadata = admin.list_topics(timeout=self._timeout)
             except KafkaException as exc:
+                admin.poll(0)  # serves error_cb: an authentication or TLS failure behind the transport error
+                watch = self._refused[target]
+                if watch.refused is not None:
+                    error, watch.refused = watch.refused, None
+                    raise CredentialsRejected(
+                        kafkasec.refusal(target.security, bootstrap=target.bootstrap_servers, error=error)
+                    ) from exc
                 raise KafkaUnavailable(f"cannot list topics at {target.bootstrap_servers}: {exc}") from exc
             topics = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
             self._cache[target] = (time.monotonic(), topics)
