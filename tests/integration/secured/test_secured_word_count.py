@@ -265,6 +265,7 @@ def test_word_count_exact_over_secured_kafka_and_cassandra(
     assert app.stop() == 0
     log = app.log.read_text(errors="replace")
     assert "Committed stage=" in log
+    assert any("floe-job" in cmd for cmd in seen_commands), "the replica's command line was looked at"
     _, cm = app.rendered()
     for secret in app.secret_values:
         assert secret not in str(cm), "a secret in the ConfigMap"
