@@ -48,6 +48,7 @@ class Target:
     password: str | None = field(default=None, repr=False)
     tls: bool = False
     ca_pem: str | None = field(default=None, repr=False)
+    verify_hostname: bool = True
 
 
 def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
@@ -68,6 +69,7 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
         password=password,
         tls=cass.tls.enabled,
         ca_pem=ca_pem,
+        verify_hostname=cass.tls.verify_hostname,
     )
 
 
@@ -167,6 +169,7 @@ class Provisioner:
             password=target.password,
             tls=target.tls,
             tls_ca_pem=target.ca_pem,
+            tls_verify_hostname=target.verify_hostname,
             connect_timeout=self._connect_timeout,
             ddl_timeout=30.0,
             schema_metadata=False,

@@ -64,6 +64,7 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
             ca_pem=ca,
             cert_pem=cert,
             key_pem=key,
+            verify_hostname=sec.tls.verify_hostname if sec.tls is not None else True,
         ),
     )
 

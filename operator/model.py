@@ -55,6 +55,7 @@ class CredentialsSecretRef(_Model):
 
 
 class KafkaTls(_Model):
+    verify_hostname: bool = True
     ca_secret_ref: SecretKeyRef | None = None
     client_cert_secret_ref: ClientCertSecretRef | None = None
 
@@ -90,6 +91,7 @@ class Replication(_Model):
 
 class CassandraTls(_Model):
     enabled: bool = False
+    verify_hostname: bool = True
     ca_secret_ref: SecretKeyRef | None = None
 
 

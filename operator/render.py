@@ -130,7 +130,11 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     security: dict[str, Any] = {"security_protocol": kafka.security.protocol}
     if kafka.security.sasl is not None:
         security["sasl_mechanism"] = kafka.security.sasl.mechanism
-    tls = {"tls": True} if cass.tls.enabled else {}
+    if kafka.security.tls is not None and not kafka.security.tls.verify_hostname:
+        security["ssl_verify_hostname"] = False
+    tls: dict[str, Any] = {"tls": True} if cass.tls.enabled else {}
+    if cass.tls.enabled and not cass.tls.verify_hostname:
+        tls["tls_verify_hostname"] = False
     reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
     cache = spec.state.cache_max_keys
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
