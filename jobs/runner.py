@@ -275,7 +275,7 @@ class Runner:
         refused = kafkasec.ErrorWatch()
         conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
         admin = AdminClient({**conf, **cfg.kafka.extra}, error_cb=refused)
-        kafkasec.check_access(admin, refused, cfg.kafka.security, bootstrap=cfg.kafka.bootstrap_servers, timeout=15.0)
+        kafkasec.check_access(admin, refused, cfg.kafka.security, bootstrap=cfg.kafka.bootstrap_servers, timeout=10.0)
         ensure_topics(cfg, admin, self.job)
         c = cfg.cassandra
         ccfg = c.connection()

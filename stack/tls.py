@@ -47,7 +47,7 @@ def ensure(layout: Layout, *, hosts: Iterable[str] = ()) -> Path:
     """The CA (`ca.crt`), a server certificate (`server.crt`, `server.key`, and `server.pem`
     holding both, as Kafka's and Cassandra's PEM key stores take them) and a client certificate
     for mTLS (`client.crt`, `client.key`); made once, the server certificate again when it does
-    not name every host in `hosts`."""
+    not name every host in `hosts` (then naming those and every host it named before)."""
     d = directory(layout)
     d.mkdir(parents=True, exist_ok=True)
     d.chmod(0o700)
@@ -55,15 +55,18 @@ def ensure(layout: Layout, *, hosts: Iterable[str] = ()) -> Path:
         _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(d / "ca.key"))
         _openssl("req", "-x509", "-new", "-key", str(d / "ca.key"), "-days", "3650", "-subj", "/CN=floe-local-tls-ca",
                  "-out", str(d / "ca.crt"))
-    names = sorted({"localhost", "127.0.0.1", *hosts} - {"", "0.0.0.0"})
-    san = ",".join(f"IP:{h}" if _is_ip(h) else f"DNS:{h}" for h in names)
-    if (d / "server.san").exists() and (d / "server.san").read_text() == san and (d / "server.pem").exists():
+    known = set((d / "server.san").read_text().split(",")) if (d / "server.san").exists() else set()
+    wanted = {"localhost", "127.0.0.1", *hosts} - {"", "0.0.0.0"}
+    if wanted <= known and (d / "server.pem").exists():
         return d
+    # every name asked for so far: the Kafka broker and the Cassandra node share the certificate
+    names = sorted(wanted | known)
+    san = ",".join(f"IP:{h}" if _is_ip(h) else f"DNS:{h}" for h in names)
     _cert(d, "server", "/CN=localhost", extended="serverAuth,clientAuth", san=san)
     (d / "server.pem").write_text((d / "server.key").read_text() + (d / "server.crt").read_text())
     (d / "server.pem").chmod(0o600)
     _cert(d, "client", "/CN=floe", extended="clientAuth", san=None)
-    (d / "server.san").write_text(san)
+    (d / "server.san").write_text(",".join(names))
     return d
 
 
