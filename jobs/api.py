@@ -235,11 +235,7 @@ class Batch:
             )
         c = self.cfg.cassandra
         return state.StoreRef(
-            hosts=tuple(c.hosts),
-            port=c.port,
-            local_datacenter=c.local_datacenter,
-            username=c.username,
-            password=c.password,
+            cassandra=c.connection(),
             keyspace=c.keyspace,
             name=spec.name,
             type=spec.type,

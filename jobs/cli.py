@@ -58,8 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     except config_mod.ConfigError as exc:
         print(f"floe-job: {exc}", file=sys.stderr)
         return 2
+    # the configuration holds them now: Spark's JVM and Python workers, started below, must not
+    config_mod.scrub_secrets(os.environ)
 
     from floe_jobs import api, runner
+    from floe_jobs.stores.errors import StoreConfigError
 
     try:
         target, _ = runner.load_entrypoint(cfg.job.entrypoint)
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         r = runner.Runner(cfg, job)
         r.install_signals()
         r.start()
-    except (runner.StartupError, TypeError, ValueError) as exc:
+    except (runner.StartupError, StoreConfigError, TypeError, ValueError) as exc:
         print(f"floe-job: {exc}", file=sys.stderr)
         return 3 if isinstance(exc, runner.StartupError) else 2
     return r.run()

@@ -1,16 +1,29 @@
-"""The one typed configuration of a Floe job process.
+"""The one typed configuration of a Floe job process: the contract between operator and runtime.
 
-The operator renders these keys into the ConfigMap file that `floe-job --config` (or the
-`FLOE_CONFIG` environment variable) points at; every key can also be set, or overridden, by
-the environment variable documented next to it. Environment wins over the file, so a pod can
-patch a single setting without re-rendering the file.
+The operator renders this model and nothing else for a replica (`floe_operator.render`):
+the ConfigMap file that `floe-job --config` (or the `FLOE_CONFIG` environment variable)
+points at, and the environment variables of the pod — credentials and key material from
+Kubernetes Secrets (`secretKeyRef`), the pod's own name, namespace and IP (`fieldRef`). Every
+setting is declared once, below, with its environment variable (`setting(env=...)`); the
+renderer names its variables through `env_name`, and a unit test renders every golden case and
+loads it here, so a variable on one side only fails the build.
+
+Every key can also be set, or overridden, by its environment variable. Environment wins over
+the file, so a pod can patch a single setting without re-rendering the file. Secrets
+(`secret=True`) are accepted from the environment only: the operator never writes them into a
+ConfigMap, and `load` refuses them in a file.
 
 Lists in environment variables are comma-separated; `spark.conf` and `job.args` take JSON
 (`FLOE_SPARK_CONF='{"spark.sql.shuffle.partitions": "4"}'`, `FLOE_JOB_ARGS='["--x", "1"]'`),
 and `stores` takes a JSON list of `{name, type, ttl_seconds, table_options}` objects.
 
 Validation happens once, at start: a bad value stops the process with a message naming the
-key, its environment variable and the accepted values (`ConfigError`).
+key, its environment variable and the accepted values (`ConfigError`), never a secret's value.
+
+This is a pydantic model with its own small loader rather than pydantic-settings: the
+variable names are flat (`FLOE_CASSANDRA_LOCAL_DC` for `cassandra.local_datacenter`), which
+pydantic-settings reads for nested models only through a delimiter (`FLOE_CASSANDRA__…`),
+and renaming every variable would break every deployed pod template.
 """
 
 from __future__ import annotations
@@ -18,19 +31,54 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+import typing
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from floe_jobs.kafkasec import KafkaSecurity
+    from floe_jobs.stores.config import CassandraConfig
 
 StoreType = Literal["partitioned", "global", "versioned-partitioned", "versioned-global"]
+"""The kinds of store; the one definition the store library and the operator's model share."""
 GroupProtocol = Literal["consumer", "classic", "auto"]
 StartingOffsets = Literal["earliest", "latest"]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+EnvKind = Literal["str", "list", "json"]
+
+CONFIG_ENV = "FLOE_CONFIG"
+"""The variable naming the config file: read by `load` itself, not a setting."""
 
 _APP_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def setting(
+    *args: Any, env: str, description: str = "", secret: bool = False, kind: EnvKind | None = None, **kwargs: Any
+) -> Any:
+    """A field with its environment variable; `secret` keeps it out of files, repr and logs.
+
+    `kind` says how the variable's text is parsed (derived from the type when left out: lists
+    comma-separated, mappings and lists of objects as JSON).
+    """
+    extra: dict[str, Any] = {"env": env, "secret": secret}
+    if kind is not None:
+        extra["kind"] = kind
+    if secret:
+        kwargs.setdefault("repr", False)
+    return Field(*args, description=f"{env}: {description}" if description else env, json_schema_extra=extra, **kwargs)
+
+
+def _pem(value: str | None, what: str) -> str | None:
+    # says which setting without echoing the value (it may be a key)
+    if value is not None and "-----BEGIN " not in value:
+        raise ValueError(f"{what} is not PEM text (no -----BEGIN line)")
+    return value
 
 
 class ConfigError(ValueError):
@@ -42,78 +90,183 @@ class _Model(BaseModel):
 
 
 class KafkaSettings(_Model):
-    bootstrap_servers: str = Field(description="FLOE_KAFKA_BOOTSTRAP_SERVERS: host:port[,host:port…]")
-    topics: list[str] = Field(description="FLOE_KAFKA_TOPICS: input topics, comma-separated")
-    output_topics: list[str] = Field(
+    bootstrap_servers: str = setting(env="FLOE_KAFKA_BOOTSTRAP_SERVERS", description="host:port[,host:port…]")
+    topics: list[str] = setting(env="FLOE_KAFKA_TOPICS", description="input topics, comma-separated")
+    output_topics: list[str] = setting(
         default_factory=list,
-        description="FLOE_KAFKA_OUTPUT_TOPICS: output topics; the first one is the default for emitted rows",
+        env="FLOE_KAFKA_OUTPUT_TOPICS",
+        description="output topics; the first one is the default for emitted rows",
     )
-    group_id: str | None = Field(default=None, description="FLOE_KAFKA_GROUP_ID: consumer group; default: the app id")
-    starting_offsets: StartingOffsets = Field(
+    group_id: str | None = setting(
+        default=None, env="FLOE_KAFKA_GROUP_ID", description="consumer group; default: the app id"
+    )
+    starting_offsets: StartingOffsets = setting(
         default="earliest",
-        description="FLOE_KAFKA_STARTING_OFFSETS: where a partition without a stored offset starts",
+        env="FLOE_KAFKA_STARTING_OFFSETS",
+        description="where a partition without a stored offset starts",
     )
-    max_records_per_batch: int = Field(
-        default=50_000, ge=1, description="FLOE_KAFKA_MAX_RECORDS_PER_BATCH: cap of one micro-batch, all partitions"
+    max_records_per_batch: int = setting(
+        default=50_000,
+        ge=1,
+        env="FLOE_KAFKA_MAX_RECORDS_PER_BATCH",
+        description="cap of one micro-batch, all partitions",
     )
-    spark_read_min_records: int = Field(
+    spark_read_min_records: int = setting(
         default=200_000,
         ge=0,
-        description="FLOE_KAFKA_SPARK_READ_MIN_RECORDS: a batch of an input topic planned with at least this many "
+        env="FLOE_KAFKA_SPARK_READ_MIN_RECORDS",
+        description="a batch of an input topic planned with at least this many "
         "records is read with Spark's Kafka source (when its connector is on spark.jars), a smaller one by the "
         "driver's consumer; 0: every such batch with Spark's source (repartition topics are read by the driver). "
         "The default is above the default batch cap: in local mode the driver's consumer is faster; "
         "lower it when executors run elsewhere (spark.master) or batches are larger",
     )
-    spark_sink_min_records: int = Field(
+    spark_sink_min_records: int = setting(
         default=100_000,
         ge=0,
-        description="FLOE_KAFKA_SPARK_SINK_MIN_RECORDS: what a batch of more input records than this emits is "
+        env="FLOE_KAFKA_SPARK_SINK_MIN_RECORDS",
+        description="what a batch of more input records than this emits is "
         "written by Spark's Kafka sink, from its plan (when its connector is on spark.jars); a smaller batch's "
         "rows are collected and produced by the driver's producer. 0: every batch through Spark's sink",
     )
-    max_bytes_per_batch: int = Field(
+    max_bytes_per_batch: int = setting(
         default=64 * 1024 * 1024,
         ge=1024,
-        description="FLOE_KAFKA_MAX_BYTES_PER_BATCH: cap of one micro-batch in bytes "
-        "(estimated from the record sizes seen)",
+        env="FLOE_KAFKA_MAX_BYTES_PER_BATCH",
+        description="cap of one micro-batch in bytes (estimated from the record sizes seen)",
     )
-    session_timeout_ms: int | None = Field(
+    session_timeout_ms: int | None = setting(
         default=None,
         ge=1000,
-        description="FLOE_KAFKA_SESSION_TIMEOUT_MS: a consumer setting under the classic protocol; under KIP-848 "
+        env="FLOE_KAFKA_SESSION_TIMEOUT_MS",
+        description="a consumer setting under the classic protocol; under KIP-848 "
         "set on the group at start (consumer.session.timeout.ms); default: the broker's (45 s)",
     )
-    heartbeat_interval_ms: int | None = Field(
+    heartbeat_interval_ms: int | None = setting(
         default=None,
         ge=100,
-        description="FLOE_KAFKA_HEARTBEAT_INTERVAL_MS: a consumer setting under the classic protocol; under KIP-848 "
+        env="FLOE_KAFKA_HEARTBEAT_INTERVAL_MS",
+        description="a consumer setting under the classic protocol; under KIP-848 "
         "set on the group at start (consumer.heartbeat.interval.ms)",
     )
-    leave_group_on_close: bool = Field(
+    leave_group_on_close: bool = setting(
         default=True,
-        description="FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE: leave the group at once on shutdown; "
-        "off = the partitions wait for the session timeout",
+        env="FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE",
+        description="leave the group at once on shutdown; off = the partitions wait for the session timeout",
     )
-    group_protocol: GroupProtocol = Field(
+    group_protocol: GroupProtocol = setting(
         default="auto",
-        description="FLOE_KAFKA_GROUP_PROTOCOL: consumer (KIP-848), classic (cooperative-sticky) "
-        "or auto (consumer when the brokers support it)",
+        env="FLOE_KAFKA_GROUP_PROTOCOL",
+        description="consumer (KIP-848), classic (cooperative-sticky) or auto (consumer when the brokers support it)",
     )
-    poll_interval_ms: int = Field(
-        default=200, ge=10, le=10_000, description="FLOE_KAFKA_POLL_INTERVAL_MS: idle wait between empty batches"
+    poll_interval_ms: int = setting(
+        default=200, ge=10, le=10_000, env="FLOE_KAFKA_POLL_INTERVAL_MS", description="idle wait between empty batches"
     )
-    idempotent_output: bool = Field(
-        default=True, description="FLOE_KAFKA_IDEMPOTENT_OUTPUT: enable.idempotence and acks=all on every producer"
+    idempotent_output: bool = setting(
+        default=True,
+        env="FLOE_KAFKA_IDEMPOTENT_OUTPUT",
+        description="enable.idempotence and acks=all on every producer",
     )
-    instance_id: str | None = Field(
+    instance_id: str | None = setting(
         default=None,
-        description="FLOE_KAFKA_INSTANCE_ID: static member id (group.instance.id); default: none",
+        env="FLOE_KAFKA_INSTANCE_ID",
+        description="static member id (group.instance.id); default: none",
     )
-    extra: dict[str, str] = Field(
+    extra: dict[str, str] = setting(
         default_factory=dict,
-        description="FLOE_KAFKA_EXTRA: JSON object of extra librdkafka settings (security.protocol, sasl.*)",
+        env="FLOE_KAFKA_EXTRA",
+        description="JSON object of extra librdkafka settings for every client of the job (never credentials: "
+        "those come from Secrets, below)",
     )
+    security_protocol: SecurityProtocol = setting(
+        default="PLAINTEXT",
+        env="FLOE_KAFKA_SECURITY_PROTOCOL",
+        description="PLAINTEXT, SSL (TLS, with a client certificate for mTLS), SASL_PLAINTEXT or SASL_SSL",
+    )
+    sasl_mechanism: SaslMechanism | None = setting(
+        default=None, env="FLOE_KAFKA_SASL_MECHANISM", description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+    )
+    sasl_username: str | None = setting(
+        default=None, env="FLOE_KAFKA_SASL_USERNAME", secret=True, description="SASL user, from a Secret"
+    )
+    sasl_password: SecretStr | None = setting(
+        default=None, env="FLOE_KAFKA_SASL_PASSWORD", secret=True, description="SASL password, from a Secret"
+    )
+    ssl_ca_pem: str | None = setting(
+        default=None,
+        env="FLOE_KAFKA_SSL_CA_PEM",
+        secret=True,
+        description="PEM of the CA that signed the brokers' certificates; default: the system's CAs",
+    )
+    ssl_cert_pem: str | None = setting(
+        default=None, env="FLOE_KAFKA_SSL_CERT_PEM", secret=True, description="PEM client certificate (mTLS)"
+    )
+    ssl_key_pem: SecretStr | None = setting(
+        default=None,
+        env="FLOE_KAFKA_SSL_KEY_PEM",
+        secret=True,
+        description="PEM (PKCS#8) key of the client certificate",
+    )
+    ssl_verify_hostname: bool = setting(
+        default=True,
+        env="FLOE_KAFKA_SSL_VERIFY_HOSTNAME",
+        description="check that a broker's certificate names the host connected to; off still checks the CA",
+    )
+
+    @field_validator("ssl_ca_pem", "ssl_cert_pem")
+    @classmethod
+    def _pem_text(cls, value: str | None, info: Any) -> str | None:
+        return _pem(value, f"kafka.{info.field_name}")
+
+    @field_validator("ssl_key_pem")
+    @classmethod
+    def _pem_key(cls, value: SecretStr | None) -> SecretStr | None:
+        _pem(value.get_secret_value() if value is not None else None, "kafka.ssl_key_pem")
+        return value
+
+    @model_validator(mode="after")
+    def _security_complete(self) -> KafkaSettings:
+        sasl = self.security_protocol.startswith("SASL_")
+        if sasl:
+            missing = [
+                f"kafka.{name} ({env_name('kafka', name)})"
+                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+                if getattr(self, name) is None
+            ]
+            if missing:
+                raise ValueError(f"security_protocol {self.security_protocol} needs {', '.join(missing)}")
+        elif self.sasl_username is not None or self.sasl_password is not None:
+            raise ValueError(
+                f"SASL credentials are set but security_protocol is {self.security_protocol}: "
+                "use SASL_SSL (or SASL_PLAINTEXT)"
+            )
+        if (self.ssl_cert_pem is None) != (self.ssl_key_pem is None):
+            raise ValueError(
+                "kafka.ssl_cert_pem (FLOE_KAFKA_SSL_CERT_PEM) and kafka.ssl_key_pem (FLOE_KAFKA_SSL_KEY_PEM) "
+                "go together"
+            )
+        tls = self.security_protocol in ("SSL", "SASL_SSL")
+        if not tls and (self.ssl_ca_pem or self.ssl_cert_pem):
+            raise ValueError(
+                f"TLS material is set but security_protocol is {self.security_protocol}: use SSL or SASL_SSL"
+            )
+        return self
+
+    @property
+    def security(self) -> KafkaSecurity:
+        """The security settings as the one shape every Kafka client is configured from."""
+        from floe_jobs.kafkasec import KafkaSecurity
+
+        return KafkaSecurity(
+            protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            username=self.sasl_username,
+            password=self.sasl_password.get_secret_value() if self.sasl_password else None,
+            ca_pem=self.ssl_ca_pem,
+            cert_pem=self.ssl_cert_pem,
+            key_pem=self.ssl_key_pem.get_secret_value() if self.ssl_key_pem else None,
+            verify_hostname=self.ssl_verify_hostname,
+        )
 
     @field_validator("topics")
     @classmethod
@@ -145,14 +298,68 @@ class KafkaSettings(_Model):
 
 
 class CassandraSettings(_Model):
-    hosts: list[str] = Field(default_factory=lambda: ["127.0.0.1"], description="FLOE_CASSANDRA_HOSTS: contact points")
-    port: int = Field(default=9042, ge=1, le=65535, description="FLOE_CASSANDRA_PORT")
-    local_datacenter: str | None = Field(
-        default=None, description="FLOE_CASSANDRA_LOCAL_DC: data centre for DC-aware routing"
+    hosts: list[str] = setting(
+        default_factory=lambda: ["127.0.0.1"], env="FLOE_CASSANDRA_HOSTS", description="contact points"
     )
-    keyspace: str = Field(description="FLOE_CASSANDRA_KEYSPACE: keyspace of the stores and the offsets table")
-    username: str | None = Field(default=None, description="FLOE_CASSANDRA_USERNAME (never logged)")
-    password: str | None = Field(default=None, repr=False, description="FLOE_CASSANDRA_PASSWORD (never logged)")
+    port: int = setting(default=9042, ge=1, le=65535, env="FLOE_CASSANDRA_PORT", description="native protocol port")
+    local_datacenter: str | None = setting(
+        default=None, env="FLOE_CASSANDRA_LOCAL_DC", description="data centre for DC-aware routing"
+    )
+    keyspace: str = setting(env="FLOE_CASSANDRA_KEYSPACE", description="keyspace of the stores and the offsets table")
+    username: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_USERNAME",
+        secret=True,
+        description="PasswordAuthenticator user, from a Secret",
+    )
+    password: SecretStr | None = setting(
+        default=None, env="FLOE_CASSANDRA_PASSWORD", secret=True, description="its password, from a Secret"
+    )
+    tls: bool = setting(
+        default=False, env="FLOE_CASSANDRA_TLS", description="client encryption; on by itself when a CA is given"
+    )
+    tls_ca_pem: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_TLS_CA_PEM",
+        secret=True,
+        description="PEM of the CA that signed the nodes' certificates; default: the system's CAs",
+    )
+    tls_verify_hostname: bool = setting(
+        default=True,
+        env="FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME",
+        description="check that a node's certificate names the address connected to; off still checks the CA",
+    )
+
+    @field_validator("tls_ca_pem")
+    @classmethod
+    def _ca_pem(cls, value: str | None) -> str | None:
+        return _pem(value, "cassandra.tls_ca_pem")
+
+    @model_validator(mode="after")
+    def _credentials_together(self) -> CassandraSettings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError(
+                "cassandra.username (FLOE_CASSANDRA_USERNAME) and cassandra.password (FLOE_CASSANDRA_PASSWORD) "
+                "go together"
+            )
+        return self
+
+    def connection(self, **overrides: Any) -> CassandraConfig:
+        """The session settings of the store library (`floe_jobs.stores.config`): the one
+        connection shape every Cassandra session of the runtime is opened from."""
+        from floe_jobs.stores.config import CassandraConfig
+
+        return CassandraConfig(
+            hosts=tuple(self.hosts),
+            port=self.port,
+            local_datacenter=self.local_datacenter,
+            username=self.username,
+            password=self.password.get_secret_value() if self.password else None,
+            tls=self.tls or self.tls_ca_pem is not None,
+            tls_ca_pem=self.tls_ca_pem,
+            tls_verify_hostname=self.tls_verify_hostname,
+            **overrides,
+        )
 
     @field_validator("keyspace")
     @classmethod
@@ -184,15 +391,20 @@ class StoreSettings(_Model):
 
 
 class SparkSettings(_Model):
-    master: str = Field(default="local[*]", description="FLOE_SPARK_MASTER")
-    conf: dict[str, str] = Field(default_factory=dict, description="FLOE_SPARK_CONF: JSON object of Spark settings")
-    jars: list[str] = Field(
-        default_factory=list, description="FLOE_SPARK_JARS: Kafka connector jars (comma-separated), added to spark.jars"
+    master: str = setting(default="local[*]", env="FLOE_SPARK_MASTER", description="Spark master URL")
+    conf: dict[str, str] = setting(
+        default_factory=dict, env="FLOE_SPARK_CONF", description="JSON object of Spark settings"
     )
-    driver_batch_max_records: int | None = Field(
+    jars: list[str] = setting(
+        default_factory=list,
+        env="FLOE_SPARK_JARS",
+        description="Kafka connector jars (comma-separated), added to spark.jars",
+    )
+    driver_batch_max_records: int | None = setting(
         default=None,
         ge=0,
-        description="FLOE_SPARK_DRIVER_BATCH_MAX_RECORDS: in a batch of at most this many input records, rekey and "
+        env="FLOE_SPARK_DRIVER_BATCH_MAX_RECORDS",
+        description="in a batch of at most this many input records, rekey and "
         "aggregate group their rows in the driver instead of running Spark's shuffles (same result, a fraction "
         "of the time for small batches); 0: always in Spark. Default: 50,000 with a local master (Spark's tasks "
         "run on the driver's cores anyway), 10,000 with executors elsewhere (they share a large batch's work)",
@@ -207,54 +419,79 @@ class SparkSettings(_Model):
 
 
 class StateSettings(_Model):
-    cache_max_keys: int = Field(
+    cache_max_keys: int = setting(
         default=500_000,
         ge=0,
-        description="FLOE_STATE_CACHE_MAX_KEYS: state rows a replica keeps of the partitions it owns, so that "
+        env="FLOE_STATE_CACHE_MAX_KEYS",
+        description="state rows a replica keeps of the partitions it owns, so that "
         "aggregate, latest and dedup read each key from Cassandra once per assignment (partitioned stores "
         "without TTL and with a str, bytes, int, long or float value); about 180 bytes per short key; 0: off",
     )
 
 
 class ShutdownSettings(_Model):
-    drain_timeout_seconds: float = Field(
+    drain_timeout_seconds: float = setting(
         default=25.0,
         gt=0,
-        description="FLOE_SHUTDOWN_DRAIN_TIMEOUT_SECONDS: time to finish the running batch after SIGTERM; "
+        env="FLOE_SHUTDOWN_DRAIN_TIMEOUT_SECONDS",
+        description="time to finish the running batch after SIGTERM; "
         "keep it below the pod's terminationGracePeriodSeconds",
     )
 
 
 class MetricsSettings(_Model):
-    port: int = Field(default=9400, ge=0, le=65535, description="FLOE_METRICS_PORT: /healthz /readyz /metrics; 0 = off")
-    query_port: int = Field(
+    port: int = setting(
+        default=9400, ge=0, le=65535, env="FLOE_METRICS_PORT", description="/healthz /readyz /metrics; 0 = off"
+    )
+    query_port: int = setting(
         default=9401,
         ge=0,
         le=65535,
-        description="FLOE_METRICS_QUERY_PORT: the store query endpoint of stores the job exposes; 0 = off",
+        env="FLOE_METRICS_QUERY_PORT",
+        description="the store query endpoint of stores the job exposes; 0 = off",
     )
-    stall_seconds: float = Field(
-        default=300.0, gt=0, description="FLOE_METRICS_STALL_SECONDS: /healthz fails when the loop is stuck this long"
+    stall_seconds: float = setting(
+        default=300.0,
+        gt=0,
+        env="FLOE_METRICS_STALL_SECONDS",
+        description="/healthz fails when the loop is stuck this long",
     )
 
 
 class JobSettings(_Model):
-    entrypoint: str = Field(
-        description="FLOE_JOB_ENTRYPOINT: `package.module:attribute` or a path to a .py file[:attribute]"
+    entrypoint: str = setting(
+        env="FLOE_JOB_ENTRYPOINT", description="`package.module:attribute` or a path to a .py file[:attribute]"
     )
-    args: list[str] = Field(default_factory=list, description="FLOE_JOB_ARGS: JSON list handed to the job as job.args")
+    args: list[str] = setting(
+        default_factory=list, env="FLOE_JOB_ARGS", kind="json", description="JSON list handed to the job as job.args"
+    )
+
+
+class PodSettings(_Model):
+    """Who this replica is, from the pod's own fields (`fieldRef`); empty outside a pod."""
+
+    name: str | None = setting(
+        default=None, env="FLOE_POD_NAME", description="member name in logs and the group; default: the hostname"
+    )
+    namespace: str | None = setting(default=None, env="FLOE_POD_NAMESPACE", description="named in the start log line")
+    ip: str | None = setting(
+        default=None,
+        env="FLOE_POD_IP",
+        description="the address executors reach the driver at (spark.driver.host) under a k8s:// master",
+    )
 
 
 class FloeConfig(_Model):
-    app_id: str = Field(description="FLOE_APP_ID: the StreamingApp name; group id, topic and table prefix")
+    app_id: str = setting(env="FLOE_APP_ID", description="the StreamingApp name; group id, topic and table prefix")
     kafka: KafkaSettings
     cassandra: CassandraSettings
-    stores: list[StoreSettings] = Field(default_factory=list, description="FLOE_STORES: JSON list")
+    stores: list[StoreSettings] = setting(default_factory=list, env="FLOE_STORES", description="JSON list")
     spark: SparkSettings = SparkSettings()
     state: StateSettings = StateSettings()
     shutdown: ShutdownSettings = ShutdownSettings()
     metrics: MetricsSettings = MetricsSettings()
     job: JobSettings
+    pod: PodSettings = PodSettings()
 
     @field_validator("app_id")
     @classmethod
@@ -283,45 +520,62 @@ class FloeConfig(_Model):
         return f"{self.app_id}-{name}-repartition"
 
 
-# key path → (environment variable, kind); kind says how the string is parsed.
-ENV_KEYS: dict[tuple[str, ...], tuple[str, str]] = {
-    ("app_id",): ("FLOE_APP_ID", "str"),
-    ("kafka", "bootstrap_servers"): ("FLOE_KAFKA_BOOTSTRAP_SERVERS", "str"),
-    ("kafka", "topics"): ("FLOE_KAFKA_TOPICS", "list"),
-    ("kafka", "output_topics"): ("FLOE_KAFKA_OUTPUT_TOPICS", "list"),
-    ("kafka", "group_id"): ("FLOE_KAFKA_GROUP_ID", "str"),
-    ("kafka", "starting_offsets"): ("FLOE_KAFKA_STARTING_OFFSETS", "str"),
-    ("kafka", "max_records_per_batch"): ("FLOE_KAFKA_MAX_RECORDS_PER_BATCH", "str"),
-    ("kafka", "max_bytes_per_batch"): ("FLOE_KAFKA_MAX_BYTES_PER_BATCH", "str"),
-    ("kafka", "spark_read_min_records"): ("FLOE_KAFKA_SPARK_READ_MIN_RECORDS", "str"),
-    ("kafka", "spark_sink_min_records"): ("FLOE_KAFKA_SPARK_SINK_MIN_RECORDS", "str"),
-    ("kafka", "session_timeout_ms"): ("FLOE_KAFKA_SESSION_TIMEOUT_MS", "str"),
-    ("kafka", "heartbeat_interval_ms"): ("FLOE_KAFKA_HEARTBEAT_INTERVAL_MS", "str"),
-    ("kafka", "leave_group_on_close"): ("FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE", "str"),
-    ("kafka", "group_protocol"): ("FLOE_KAFKA_GROUP_PROTOCOL", "str"),
-    ("kafka", "poll_interval_ms"): ("FLOE_KAFKA_POLL_INTERVAL_MS", "str"),
-    ("kafka", "idempotent_output"): ("FLOE_KAFKA_IDEMPOTENT_OUTPUT", "str"),
-    ("kafka", "instance_id"): ("FLOE_KAFKA_INSTANCE_ID", "str"),
-    ("kafka", "extra"): ("FLOE_KAFKA_EXTRA", "json"),
-    ("cassandra", "hosts"): ("FLOE_CASSANDRA_HOSTS", "list"),
-    ("cassandra", "port"): ("FLOE_CASSANDRA_PORT", "str"),
-    ("cassandra", "local_datacenter"): ("FLOE_CASSANDRA_LOCAL_DC", "str"),
-    ("cassandra", "keyspace"): ("FLOE_CASSANDRA_KEYSPACE", "str"),
-    ("cassandra", "username"): ("FLOE_CASSANDRA_USERNAME", "str"),
-    ("cassandra", "password"): ("FLOE_CASSANDRA_PASSWORD", "str"),
-    ("stores",): ("FLOE_STORES", "json"),
-    ("spark", "master"): ("FLOE_SPARK_MASTER", "str"),
-    ("spark", "conf"): ("FLOE_SPARK_CONF", "json"),
-    ("spark", "jars"): ("FLOE_SPARK_JARS", "list"),
-    ("spark", "driver_batch_max_records"): ("FLOE_SPARK_DRIVER_BATCH_MAX_RECORDS", "str"),
-    ("state", "cache_max_keys"): ("FLOE_STATE_CACHE_MAX_KEYS", "str"),
-    ("shutdown", "drain_timeout_seconds"): ("FLOE_SHUTDOWN_DRAIN_TIMEOUT_SECONDS", "str"),
-    ("metrics", "port"): ("FLOE_METRICS_PORT", "str"),
-    ("metrics", "stall_seconds"): ("FLOE_METRICS_STALL_SECONDS", "str"),
-    ("metrics", "query_port"): ("FLOE_METRICS_QUERY_PORT", "str"),
-    ("job", "entrypoint"): ("FLOE_JOB_ENTRYPOINT", "str"),
-    ("job", "args"): ("FLOE_JOB_ARGS", "json"),
-}
+def _fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """(key path, field info) of every setting, descending into nested models."""
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _fields(annotation, (*prefix, name))
+        else:
+            yield (*prefix, name), info
+
+
+def _kind(info: Any) -> EnvKind:
+    extra = info.json_schema_extra or {}
+    if "kind" in extra:
+        return typing.cast(EnvKind, extra["kind"])
+    origin = typing.get_origin(info.annotation)
+    if origin is dict:
+        return "json"
+    if origin is list:
+        (item,) = typing.get_args(info.annotation)
+        return "json" if isinstance(item, type) and issubclass(item, BaseModel) else "list"
+    return "str"
+
+
+def _env_table() -> tuple[dict[tuple[str, ...], tuple[str, EnvKind]], frozenset[tuple[str, ...]]]:
+    keys: dict[tuple[str, ...], tuple[str, EnvKind]] = {}
+    secret: set[tuple[str, ...]] = set()
+    for path, info in _fields(FloeConfig):
+        extra = info.json_schema_extra
+        if not isinstance(extra, dict) or "env" not in extra:
+            raise TypeError(f"setting {'.'.join(path)} has no environment variable: declare it with setting(env=...)")
+        keys[path] = (str(extra["env"]), _kind(info))
+        if extra.get("secret"):
+            secret.add(path)
+    return keys, frozenset(secret)
+
+
+ENV_KEYS, SECRET_KEYS = _env_table()
+"""Key path → (environment variable, how its text is parsed), and the key paths of secrets:
+derived from the model, so a setting exists with its variable or not at all."""
+
+_ENV_OF = {path: env for path, (env, _) in ENV_KEYS.items()}
+
+
+def env_name(*path: str) -> str:
+    """The environment variable of a setting (`env_name("kafka", "sasl_password")`); what the
+    operator's renderer names its variables with, so both sides spell them alike."""
+    try:
+        return _ENV_OF[path]
+    except KeyError:
+        raise KeyError(f"no setting {'.'.join(path)} in floe_jobs.config") from None
+
+
+def secret_env_names() -> frozenset[str]:
+    """Variables whose values are secrets: never logged, never in a file, scrubbed after loading."""
+    return frozenset(_ENV_OF[p] for p in SECRET_KEYS if _ENV_OF[p].endswith(("PASSWORD", "KEY_PEM")))
+
 
 _LITERAL_HINTS = {
     ("kafka", "starting_offsets"): "earliest | latest",
@@ -378,10 +632,27 @@ def _set_path(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None
     node[path[-1]] = value
 
 
+def _get_path(source: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = source
+    for part in path:
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def scrub_secrets(environ: os._Environ[str] | dict[str, str]) -> list[str]:
+    """Remove the secret variables from `environ` once the configuration holds them, so the
+    processes the replica starts (Spark's JVM, its Python workers) never inherit a password or
+    a private key. Returns the names removed."""
+    removed = [name for name in sorted(secret_env_names()) if environ.pop(name, None) is not None]
+    return removed
+
+
 def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> FloeConfig:
     """Read the YAML file (if any), overlay the `FLOE_*` environment, validate."""
     env = os.environ if environ is None else environ
-    path = path or env.get("FLOE_CONFIG") or None
+    path = path or env.get(CONFIG_ENV) or None
     raw: dict[str, Any] = {}
     if path:
         try:
@@ -395,6 +666,13 @@ def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, st
         if not isinstance(loaded, dict):
             raise ConfigError(f"invalid configuration: {path} must hold a mapping at the top level")
         raw = loaded
+        in_file = [p for p in sorted(SECRET_KEYS) if _get_path(raw, p) is not None]
+        if in_file:
+            named = ", ".join(f"{'.'.join(p)} ({_ENV_OF[p]})" for p in in_file)
+            raise ConfigError(
+                f"invalid configuration: {path} holds {named}: credentials and key material come from Kubernetes "
+                "Secrets through their environment variables, never from a file"
+            )
     for key_path, (name, kind) in ENV_KEYS.items():
         value = env.get(name)
         if value is not None and value != "":

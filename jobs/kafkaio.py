@@ -62,8 +62,9 @@ def _brokers_answer(client: Consumer | Producer) -> None:
 
 
 def client_settings(cfg: FloeConfig) -> dict[str, Any]:
-    """Connection settings every client of the runtime shares (bootstrap and security)."""
-    conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers}
+    """Connection settings every librdkafka client of the runtime shares: bootstrap, then the
+    security settings (`floe_jobs.kafkasec`), then security settings of `kafka.extra`."""
+    conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
     conf.update({k: v for k, v in cfg.kafka.extra.items() if k.startswith(SECURITY_PREFIXES)})
     return conf
 
@@ -203,8 +204,11 @@ class WriteError(RuntimeError):
 
 
 def spark_source_options(cfg: FloeConfig) -> dict[str, str]:
-    """Options of Spark's Kafka source and sink equal to the driver clients' connection settings."""
-    return {f"kafka.{k}": str(v) for k, v in client_settings(cfg).items()}
+    """Options of Spark's Kafka source and sink with the driver clients' connection settings,
+    as the Java client spells them (the JAAS line for SASL, PEM trust and key stores for TLS)."""
+    opts = {"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.java()}
+    opts.update({f"kafka.{k}": str(v) for k, v in cfg.kafka.extra.items() if k.startswith(SECURITY_PREFIXES)})
+    return opts
 
 
 def spark_sink_options(cfg: FloeConfig) -> dict[str, str]:

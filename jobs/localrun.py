@@ -156,7 +156,7 @@ class App:
                 "FLOE_JOB_ENTRYPOINT": self.entrypoint,
                 "FLOE_METRICS_PORT": str(free_port()),
                 "FLOE_METRICS_QUERY_PORT": str(free_port()),
-                "POD_NAME": name,
+                "FLOE_POD_NAME": name,
             }
         )
         env.update(self.extra_env)

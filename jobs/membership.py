@@ -127,6 +127,7 @@ class Membership:
         k = cfg.kafka
         conf: dict[str, Any] = {
             "bootstrap.servers": k.bootstrap_servers,
+            **k.security.librdkafka(),
             "group.id": cfg.group_id,
             "client.id": client_id,
             "enable.auto.commit": False,

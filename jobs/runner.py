@@ -52,8 +52,22 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, faults, health, kafkaio, offsets, outages, planning, records, sparkio, state, statecache
+from floe_jobs import (
+    api,
+    faults,
+    health,
+    kafkaio,
+    kafkasec,
+    offsets,
+    outages,
+    planning,
+    records,
+    sparkio,
+    state,
+    statecache,
+)
 from floe_jobs.config import FloeConfig
+from floe_jobs.stores.errors import StoreConfigError
 
 log = logging.getLogger("floe_jobs")
 
@@ -105,6 +119,8 @@ def _retry(what: str, fn: Any, *, attempts: int = 6, first_delay: float = 1.0) -
     for attempt in range(1, attempts + 1):
         try:
             return fn()
+        except (StoreConfigError, kafkasec.SecurityError):
+            raise  # refused credentials or certificates: the settings must change, not the weather
         except Exception as exc:
             if attempt == attempts:
                 raise StartupError(f"{what} unreachable after {attempts} attempts: {exc}") from exc
@@ -178,7 +194,7 @@ class Runner:
     def __init__(self, cfg: FloeConfig, job: api.Job, *, member_name: str | None = None) -> None:
         self.cfg = cfg
         self.job = job
-        self.member = member_name or os.environ.get("POD_NAME") or socket.gethostname()
+        self.member = member_name or cfg.pod.name or socket.gethostname()
         # who claims this process's batches in the offsets table: the member name for people, and
         # a token of this process, so that a replica restarted under the same name is not taken
         # for its former self (`floe_jobs.offsets`)
@@ -269,16 +285,13 @@ class Runner:
         cfg = self.cfg
         if cfg.metrics.port:
             health.serve(self.health, port=cfg.metrics.port)
-        admin = AdminClient({"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.extra})
+        refused = kafkasec.ErrorWatch()
+        conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
+        admin = AdminClient({**conf, **cfg.kafka.extra}, error_cb=refused)
+        kafkasec.check_access(admin, refused, cfg.kafka.security, bootstrap=cfg.kafka.bootstrap_servers, timeout=10.0)
         ensure_topics(cfg, admin, self.job)
         c = cfg.cassandra
-        ccfg = store_config.CassandraConfig(
-            hosts=tuple(c.hosts),
-            port=c.port,
-            local_datacenter=c.local_datacenter,
-            username=c.username,
-            password=c.password,
-        )
+        ccfg = c.connection()
         self.session = _retry(
             f"Cassandra at {','.join(c.hosts)}:{c.port} (cassandra.hosts)",
             lambda: store_config.connect(ccfg),

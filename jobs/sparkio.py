@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 
+from floe_jobs import kafkasec
 from floe_jobs.config import FloeConfig
 from pyspark.sql import SparkSession
 
@@ -46,7 +47,13 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         # lanes of stages submit jobs side by side, each from its own pool: share the cores
         # between them task by task instead of queueing one lane's job behind another's
         "spark.scheduler.mode": "FAIR",
+        # Kafka source and sink options carry the JAAS line and the client key: a plan that shows
+        # its options (the sink's command, the SQL tab) shows them redacted
+        "spark.sql.redaction.options.regex": kafkasec.REDACTED_OPTIONS,
     }
+    if cfg.pod.ip and cfg.spark.master.startswith("k8s://"):
+        # executor pods reach the driver at its pod's address (the hostname does not resolve)
+        defaults["spark.driver.host"] = cfg.pod.ip
     conf = {**defaults, **cfg.spark.conf}
     if cfg.spark.jars:
         existing = conf.get("spark.jars", "")

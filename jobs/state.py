@@ -26,10 +26,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from floe_jobs import faults, statecache
 from floe_jobs.statecache import Fenced, Ownership
+
+if TYPE_CHECKING:
+    from floe_jobs.stores.config import CassandraConfig
 
 Combine = Callable[[Any, Any], Any]
 
@@ -83,11 +86,7 @@ def decide_first_seen(old: Fenced | None, *, batch: int) -> tuple[bool, bool]:
 class StoreRef:
     """What an executor needs to open a store: picklable, no live connections."""
 
-    hosts: tuple[str, ...]
-    port: int
-    local_datacenter: str | None
-    username: str | None
-    password: str | None
+    cassandra: CassandraConfig
     keyspace: str
     name: str
     type: str
@@ -97,26 +96,17 @@ class StoreRef:
 
 
 _lock = threading.Lock()
-_sessions: dict[tuple[Any, ...], Any] = {}
+_sessions: dict[CassandraConfig, Any] = {}
 _stores: dict[StoreRef, Any] = {}
 
 
 def _session(ref: StoreRef) -> Any:
-    from floe_jobs.stores.config import CassandraConfig, connect
+    from floe_jobs.stores.config import connect
 
-    key = (ref.hosts, ref.port, ref.local_datacenter, ref.username)
     with _lock:
-        if key not in _sessions:
-            _sessions[key] = connect(
-                CassandraConfig(
-                    hosts=ref.hosts,
-                    port=ref.port,
-                    local_datacenter=ref.local_datacenter,
-                    username=ref.username,
-                    password=ref.password,
-                )
-            )
-        return _sessions[key]
+        if ref.cassandra not in _sessions:
+            _sessions[ref.cassandra] = connect(ref.cassandra)
+        return _sessions[ref.cassandra]
 
 
 def shutdown_sessions() -> None:

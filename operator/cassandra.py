@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,13 +26,20 @@ class CassandraUnavailable(Exception):
     """Cassandra could not be reached or did not answer in time; retrying may help."""
 
 
+class CredentialsRejected(CassandraUnavailable):
+    """Cassandra refused the app's credentials or the TLS handshake; the Secret must change (the
+    operator asks again on its next pass, as for an unreachable cluster)."""
+
+
 class ProvisioningRejected(Exception):
     """Cassandra (or the store library) refused the layout; the spec must change."""
 
 
 @dataclass(frozen=True)
 class Target:
-    """How to reach one Cassandra cluster, with credentials resolved from Secrets."""
+    """How to reach one Cassandra cluster, with credentials resolved from Secrets; the key of the
+    operator's shared sessions, opened through the store library's `CassandraConfig` like every
+    session of the runtime."""
 
     hosts: tuple[str, ...]
     port: int
@@ -42,6 +48,7 @@ class Target:
     password: str | None = field(default=None, repr=False)
     tls: bool = False
     ca_pem: str | None = field(default=None, repr=False)
+    verify_hostname: bool = True
 
 
 def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
@@ -62,6 +69,7 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
         password=password,
         tls=cass.tls.enabled,
         ca_pem=ca_pem,
+        verify_hostname=cass.tls.verify_hostname,
     )
 
 
@@ -127,7 +135,6 @@ class Provisioner:
         self._locks: dict[Target, threading.Lock] = {}
         self._guard = threading.Lock()
         self._connect_timeout = connect_timeout
-        self._ca_files: list[Any] = []
         # The store library's DDL is safe to run concurrently; this only bounds the load on Cassandra.
         # Waiting happens in the event loop, so a queued provisioning never holds a worker thread.
         self._concurrency = concurrency
@@ -152,14 +159,8 @@ class Provisioner:
     def _connect(self, target: Target) -> Any:
         from cassandra.cluster import NoHostAvailable, OperationTimedOut
         from floe_jobs.stores import config
+        from floe_jobs.stores.errors import StoreConfigError
 
-        ca_path = None
-        if target.ca_pem:
-            handle = tempfile.NamedTemporaryFile("w", suffix=".pem", delete=True)  # noqa: SIM115
-            handle.write(target.ca_pem)
-            handle.flush()
-            self._ca_files.append(handle)
-            ca_path = handle.name
         cfg = config.CassandraConfig(
             hosts=target.hosts,
             port=target.port,
@@ -167,13 +168,16 @@ class Provisioner:
             username=target.username,
             password=target.password,
             tls=target.tls,
-            tls_ca=ca_path,
+            tls_ca_pem=target.ca_pem,
+            tls_verify_hostname=target.verify_hostname,
             connect_timeout=self._connect_timeout,
             ddl_timeout=30.0,
             schema_metadata=False,
         )
         try:
             session = config.connect(cfg)
+        except StoreConfigError as exc:
+            raise CredentialsRejected(str(exc)) from exc
         except (NoHostAvailable, OperationTimedOut, OSError) as exc:
             raise CassandraUnavailable(
                 f"cannot connect to Cassandra at {','.join(target.hosts)}:{target.port}: {exc}"
@@ -288,6 +292,3 @@ class Provisioner:
         for session in self._sessions.values():
             session.cluster.shutdown()
         self._sessions.clear()
-        for handle in self._ca_files:
-            handle.close()
-        self._ca_files.clear()

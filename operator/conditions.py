@@ -47,8 +47,12 @@ TOPIC_NOT_FOUND = "TopicNotFound"
 APPLY_FAILED = "ApplyFailed"
 INVALID_SPEC = "InvalidSpec"
 STORE_IN_USE = "StoreInUse"
+# The cluster refused the credentials or certificates the app's Secrets hold (or the app's CA
+# refused the cluster's certificate): fixed by changing a Secret, which rolls the pods.
+KAFKA_CREDENTIALS_REJECTED = "KafkaCredentialsRejected"
+CASSANDRA_CREDENTIALS_REJECTED = "CassandraCredentialsRejected"
 
-PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED)
+PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED, CASSANDRA_CREDENTIALS_REJECTED)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from floe_jobs import kafkasec
 from floe_operator import model
 
 
@@ -22,31 +23,20 @@ class KafkaUnavailable(Exception):
     """The brokers could not be reached or did not answer in time."""
 
 
+class CredentialsRejected(KafkaUnavailable):
+    """The brokers refused the app's credentials or certificates (or its CA refused theirs)."""
+
+
 @dataclass(frozen=True)
 class Target:
-    """How to reach one Kafka cluster, with secret material resolved."""
+    """How to reach one Kafka cluster, with secret material resolved: the same security shape
+    the runtime configures its clients from (`floe_jobs.kafkasec`)."""
 
     bootstrap_servers: str
-    protocol: str = "PLAINTEXT"
-    sasl_mechanism: str | None = None
-    username: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
-    ca_pem: str | None = field(default=None, repr=False)
-    cert_pem: str | None = field(default=None, repr=False)
-    key_pem: str | None = field(default=None, repr=False)
+    security: kafkasec.KafkaSecurity = field(default_factory=kafkasec.KafkaSecurity)
 
     def client_config(self) -> dict[str, Any]:
-        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.protocol}
-        if self.sasl_mechanism:
-            conf["sasl.mechanism"] = self.sasl_mechanism
-            conf["sasl.username"] = self.username or ""
-            conf["sasl.password"] = self.password or ""
-        if self.ca_pem:
-            conf["ssl.ca.pem"] = self.ca_pem
-        if self.cert_pem and self.key_pem:
-            conf["ssl.certificate.pem"] = self.cert_pem
-            conf["ssl.key.pem"] = self.key_pem
-        return conf
+        return {"bootstrap.servers": self.bootstrap_servers, **self.security.librdkafka()}
 
 
 def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
@@ -66,13 +56,16 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
             key = secrets.get(cc.name, {}).get(cc.key_key)
     return Target(
         bootstrap_servers=kafka.bootstrap_servers,
-        protocol=sec.protocol,
-        sasl_mechanism=sec.sasl.mechanism if sec.sasl else None,
-        username=username,
-        password=password,
-        ca_pem=ca,
-        cert_pem=cert,
-        key_pem=key,
+        security=kafkasec.KafkaSecurity(
+            protocol=sec.protocol,
+            sasl_mechanism=sec.sasl.mechanism if sec.sasl else None,
+            username=username,
+            password=password,
+            ca_pem=ca,
+            cert_pem=cert,
+            key_pem=key,
+            verify_hostname=sec.tls.verify_hostname if sec.tls is not None else True,
+        ),
     )
 
 
@@ -83,6 +76,7 @@ class Inspector:
         self._ttl = ttl
         self._timeout = timeout
         self._admins: dict[Target, Any] = {}
+        self._refused: dict[Target, kafkasec.ErrorWatch] = {}
         self._cache: dict[Target, tuple[float, dict[str, int]]] = {}
         self._locks: dict[Target, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -94,7 +88,8 @@ class Inspector:
         with self._guard:
             admin = self._admins.get(target)
             if admin is None:
-                admin = self._admins[target] = AdminClient(target.client_config())
+                watch = self._refused[target] = kafkasec.ErrorWatch()
+                admin = self._admins[target] = AdminClient(target.client_config(), error_cb=watch)
             return admin
 
     def _topics(self, target: Target) -> dict[str, int]:
@@ -110,6 +105,13 @@ class Inspector:
             try:
                 metadata = admin.list_topics(timeout=self._timeout)
             except KafkaException as exc:
+                admin.poll(0)  # serves error_cb: an authentication or TLS failure behind the transport error
+                watch = self._refused[target]
+                if watch.refused is not None:
+                    error, watch.refused = watch.refused, None
+                    raise CredentialsRejected(
+                        kafkasec.refusal(target.security, bootstrap=target.bootstrap_servers, error=error)
+                    ) from exc
                 raise KafkaUnavailable(f"cannot list topics at {target.bootstrap_servers}: {exc}") from exc
             topics = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
             self._cache[target] = (time.monotonic(), topics)

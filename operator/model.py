@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from floe_jobs import config
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -23,7 +24,7 @@ KIND = "StreamingApp"
 API_VERSION = f"{GROUP}/{VERSION}"
 FIELD_MANAGER = "floe-operator"
 
-StoreType = Literal["partitioned", "global", "versioned-partitioned", "versioned-global"]
+StoreType = config.StoreType
 IntOrString = int | str
 
 
@@ -54,17 +55,18 @@ class CredentialsSecretRef(_Model):
 
 
 class KafkaTls(_Model):
+    verify_hostname: bool = True
     ca_secret_ref: SecretKeyRef | None = None
     client_cert_secret_ref: ClientCertSecretRef | None = None
 
 
 class KafkaSasl(_Model):
-    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    mechanism: config.SaslMechanism = "SCRAM-SHA-512"
     credentials_secret_ref: CredentialsSecretRef
 
 
 class KafkaSecurity(_Model):
-    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    protocol: config.SecurityProtocol = "PLAINTEXT"
     tls: KafkaTls | None = None
     sasl: KafkaSasl | None = None
 
@@ -89,6 +91,7 @@ class Replication(_Model):
 
 class CassandraTls(_Model):
     enabled: bool = False
+    verify_hostname: bool = True
     ca_secret_ref: SecretKeyRef | None = None
 
 

@@ -207,6 +207,8 @@ async def _check_kafka(
     target = kafka.target_of(app, secrets)
     try:
         counts = await deps.kafka.partitions(target, list(app.spec.kafka.topics))
+    except kafka.CredentialsRejected as exc:
+        return None, conditions.Fault(conditions.KAFKA_CREDENTIALS_REJECTED, str(exc))
     except kafka.KafkaUnavailable as exc:
         return None, conditions.Fault(conditions.KAFKA_UNAVAILABLE, str(exc))
     missing = [t for t, n in counts.items() if n is None]
@@ -232,6 +234,8 @@ async def _provision(
         return want, None
     try:
         await deps.provisioner.provision(cassandra.target_of(app, secrets), app)
+    except cassandra.CredentialsRejected as exc:
+        return None, conditions.Fault(conditions.CASSANDRA_CREDENTIALS_REJECTED, str(exc))
     except cassandra.CassandraUnavailable as exc:
         return None, conditions.Fault(conditions.CASSANDRA_UNAVAILABLE, str(exc))
     except cassandra.ProvisioningRejected as exc:

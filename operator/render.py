@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 import yaml
+from floe_jobs import config
 from floe_operator import model
 
 FIELD_MANAGER = model.FIELD_MANAGER
@@ -115,20 +116,25 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
 
     Keys: app_id, kafka.{bootstrap_servers, topics, output_topics, group_id,
     starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records (when
-    set), session_timeout_ms,
-    heartbeat_interval_ms, leave_group_on_close, extra}, cassandra.{hosts, port,
-    local_datacenter, keyspace}, stores[{name, type, ttl_seconds, table_options}],
-    state.cache_max_keys (when set), spark.{master, conf}, shutdown.drain_timeout_seconds,
-    metrics.port, job.{entrypoint, args}.
-    Credentials and TLS material reach the runtime as FLOE_* environment variables
-    (see `process`).
+    set), session_timeout_ms, heartbeat_interval_ms, leave_group_on_close, security_protocol,
+    sasl_mechanism (with SASL)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
+    on)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
+    spark.{master, conf}, shutdown.drain_timeout_seconds, metrics.{port, query_port},
+    job.{entrypoint, args}: settings of `floe_jobs.config.FloeConfig`, which loads them.
+    Credentials and TLS material reach the runtime as FLOE_* environment variables from
+    Secrets (see `process`).
     """
     spec = app.spec
     kafka = spec.kafka
     cass = spec.state.cassandra
-    extra: dict[str, str] = {"security.protocol": kafka.security.protocol}
+    security: dict[str, Any] = {"security_protocol": kafka.security.protocol}
     if kafka.security.sasl is not None:
-        extra["sasl.mechanism"] = kafka.security.sasl.mechanism
+        security["sasl_mechanism"] = kafka.security.sasl.mechanism
+    if kafka.security.tls is not None and not kafka.security.tls.verify_hostname:
+        security["ssl_verify_hostname"] = False
+    tls: dict[str, Any] = {"tls": True} if cass.tls.enabled else {}
+    if cass.tls.enabled and not cass.tls.verify_hostname:
+        tls["tls_verify_hostname"] = False
     reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
     cache = spec.state.cache_max_keys
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
@@ -146,13 +152,14 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             "session_timeout_ms": spec.shutdown.session_timeout_ms,
             "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
             "leave_group_on_close": spec.shutdown.leave_group_on_close,
-            "extra": extra,
+            **security,
         },
         "cassandra": {
             "hosts": list(cass.hosts),
             "port": cass.port,
             "local_datacenter": cass.local_datacenter,
             "keyspace": cass.keyspace,
+            **tls,
         },
         "stores": [
             {
@@ -240,37 +247,38 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
 def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Process:
     """Command, arguments and environment of the runtime.
 
-    Secrets are only ever referenced (secretKeyRef), never copied. A local run passes its
-    own config_path and resolves the secret and field references itself.
+    Secrets are only ever referenced (secretKeyRef), never copied. Every variable is named by
+    the runtime's configuration model (`config.env_name`), which loads each of them. A local
+    run passes its own config_path and resolves the secret and field references itself.
     """
     spec = app.spec
     env: list[dict[str, Any]] = [
-        {"name": "FLOE_CONFIG", "value": config_path},
-        _field_env("FLOE_POD_NAME", "metadata.name"),
-        _field_env("FLOE_POD_NAMESPACE", "metadata.namespace"),
-        _field_env("FLOE_POD_IP", "status.podIP"),
+        {"name": config.CONFIG_ENV, "value": config_path},
+        _field_env(config.env_name("pod", "name"), "metadata.name"),
+        _field_env(config.env_name("pod", "namespace"), "metadata.namespace"),
+        _field_env(config.env_name("pod", "ip"), "status.podIP"),
     ]
     sec = spec.kafka.security
     if sec.sasl is not None:
         cred = sec.sasl.credentials_secret_ref
-        env.append(_secret_env("FLOE_KAFKA_SASL_USERNAME", cred.name, cred.username_key))
-        env.append(_secret_env("FLOE_KAFKA_SASL_PASSWORD", cred.name, cred.password_key))
+        env.append(_secret_env(config.env_name("kafka", "sasl_username"), cred.name, cred.username_key))
+        env.append(_secret_env(config.env_name("kafka", "sasl_password"), cred.name, cred.password_key))
     if sec.tls is not None:
         if sec.tls.ca_secret_ref is not None:
-            env.append(_secret_env("FLOE_KAFKA_SSL_CA_PEM", sec.tls.ca_secret_ref.name, sec.tls.ca_secret_ref.key))
+            ca = sec.tls.ca_secret_ref
+            env.append(_secret_env(config.env_name("kafka", "ssl_ca_pem"), ca.name, ca.key))
         if sec.tls.client_cert_secret_ref is not None:
             cc = sec.tls.client_cert_secret_ref
-            env.append(_secret_env("FLOE_KAFKA_SSL_CERT_PEM", cc.name, cc.cert_key))
-            env.append(_secret_env("FLOE_KAFKA_SSL_KEY_PEM", cc.name, cc.key_key))
+            env.append(_secret_env(config.env_name("kafka", "ssl_cert_pem"), cc.name, cc.cert_key))
+            env.append(_secret_env(config.env_name("kafka", "ssl_key_pem"), cc.name, cc.key_key))
     cass = spec.state.cassandra
     if cass.credentials_secret_ref is not None:
         ref = cass.credentials_secret_ref
-        env.append(_secret_env("FLOE_CASSANDRA_USERNAME", ref.name, ref.username_key))
-        env.append(_secret_env("FLOE_CASSANDRA_PASSWORD", ref.name, ref.password_key))
-    if cass.tls.enabled:
-        env.append({"name": "FLOE_CASSANDRA_TLS", "value": "true"})
+        env.append(_secret_env(config.env_name("cassandra", "username"), ref.name, ref.username_key))
+        env.append(_secret_env(config.env_name("cassandra", "password"), ref.name, ref.password_key))
     if cass.tls.ca_secret_ref is not None:
-        env.append(_secret_env("FLOE_CASSANDRA_TLS_CA_PEM", cass.tls.ca_secret_ref.name, cass.tls.ca_secret_ref.key))
+        ca = cass.tls.ca_secret_ref
+        env.append(_secret_env(config.env_name("cassandra", "tls_ca_pem"), ca.name, ca.key))
     env.extend(dict(e) for e in spec.env)
     return {"command": ["floe-job"], "args": [], "env": env}
 

@@ -9,10 +9,14 @@ on every address, so pods reach it on the node's bridge, and still names loopbac
 
 from __future__ import annotations
 
-from floe_stack import artifacts, component, ports, procs
+import ssl
+from typing import Any
+
+from floe_stack import artifacts, component, ports, procs, tls
 from floe_stack.layout import CASSANDRA_VERSION, NODE_BRIDGE_IP, Layout, node_enabled
 
 NAME = "cassandra"
+SECURED = "cassandra-secured"
 
 JDK17_MODULE_OPTIONS = [
     "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
@@ -100,12 +104,12 @@ concurrent_writes: 16
 """
 
     def start(self) -> None:
-        if procs.running_pid(self.layout, NAME):
+        if procs.running_pid(self.layout, self.name):
             return
-        conf = self.layout.conf("cassandra.yaml")
+        conf = self.layout.conf(f"{self.name}.yaml")
         conf.parent.mkdir(parents=True, exist_ok=True)
         conf.write_text(self._yaml())
-        logback = self.layout.conf("cassandra-logback.xml")
+        logback = self.layout.conf(f"{self.name}-logback.xml")
         logback.write_text(LOGBACK)
         self.data.mkdir(parents=True, exist_ok=True)
         argv = [
@@ -127,7 +131,7 @@ concurrent_writes: 16
             "-cp", f"{self.libs}/*",
             "org.apache.cassandra.service.CassandraDaemon",
         ]
-        procs.start(self.layout, NAME, argv, marker=str(conf))
+        procs.start(self.layout, self.name, argv, marker=str(conf))
 
     def ready(self) -> bool:
         from cassandra.cluster import Cluster, NoHostAvailable
@@ -144,8 +148,8 @@ concurrent_writes: 16
             cluster.shutdown()
 
     def wait_ready(self, timeout: float) -> None:
-        component.wait_until(self.ready, what="Cassandra", timeout=timeout,
-                             alive=component.alive(self.layout, NAME), log=str(self.layout.log(NAME)))
+        component.wait_until(self.ready, what=f"Cassandra ({self.name})", timeout=timeout,
+                             alive=component.alive(self.layout, self.name), log=str(self.layout.log(self.name)))
 
     def env(self) -> dict[str, str]:
         env = {"FLOE_CASSANDRA_HOSTS": "127.0.0.1", "FLOE_CASSANDRA_PORT": str(self.port),
@@ -159,3 +163,90 @@ concurrent_writes: 16
 
     def describe(self) -> str:
         return f"Cassandra {CASSANDRA_VERSION} CQL on 127.0.0.1:{self.port}"
+
+
+class SecuredCassandra(Cassandra):
+    """A second single-node cluster with PasswordAuthenticator and client encryption (no
+    plaintext port), for the tests of authenticated TLS sessions; the default node stays as it
+    is for every other test. Started on demand (`up`, by a test fixture), not by `make up`;
+    `make down` stops it. Its role `floe` (a superuser: replicas provision their keyspace) has
+    the password of `floe_stack.tls.passwords`; the certificate is `floe_stack.tls`'s server
+    certificate, checked by clients against the local CA with hostname verification."""
+
+    name = SECURED
+
+    def __init__(self, layout: Layout, book: component.PortBook) -> None:
+        self.layout = layout
+        mine = procs.running_pid(layout, SECURED) is not None
+        self.port = book.get("cassandra_secured", 9142, owned_by_us=mine)
+        self.storage_port = book.get("cassandra_secured_storage", 7010, owned_by_us=mine)
+        self.jmx_port = book.get("cassandra_secured_jmx", 7299, owned_by_us=mine)
+        self.data = layout.data / SECURED
+
+    def _yaml(self) -> str:
+        d = tls.ensure(self.layout)
+        return super()._yaml().replace("cluster_name: floe-local", "cluster_name: floe-secured") + f"""\
+authenticator: PasswordAuthenticator
+client_encryption_options:
+  enabled: true
+  optional: false
+  ssl_context_factory:
+    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory
+  keystore: {d / "server.pem"}
+  require_client_auth: false
+"""
+
+    def session(self, *, username: str, password: str) -> object:
+        """A session over TLS (the local CA, hostname verified) with these credentials."""
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import Cluster
+
+        context = ssl.create_default_context(cafile=str(tls.directory(self.layout) / "ca.crt"))
+        cluster = Cluster(["127.0.0.1"], port=self.port, ssl_context=context, connect_timeout=5,
+                          control_connection_timeout=5,
+                          auth_provider=PlainTextAuthProvider(username=username, password=password))
+        try:
+            return cluster.connect()
+        except Exception:
+            cluster.shutdown()
+            raise
+
+    def ready(self) -> bool:
+        """True once the role `floe` logs in; made with the default superuser (which Cassandra
+        creates a few seconds after start) when it does not yet."""
+        if not ports.accepts(self.port):
+            return False
+        password = tls.passwords(self.layout)["floe"]
+        for username, secret in (("floe", password), ("cassandra", "cassandra")):
+            try:
+                session: Any = self.session(username=username, password=secret)
+            except Exception:
+                continue
+            try:
+                if username == "cassandra":
+                    session.execute("CREATE ROLE IF NOT EXISTS floe WITH SUPERUSER = true AND LOGIN = true "
+                                    "AND PASSWORD = %s", (password,))
+                    continue
+                return True
+            except Exception:
+                return False
+            finally:
+                session.cluster.shutdown()
+        return False
+
+    def up(self, timeout: float = 240) -> bool:
+        """Install (cached), start unless running, wait until the role logs in; whether it started."""
+        started = procs.running_pid(self.layout, SECURED) is None
+        self.install()
+        self.start()
+        self.wait_ready(timeout)
+        return started
+
+    def env(self) -> dict[str, str]:
+        return {"FLOE_CASSANDRA_SECURED_PORT": str(self.port)}
+
+    def processes(self) -> list[str]:
+        return [SECURED]
+
+    def describe(self) -> str:
+        return f"Cassandra {CASSANDRA_VERSION} with password authentication and TLS on 127.0.0.1:{self.port}"

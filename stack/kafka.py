@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 import uuid
 
-from floe_stack import artifacts, component, ports, procs
+from floe_stack import artifacts, component, ports, procs, tls
 from floe_stack.layout import KAFKA_VERSION, NODE_BRIDGE_IP, SCALA_BINARY, Layout, node_enabled
 
 NAME = "kafka"
@@ -40,7 +40,9 @@ class Kafka:
         mine = procs.running_pid(layout, NAME) is not None
         self.port = book.get("kafka", 9092, owned_by_us=mine)
         self.controller_port = book.get("kafka_controller", 9093, owned_by_us=mine)
-        self.pods_port = book.get("kafka_pods", 9094, owned_by_us=mine) if node_enabled() else 0
+        self.sasl_ssl_port = book.get("kafka_sasl_ssl", 9094, owned_by_us=mine)
+        self.ssl_port = book.get("kafka_ssl", 9095, owned_by_us=mine)
+        self.pods_port = book.get("kafka_pods", 9096, owned_by_us=mine) if node_enabled() else 0
         self.data = layout.data / "kafka"
 
     def install(self) -> None:
@@ -84,6 +86,59 @@ class Kafka:
             ]
         )
 
+    def _secured_properties(self, base: str) -> str:
+        """Two more listeners, beside whatever the PLAINTEXT one is: SASL_SSL (PLAIN and SCRAM
+        users, server-side TLS only) and SSL requiring a client certificate (mTLS), both with the
+        certificates of `floe_stack.tls`. Later lines of a properties file win, so these extend
+        the lines above rather than edit them."""
+        props = dict(line.split("=", 1) for line in base.splitlines() if "=" in line)
+
+        def host(key: str) -> str:
+            listener = next(x for x in props[key].split(",") if x.startswith("PLAINTEXT://"))
+            return listener.removeprefix("PLAINTEXT://").rsplit(":", 1)[0]
+
+        bind, advertised = host("listeners"), host("advertised.listeners")
+        d = tls.ensure(self.layout, hosts=[bind, advertised])
+        plain = tls.passwords(self.layout)["floeplain"]
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return "\n".join(
+            [
+                f"listeners={props['listeners']},SASL_SSL://{bind}:{self.sasl_ssl_port},SSL://{bind}:{self.ssl_port}",
+                f"advertised.listeners={props['advertised.listeners']},"
+                f"SASL_SSL://{advertised}:{self.sasl_ssl_port},SSL://{advertised}:{self.ssl_port}",
+                f"listener.security.protocol.map={props['listener.security.protocol.map']},SASL_SSL:SASL_SSL,SSL:SSL",
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                "ssl.keystore.type=PEM",
+                f"ssl.keystore.location={d / 'server.pem'}",
+                "ssl.truststore.type=PEM",
+                f"ssl.truststore.location={d / 'ca.crt'}",
+                "listener.name.ssl.ssl.client.auth=required",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+                f'required user_floeplain="{plain}";',
+                f"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config={scram}",
+                f"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config={scram}",
+                "",
+            ]
+        )
+
+    def _scram_users(self) -> None:
+        """SCRAM-SHA-256 and -512 credentials of the user `floe` (idempotent: set on every start,
+        so a broker formatted before the secured listener existed gets them too)."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        password = tls.passwords(self.layout)["floe"].encode()
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        # one request per mechanism: the broker refuses two changes to one user in a request
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+            upsert = UserScramCredentialUpsertion("floe", ScramCredentialInfo(mechanism, 4096), password)
+            for future in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
+                future.result()
+
     def _java(self, main: str, *args: str) -> list[str]:
         return [
             "java", "-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
@@ -96,7 +151,9 @@ class Kafka:
             return
         conf = self.layout.conf("kafka.properties")
         conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.write_text(self._properties())
+        base = self._properties()
+        conf.write_text(base + self._secured_properties(base))
+        conf.chmod(0o600)  # holds the PLAIN user's password
         self.layout.conf("kafka-log4j2.properties").write_text(LOG4J2_PROPERTIES)
         if not (self.data / "meta.properties").exists():
             self.data.mkdir(parents=True, exist_ok=True)
@@ -124,13 +181,21 @@ class Kafka:
     def wait_ready(self, timeout: float) -> None:
         component.wait_until(self.ready, what="Kafka", timeout=timeout,
                              alive=component.alive(self.layout, NAME), log=str(self.layout.log(NAME)))
+        self._scram_users()
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        env = {"FLOE_KAFKA_BOOTSTRAP": self.bootstrap, "FLOE_KAFKA_VERSION": KAFKA_VERSION}
+        host = self.bootstrap.rsplit(":", 1)[0]
+        env = {
+            "FLOE_KAFKA_BOOTSTRAP": self.bootstrap,
+            "FLOE_KAFKA_VERSION": KAFKA_VERSION,
+            "FLOE_KAFKA_SASL_SSL_BOOTSTRAP": f"{host}:{self.sasl_ssl_port}",
+            "FLOE_KAFKA_SSL_BOOTSTRAP": f"{host}:{self.ssl_port}",
+            "FLOE_STACK_TLS_DIR": str(tls.directory(self.layout)),
+        }
         if self.pods_port:
             env["FLOE_KAFKA_BOOTSTRAP_PODS"] = f"{NODE_BRIDGE_IP}:{self.pods_port}"
         return env

@@ -80,8 +80,9 @@ def status(layout: Layout) -> list[tuple[str, int | None, int]]:
 
 def down(layout: Layout, *, say: Callable[[str], None] = print) -> None:
     """Stop the processes this checkout started, by pid file, in reverse start order; the node
-    first (whether or not FLOE_NODE is set now), giving back what it took from the host."""
+    first (whether or not FLOE_NODE is set now), giving back what it took from the host, and the
+    secured Cassandra node, which tests start."""
     node.teardown(layout, say=say)
-    for name in reversed(_names(layout)):
+    for name in [cassandra.SECURED, *reversed(_names(layout))]:
         if procs.stop(layout, name):
             say(f"floe-stack: stopped {name}")

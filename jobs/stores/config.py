@@ -10,6 +10,7 @@ Every setting has an environment variable (read by `CassandraConfig.from_env`):
 | username              | FLOE_CASSANDRA_USERNAME               | none           |
 | password              | FLOE_CASSANDRA_PASSWORD               | none           |
 | tls_ca                | FLOE_CASSANDRA_TLS_CA (PEM file)      | none (no TLS)  |
+| tls_ca_pem            | FLOE_CASSANDRA_TLS_CA_PEM (PEM text)  | none (no TLS)  |
 | tls_cert / tls_key    | FLOE_CASSANDRA_TLS_CERT / _TLS_KEY    | none           |
 | tls_verify_hostname   | FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME    | true           |
 | tls                   | FLOE_CASSANDRA_TLS (true to force)    | set by tls_ca  |
@@ -33,9 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cassandra import ConsistencyLevel
+from cassandra import AuthenticationFailed, ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
     ExponentialReconnectionPolicy,
@@ -91,6 +92,8 @@ class CassandraConfig:
     password: str | None = field(default=None, repr=False)
     tls: bool = False
     tls_ca: str | None = None
+    tls_ca_pem: str | None = field(default=None, repr=False)
+    """The CA as PEM text (what a Secret holds), loaded from memory: no file to write."""
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_verify_hostname: bool = True
@@ -123,7 +126,7 @@ class CassandraConfig:
             )
         if (self.tls_cert is None) != (self.tls_key is None):
             raise StoreConfigError("FLOE_CASSANDRA_TLS_CERT and FLOE_CASSANDRA_TLS_KEY must be set together")
-        if self.tls_ca is not None or self.tls_cert is not None:
+        if self.tls_ca is not None or self.tls_ca_pem is not None or self.tls_cert is not None:
             object.__setattr__(self, "tls", True)
         _consistency(self.consistency, "consistency (FLOE_CASSANDRA_CONSISTENCY)")
         _consistency(self.serial_consistency, "serial_consistency (FLOE_CASSANDRA_SERIAL_CONSISTENCY)")
@@ -151,6 +154,7 @@ class CassandraConfig:
             ("USERNAME", "username"),
             ("PASSWORD", "password"),
             ("TLS_CA", "tls_ca"),
+            ("TLS_CA_PEM", "tls_ca_pem"),
             ("TLS_CERT", "tls_cert"),
             ("TLS_KEY", "tls_key"),
             ("CONSISTENCY", "consistency"),
@@ -181,7 +185,7 @@ class CassandraConfig:
         """The TLS context for the driver, or None without TLS."""
         if not self.tls:
             return None
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca)
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca, cadata=self.tls_ca_pem)
         context.check_hostname = self.tls_verify_hostname
         if not self.tls_verify_hostname:
             # Hostname checks off still verifies the chain against the CA.
@@ -226,6 +230,35 @@ def execution_profiles(config: CassandraConfig) -> dict[object, ExecutionProfile
     }
 
 
+def _refused(config: CassandraConfig, exc: NoHostAvailable) -> str | None:
+    """What to fix when every node refused the credentials or the TLS handshake (retrying will
+    not help), naming the settings; None when some node was merely unreachable."""
+    errors = list(exc.errors.values()) if isinstance(exc.errors, dict) else []
+    if not errors:
+        return None
+    where = f"Cassandra at {','.join(config.hosts)}:{config.port}"
+    if all(isinstance(e, AuthenticationFailed) for e in errors):
+        if config.username is None:
+            return (
+                f"{where} requires authentication: set cassandra.username and cassandra.password "
+                "(FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD; the StreamingApp's "
+                "spec.state.cassandra.credentialsSecretRef)"
+            )
+        server = str(errors[0]).rsplit("message=", 1)[-1].strip('"')
+        return (
+            f"{where} refused the credentials of cassandra.username {config.username!r}: {server}; check "
+            "cassandra.username and cassandra.password (FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD; the "
+            "StreamingApp's spec.state.cassandra.credentialsSecretRef)"
+        )
+    if all(isinstance(e, ssl.SSLError) for e in errors):
+        return (
+            f"{where}: TLS handshake failed ({errors[0]}); check cassandra.tls_ca_pem (FLOE_CASSANDRA_TLS_CA_PEM; "
+            "spec.state.cassandra.tls.caSecretRef): the CA must have signed the nodes' certificates, which must name "
+            "the address connected to (or set FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME=false) and not have expired"
+        )
+    return None
+
+
 def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
     """Opens a session: token-aware and DC-aware routing, `floe-dml`/`floe-ddl` profiles.
 
@@ -255,6 +288,12 @@ def connect(config: CassandraConfig, *, keyspace: str | None = None) -> Session:
     )
     try:
         session = cluster.connect(keyspace)
+    except NoHostAvailable as exc:
+        cluster.shutdown()
+        refused = _refused(config, exc)
+        if refused is not None:
+            raise StoreConfigError(refused) from None
+        raise
     except Exception:
         cluster.shutdown()
         raise

@@ -21,18 +21,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from cassandra import AlreadyExists, InvalidRequest, OperationTimedOut
 from cassandra.cluster import NoHostAvailable, Session
 from cassandra.query import ValueSequence
+from floe_jobs.config import StoreType as StoreType
 from floe_jobs.stores.config import DDL_PROFILE
 from floe_jobs.stores.errors import KeyspaceMissingError, StoreConfigError, StoreUnavailableError
 from floe_jobs.stores.execution import profile_or_default
 
 log = logging.getLogger(__name__)
 
-StoreType = Literal["partitioned", "global", "versioned-partitioned", "versioned-global"]
 STORE_TYPES: tuple[str, ...] = get_args(StoreType)
 
 FENCE_COLUMN = "floe_batch"

@@ -10,7 +10,7 @@ import pytest
 from cassandra.cluster import Session
 from floe_jobs import state
 from floe_jobs.statecache import Ownership, StateCache
-from floe_jobs.stores import PartitionedStore, serdes
+from floe_jobs.stores import CassandraConfig, PartitionedStore, serdes
 from floe_jobs.stores.errors import StoreConfigError
 from floe_jobs.stores.schema import StoreSpec
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -30,7 +30,7 @@ def make_ref(session: Session, keyspace: str, name: str, hosts: list[str], port:
     # the table, made as the runtime's provisioning makes it; the helpers only open it
     PartitionedStore(session, StoreSpec(name=name, type="partitioned", ttl_seconds=ttl), keyspace=keyspace,
                      registry=CollectorRegistry())
-    return state.StoreRef(hosts=tuple(hosts), port=port, local_datacenter=None, username=None, password=None,
+    return state.StoreRef(cassandra=CassandraConfig(hosts=tuple(hosts), port=port),
                           keyspace=keyspace, name=name, type="partitioned", ttl_seconds=ttl, key_serde="str",
                           value_serde="long")
 

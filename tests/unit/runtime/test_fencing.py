@@ -76,7 +76,9 @@ def test_a_store_has_one_writing_stage() -> None:
     from floe_jobs import api
 
     writers: dict[str, str] = {}
-    ref = state.StoreRef(("h",), 9042, None, None, None, "ks", "counts", "partitioned", None, "str", "long")
+    from floe_jobs.stores.config import CassandraConfig
+
+    ref = state.StoreRef(CassandraConfig(hosts=("h",)), "ks", "counts", "partitioned", None, "str", "long")
 
     def batch(stage: str) -> api.Batch:
         return api.Batch(
