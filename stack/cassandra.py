@@ -10,6 +10,7 @@ on every address, so pods reach it on the node's bridge, and still names loopbac
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 from typing import Any
 
 from floe_stack import artifacts, component, ports, procs, tls
@@ -54,6 +55,47 @@ LOGBACK = """\
 """
 
 
+def node_yaml(
+    *,
+    cluster: str,
+    data: Path,
+    listen: str,
+    rpc: str,
+    seed: str,
+    storage_port: int,
+    port: int,
+    replication: int,
+    extra: str = "",
+) -> str:
+    """cassandra.yaml of one node of this stack's clusters (the default node, the secured node and
+    the ring's): their data under `data`, `rpc` the rpc_address line(s), `extra` lines appended."""
+    return f"""\
+cluster_name: {cluster}
+num_tokens: 16
+allocate_tokens_for_local_replication_factor: {replication}
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+data_file_directories: [{data}/data]
+commitlog_directory: {data}/commitlog
+saved_caches_directory: {data}/saved_caches
+hints_directory: {data}/hints
+cdc_raw_directory: {data}/cdc_raw
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "{seed}"
+listen_address: {listen}
+{rpc}
+storage_port: {storage_port}
+native_transport_port: {port}
+start_native_transport: true
+endpoint_snitch: SimpleSnitch
+batch_size_warn_threshold: 64KiB
+batch_size_fail_threshold: 640KiB
+{extra}"""
+
+
 class Cassandra:
     name = NAME
 
@@ -71,37 +113,20 @@ class Cassandra:
         )
 
     def _yaml(self) -> str:
-        d = self.data
         # Cassandra serves CQL on one address; 0.0.0.0 with a broadcast address is how it
         # serves loopback and the node's bridge at once.
         rpc = "rpc_address: 0.0.0.0\nbroadcast_rpc_address: 127.0.0.1" if node_enabled() else "rpc_address: 127.0.0.1"
-        return f"""\
-cluster_name: floe-local
-num_tokens: 16
-allocate_tokens_for_local_replication_factor: 1
-partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-data_file_directories: [{d}/data]
-commitlog_directory: {d}/commitlog
-saved_caches_directory: {d}/saved_caches
-hints_directory: {d}/hints
-cdc_raw_directory: {d}/cdc_raw
-commitlog_sync: periodic
-commitlog_sync_period: 10000ms
-seed_provider:
-  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
-    parameters:
-      - seeds: "127.0.0.1:{self.storage_port}"
-listen_address: 127.0.0.1
-{rpc}
-storage_port: {self.storage_port}
-native_transport_port: {self.port}
-start_native_transport: true
-endpoint_snitch: SimpleSnitch
-batch_size_warn_threshold: 64KiB
-batch_size_fail_threshold: 640KiB
-concurrent_reads: 16
-concurrent_writes: 16
-"""
+        return node_yaml(
+            cluster="floe-local",
+            data=self.data,
+            listen="127.0.0.1",
+            rpc=rpc,
+            seed=f"127.0.0.1:{self.storage_port}",
+            storage_port=self.storage_port,
+            port=self.port,
+            replication=1,
+            extra="concurrent_reads: 16\nconcurrent_writes: 16\n",
+        )
 
     def start(self) -> None:
         if procs.running_pid(self.layout, self.name):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from floe_stack import artifacts, component, ports, procs
-from floe_stack.cassandra import JDK17_MODULE_OPTIONS, LOGBACK
+from floe_stack.cassandra import JDK17_MODULE_OPTIONS, LOGBACK, node_yaml
 from floe_stack.layout import CASSANDRA_VERSION, Layout
 
 ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -67,38 +67,19 @@ class Ring:
         )
 
     def _yaml(self, node: int) -> str:
-        d = self.data(node)
         address = self.addresses[node]
-        return f"""\
-cluster_name: floe-ring
-num_tokens: 16
-allocate_tokens_for_local_replication_factor: 3
-partitioner: org.apache.cassandra.dht.Murmur3Partitioner
-data_file_directories: [{d}/data]
-commitlog_directory: {d}/commitlog
-saved_caches_directory: {d}/saved_caches
-hints_directory: {d}/hints
-cdc_raw_directory: {d}/cdc_raw
-commitlog_sync: periodic
-commitlog_sync_period: 10000ms
-seed_provider:
-  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
-    parameters:
-      - seeds: "{self.addresses[0]}:{self.storage_port}"
-listen_address: {address}
-rpc_address: {address}
-storage_port: {self.storage_port}
-native_transport_port: {self.port}
-start_native_transport: true
-endpoint_snitch: SimpleSnitch
-batch_size_warn_threshold: 64KiB
-batch_size_fail_threshold: 640KiB
-concurrent_reads: 8
-concurrent_writes: 8
-memtable_heap_space: 64MiB
-memtable_offheap_space: 64MiB
-key_cache_size: 8MiB
-"""
+        return node_yaml(
+            cluster="floe-ring",
+            data=self.data(node),
+            listen=address,
+            rpc=f"rpc_address: {address}",
+            seed=f"{self.addresses[0]}:{self.storage_port}",
+            storage_port=self.storage_port,
+            port=self.port,
+            replication=3,
+            extra="concurrent_reads: 8\nconcurrent_writes: 8\nmemtable_heap_space: 64MiB\n"
+            "memtable_offheap_space: 64MiB\nkey_cache_size: 8MiB\n",
+        )
 
     def start_node(self, node: int, *, timeout: float = 240.0) -> float:
         """Start node `node` (0-2) if it is not running and wait until it answers CQL and sees
