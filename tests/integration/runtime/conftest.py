@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,35 +36,56 @@ def dropped_keyspaces(cassandra_hosts: list[str], cassandra_port: int) -> Iterat
             s.cluster.shutdown()
 
 
+NewApp = Callable[..., localrun.App]
+
+
 @pytest.fixture
-def word_count_app(
+def new_app(
     tmp_path: Path,
     kafka_bootstrap: str,
     cassandra_hosts: list[str],
     cassandra_port: int,
     spark_jars: list[str],
     dropped_keyspaces: list[str],
-) -> localrun.App:
-    app_id = localrun.unique("wc")
-    lines_topic = f"{app_id}-lines"
-    localrun.create_topic(kafka_bootstrap, lines_topic, 6)
-    localrun.create_topic(kafka_bootstrap, f"{app_id}-output", 6)
-    app = localrun.App(
-        app_id=app_id,
-        bootstrap=kafka_bootstrap,
-        cassandra_hosts=cassandra_hosts,
-        cassandra_port=cassandra_port,
-        keyspace="floe_rt_" + app_id.split("-")[1],
-        topics=[lines_topic],
-        output_topics=[f"{app_id}-output"],
+) -> NewApp:
+    """Makes an app on the stack: its input and output topics (6 partitions), and a keyspace of its
+    own, dropped when the test ends."""
+
+    def make(
+        prefix: str, *, entrypoint: str, stores: list[dict[str, Any]], input_name: str, batch: int
+    ) -> localrun.App:
+        app_id = localrun.unique(prefix)
+        localrun.create_topic(kafka_bootstrap, f"{app_id}-{input_name}", 6)
+        localrun.create_topic(kafka_bootstrap, f"{app_id}-output", 6)
+        app = localrun.App(
+            app_id=app_id,
+            bootstrap=kafka_bootstrap,
+            cassandra_hosts=cassandra_hosts,
+            cassandra_port=cassandra_port,
+            keyspace="floe_rt_" + app_id.split("-")[1],
+            topics=[f"{app_id}-{input_name}"],
+            output_topics=[f"{app_id}-output"],
+            entrypoint=entrypoint,
+            stores=stores,
+            spark_jars=spark_jars,
+            workdir=tmp_path,
+            extra_env={"FLOE_KAFKA_MAX_RECORDS_PER_BATCH": str(batch)},
+        )
+        dropped_keyspaces.append(app.keyspace)
+        return app
+
+    return make
+
+
+@pytest.fixture
+def word_count_app(new_app: NewApp) -> localrun.App:
+    return new_app(
+        "wc",
         entrypoint=str(localrun.ROOT / "examples/word-count/word_count.py"),
         stores=[{"name": "word-count", "type": "partitioned"}],
-        spark_jars=spark_jars,
-        workdir=tmp_path,
-        extra_env={"FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "5000"},
+        input_name="lines",
+        batch=5000,
     )
-    dropped_keyspaces.append(app.keyspace)
-    return app
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from floe_jobs import localrun
 
+from .conftest import NewApp
 from .test_examples import produce_keyed
 from .test_word_count import SPARK_READS, check_counts, topics_of
 
@@ -176,39 +177,20 @@ def _truth(records: list[tuple[str, str]]) -> tuple[set[str], dict[str, str]]:
 
 
 @pytest.mark.timeout(1800)
-def test_sigkill_chaos_dedup_on_a_ttl_store_and_latest(
-    tmp_path: Path,
-    kafka_bootstrap: str,
-    cassandra_hosts: list[str],
-    cassandra_port: int,
-    spark_jars: list[str],
-    dropped_keyspaces: list[str],
-    session: Any,
-) -> None:
+def test_sigkill_chaos_dedup_on_a_ttl_store_and_latest(new_app: NewApp, session: Any) -> None:
     """5 SIGKILLs while a job de-duplicates deliveries on a store with a TTL and keeps the latest
     value per item: every event is kept once in the TTL store, each item's latest value is exact,
     and the output holds every first delivery (at least once) and no repeat."""
-    app_id = localrun.unique("fl")
-    localrun.create_topic(kafka_bootstrap, f"{app_id}-in", 6)
-    localrun.create_topic(kafka_bootstrap, f"{app_id}-out", 6)
-    app = localrun.App(
-        app_id=app_id,
-        bootstrap=kafka_bootstrap,
-        cassandra_hosts=cassandra_hosts,
-        cassandra_port=cassandra_port,
-        keyspace="floe_rt_" + app_id.split("-")[1],
-        topics=[f"{app_id}-in"],
-        output_topics=[f"{app_id}-out"],
+    app = new_app(
+        "fl",
         entrypoint=str(Path(__file__).parent / "jobs" / "first_and_latest.py"),
         stores=[
             {"name": "seen", "type": "partitioned", "ttl_seconds": 3600},
             {"name": "latest", "type": "partitioned"},
         ],
-        spark_jars=spark_jars,
-        workdir=tmp_path,
-        extra_env={"FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "2000"},
+        input_name="in",
+        batch=2000,
     )
-    dropped_keyspaces.append(app.keyspace)
     records = _events(20_000, seed=5)
 
     initial = len(records)
