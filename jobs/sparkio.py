@@ -7,9 +7,11 @@ only needed by stages that read or write Kafka with Spark themselves.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import tempfile
 
 from floe_jobs import kafkasec
 from floe_jobs.config import FloeConfig
@@ -60,6 +62,12 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         conf["spark.jars"] = ",".join([j for j in [existing, *cfg.spark.jars] if j])
     for key, value in conf.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    # The JVM starts in Spark's scratch directory: Spark 4 makes its session's `artifacts/`
+    # directory relative to the JVM's working directory, which in a pod is the image's read-only
+    # root filesystem (every collect then logged a failure and batches failed).
+    workdir = conf.get("spark.local.dir", "").split(",")[0] or tempfile.gettempdir()
+    os.makedirs(workdir, exist_ok=True)
+    with contextlib.chdir(workdir):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

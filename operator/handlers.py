@@ -20,9 +20,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
@@ -201,7 +202,10 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         # In a pod: the service account; elsewhere: the file named by KUBECONFIG (read now, not at import).
-        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+        in_pod = kopf.login_with_service_account(**kwargs)
+        if in_pod is not None:
+            return in_cluster_server(in_pod, os.environ)
+        return kopf.login_with_kubeconfig(**kwargs)
 
     @kopf.on.cleanup(registry=registry)
     async def close(memo: kopf.Memo, **_: Any) -> None:
@@ -340,3 +344,16 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
 
 def build_registry(options: Options) -> kopf.OperatorRegistry:
     return register(kopf.OperatorRegistry(), options)
+
+
+def in_cluster_server(info: kopf.ConnectionInfo, environ: Mapping[str, str]) -> kopf.ConnectionInfo:
+    """Kopf's service-account login names the API server https://kubernetes.default.svc, which
+    needs cluster DNS; the kubelet also hands every pod the `kubernetes` Service's address in
+    KUBERNETES_SERVICE_HOST/PORT, which client-go and the Python client use and which work
+    without DNS. Use them when they are there."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        return info
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    return replace(info, server=f"https://{host}:{port}")

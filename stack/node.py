@@ -297,11 +297,15 @@ class Node:
             subprocess.run(self.ctr("images", "rm", *stale), capture_output=True)
 
     def _check_services_on_bridge(self) -> None:
-        """Pods need the services on the bridge; one started before the node was enabled is not."""
-        wanted = {"the API server": self.kube.port, "Kafka": self.book.chosen.get("kafka_pods"),
-                  "Cassandra": self.book.chosen.get("cassandra")}
-        for what, port in wanted.items():
-            if port and not ports.accepts(port, host=NODE_BRIDGE_IP):
+        """Pods need the services on the bridge; one started before the node was enabled is not.
+        A service that does not answer on loopback either is still starting (this `up` started it,
+        on the bridge too): only one that serves loopback alone is refused."""
+        chosen = self.book.chosen
+        wanted = {"the API server": (self.kube.port, self.kube.port),
+                  "Kafka": (chosen.get("kafka"), chosen.get("kafka_pods")),
+                  "Cassandra": (chosen.get("cassandra"), chosen.get("cassandra"))}
+        for what, (loopback, port) in wanted.items():
+            if port and loopback and ports.accepts(loopback) and not ports.accepts(port, host=NODE_BRIDGE_IP):
                 raise component.StackError(
                     f"{what} does not listen on the node's bridge ({NODE_BRIDGE_IP}:{port}): it was started "
                     "without the node; run `make down`, then `make up NODE=1`")

@@ -6,12 +6,13 @@ beyond the pod network has a route."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
+
+from ...nodekit import kubectl, require_node
 
 # Runs inside the pod as its command: real requests to each service, one JSON line of results,
 # then the readiness file the probe waits for.
@@ -45,18 +46,9 @@ time.sleep(3600)
 """
 
 
-def kubectl(stack_env: dict[str, str], *args: str, input: str | None = None) -> str:
-    proc = subprocess.run([stack_env["FLOE_KUBECTL"], f"--kubeconfig={stack_env['KUBECONFIG']}", *args],
-                          capture_output=True, text=True, input=input, timeout=120)
-    assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stderr}"
-    return proc.stdout
-
-
 @pytest.fixture(scope="module")
 def node_env(stack_env: dict[str, str]) -> dict[str, str]:
-    if stack_env.get("FLOE_NODE") != "1":
-        pytest.fail("the stack has no node: run `make up NODE=1` (these tests are marked node)")
-    return stack_env
+    return require_node(stack_env)
 
 
 @pytest.fixture

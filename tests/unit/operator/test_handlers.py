@@ -40,3 +40,13 @@ def test_watch_fed_handlers_run_on_the_event_loop() -> None:
     fed = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
     assert {h.id for h in fed} >= {"apps_idx", "deployment_changed", "lag_track"}
     assert [h.id for h in fed if not inspect.iscoroutinefunction(h.fn)] == []
+
+
+def test_in_cluster_login_uses_the_kubernetes_service_address_not_cluster_dns() -> None:
+    info = kopf.ConnectionInfo(server="https://kubernetes.default.svc", token="t", ca_path="/ca.crt")
+    got = handlers.in_cluster_server(info, {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"})
+    assert got.server == "https://10.96.0.1:443"
+    assert (got.token, got.ca_path) == ("t", "/ca.crt")
+    assert handlers.in_cluster_server(info, {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+                                      ).server == "https://[fd00::1]:443"
+    assert handlers.in_cluster_server(info, {}) is info

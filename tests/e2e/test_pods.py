@@ -1,0 +1,242 @@
+"""Floe end to end on real pods (marker ``node``, ``make up NODE=1``): the chart installs the
+operator as a pod from the image built here, with its ServiceAccount and RBAC; the word-count
+StreamingApp runs as pods in a namespace that enforces the restricted Pod Security Standard;
+the counts in Cassandra and in the output topic match the produced text exactly; the app is
+READY True and its lag is on the operator pod's /metrics; uninstalling leaves no pod.
+
+Kafka and Cassandra are addressed as the pods reach them (the node's bridge address); the test
+itself produces and reads over loopback. Each run has its own namespaces, release, topics and
+keyspace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from floe_jobs import localrun
+
+from ..integration.waiting import wait_for
+from ..nodekit import kubectl, require_node
+
+ROOT = Path(__file__).resolve().parents[2]
+LINES = 3000
+REPLICAS = 3
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions") or []}
+
+
+def _pods(env: dict[str, str], namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+    args = ["get", "pods", "-n", namespace, "-o", "json"] + (["-l", selector] if selector else [])
+    items: list[dict[str, Any]] = json.loads(kubectl(env, *args))["items"]
+    return items
+
+
+def _ready_pods(env: dict[str, str], namespace: str, selector: str, want: int) -> list[dict[str, Any]] | None:
+    pods = [p for p in _pods(env, namespace, selector) if not p["metadata"].get("deletionTimestamp")]
+    ready = [p for p in pods if p["status"].get("phase") == "Running" and _conditions(p).get("Ready") == "True"]
+    return ready if len(ready) == want else None
+
+
+def _describe(env: dict[str, str], namespace: str) -> str:
+    """What the pods of `namespace` are doing, for a failure message."""
+    out = [kubectl(env, "get", "pods,events", "-n", namespace, "-o", "wide")]
+    for pod in _pods(env, namespace):
+        name = pod["metadata"]["name"]
+        proc = kubectl_text(env, "logs", name, "-n", namespace, "--tail=30")
+        out.append(f"--- logs of {name}:\n{proc}")
+    return "\n".join(out)
+
+
+def kubectl_text(env: dict[str, str], *args: str) -> str:
+    """kubectl's output, or its error, for a failure message (never fails itself)."""
+    try:
+        return kubectl(env, *args)
+    except AssertionError as exc:
+        return str(exc)
+
+
+def _metrics(pod_ip: str, port: int) -> str:
+    with urllib.request.urlopen(f"http://{pod_ip}:{port}/metrics", timeout=5) as r:
+        text: str = r.read().decode()
+    return text
+
+
+def _metric_sum(text: str, name: str, labels: dict[str, str]) -> float | None:
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items())]
+    return sum(values) if values else None
+
+
+@pytest.fixture(scope="module")
+def node_env(stack_env: dict[str, str]) -> dict[str, str]:
+    return require_node(stack_env)
+
+
+@pytest.fixture
+def namespaces(node_env: dict[str, str]) -> Iterator[tuple[str, str]]:
+    """(operator's namespace, app's namespace): both enforce the restricted Pod Security Standard."""
+    suffix = uuid.uuid4().hex[:6]
+    names = (f"floe-e2e-system-{suffix}", f"floe-e2e-{suffix}")
+    for name in names:
+        kubectl(node_env, "create", "namespace", name)
+        kubectl(node_env, "label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
+    yield names
+    for name in names:
+        kubectl_text(node_env, "delete", "namespace", name, "--wait=false")
+
+
+def _app_body(env: dict[str, str], namespace: str, *, topic_in: str, topic_out: str, keyspace: str) -> dict[str, Any]:
+    """examples/word-count as it is, pointed at the addresses pods reach and at the image built here."""
+    body: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "word-count" / "streamingapp.yaml").read_text())
+    body["metadata"]["namespace"] = namespace
+    spec = body["spec"]
+    spec.update(image=env["FLOE_JOB_IMAGE"], imagePullPolicy="Never", replicas=REPLICAS)
+    spec["kafka"].update(bootstrapServers=env["FLOE_KAFKA_BOOTSTRAP_PODS"], topics=[topic_in], outputTopics=[topic_out])
+    spec["state"]["cassandra"].update(hosts=env["FLOE_CASSANDRA_HOSTS_PODS"].split(","),
+                                      port=int(env["FLOE_CASSANDRA_PORT"]), keyspace=keyspace)
+    spec["state"]["deletionPolicy"] = "Delete"
+    return body
+
+
+@pytest.mark.node
+@pytest.mark.k8s
+@pytest.mark.helm
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.spark
+@pytest.mark.timeout(1800)
+def test_word_count_on_pods_with_the_operator_from_the_chart(
+    node_env: dict[str, str], namespaces: tuple[str, str]
+) -> None:
+    env = node_env
+    op_ns, app_ns = namespaces
+    release = f"floe-e2e-{op_ns.rsplit('-', 1)[1]}"
+    repository, tag = env["FLOE_OPERATOR_IMAGE"].rsplit(":", 1)
+    helm = [env["FLOE_HELM"], f"--kubeconfig={env['KUBECONFIG']}"]
+    metrics_port = 8080
+
+    # The CRD is cluster-wide and shared with the other tests and the demo's release: applied
+    # from crds/ rather than owned by this release, which then keeps it out (crds.enabled=false).
+    kubectl(env, "apply", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
+    kubectl(env, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+
+    def helm_run(*args: str, timeout: float = 300) -> str:
+        proc = subprocess.run([*helm, *args], capture_output=True, text=True, timeout=timeout)
+        assert proc.returncode == 0, f"helm {' '.join(args)}: {proc.stderr}"
+        return proc.stdout
+
+    # 1. The operator in-cluster from the chart.
+    t0 = time.monotonic()
+    helm_run("install", release, str(ROOT / "charts" / "floe"), "-n", op_ns,
+             "--set", "crds.enabled=false",
+             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+             "--set", "image.pullPolicy=Never",
+             "--set", f"operator.watchNamespaces={{{app_ns}}}",
+             "--set", "operator.lagIntervalSeconds=5",
+             "--set", f"operator.metricsPort={metrics_port}")
+    uninstalled = False
+    try:
+        try:
+            op_pods = wait_for(lambda: _ready_pods(env, op_ns, f"app.kubernetes.io/instance={release}", 1),
+                               timeout=240, what="the operator pod Running and Ready", every=1)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{_describe(env, op_ns)}") from None
+        op_ready_s = time.monotonic() - t0
+        op_pod = op_pods[0]
+        sa = op_pod["spec"]["serviceAccountName"]
+        assert sa == release, f"the operator runs as {sa}, not the chart's ServiceAccount"
+        op_ip = op_pod["status"]["podIP"]
+        assert op_ip.startswith(env["FLOE_POD_CIDR"].rsplit(".", 1)[0] + ".")
+        assert "floe_" in _metrics(op_ip, metrics_port)
+        print(f"operator: helm install → pod Ready in {op_ready_s:.1f} s ({op_pod['metadata']['name']}, {op_ip})")
+
+        # 2. The word-count app in the restricted namespace.
+        run = uuid.uuid4().hex[:8]
+        topic_in, topic_out = f"wc-pods-in-{run}", f"wc-pods-out-{run}"
+        keyspace = f"wc_pods_{run}"
+        bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
+        localrun.create_topic(bootstrap, topic_in, 6)
+        localrun.create_topic(bootstrap, topic_out, 6)
+        body = _app_body(env, app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
+        name = body["metadata"]["name"]
+        t1 = time.monotonic()
+        kubectl(env, "apply", "-f", "-", input=yaml.safe_dump(body))
+        selector = f"app.kubernetes.io/instance={name}"
+        try:
+            wait_for(lambda: _ready_pods(env, app_ns, selector, REPLICAS), timeout=600,
+                     what=f"{REPLICAS} app pods Running and Ready", every=2)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{_describe(env, app_ns)}\n{_describe(env, op_ns)}") from None
+        app_ready_s = time.monotonic() - t1
+        print(f"app: apply → {REPLICAS} pods Ready in {app_ready_s:.1f} s")
+
+        lines = localrun.word_lines(LINES, seed=21)
+        truth = dict(localrun.word_truth(lines))
+        localrun.produce(bootstrap, topic_in, lines)
+
+        from cassandra.cluster import Cluster
+
+        cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+        session = cluster.connect()
+        try:
+            def counted() -> dict[Any, Any] | None:
+                try:
+                    got = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
+                except Exception:  # the table is not there yet
+                    return None
+                return got if got == truth else None
+
+            t2 = time.monotonic()
+            try:
+                wait_for(counted, timeout=420, what="the counts in Cassandra to match the text", every=2)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{_describe(env, app_ns)}") from None
+            count_s = time.monotonic() - t2
+            diff = localrun.counters_equal(
+                localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long"), truth)
+            assert diff is None, diff
+        finally:
+            cluster.shutdown()
+
+        def topic_exact() -> bool:
+            emitted = localrun.last_values(localrun.read_topic(bootstrap, topic_out, timeout=10))
+            return localrun.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
+
+        wait_for(topic_exact, timeout=120, what="the output topic to carry every final count", every=2)
+        print(f"counts: {len(truth)} words, {sum(truth.values())} occurrences exact in Cassandra and "
+              f"{topic_out} ({count_s:.1f} s after producing)")
+
+        # READY True, and the lag on the operator pod's metrics is measured and caught up.
+        def app_ready() -> bool:
+            app = json.loads(kubectl(env, "get", "streamingapp", name, "-n", app_ns, "-o", "json"))
+            return _conditions(app).get("Ready") == "True"
+
+        wait_for(app_ready, timeout=120, what="the StreamingApp's Ready condition True", every=2)
+        print(kubectl(env, "get", "streamingapp", name, "-n", app_ns))
+        labels = {"namespace": app_ns, "app": name, "topic": topic_in}
+        wait_for(lambda: _metric_sum(_metrics(op_ip, metrics_port), "floe_consumergroup_lag", labels) == 0.0,
+                 timeout=120, what="lag 0 for the app on the operator pod's /metrics", every=2)
+        lag_s = _metric_sum(_metrics(op_ip, metrics_port), "floe_consumergroup_lag_seconds", labels)
+        print(f"lag on the operator's /metrics: 0 records, time lag {lag_s} s")
+
+        # Delete the app (its finalizer needs the operator), then uninstall: no pod is left.
+        kubectl(env, "delete", "streamingapp", name, "-n", app_ns, "--wait=true", "--timeout=180s", timeout=200)
+        helm_run("uninstall", release, "-n", op_ns, "--wait")
+        uninstalled = True
+        wait_for(lambda: not _pods(env, app_ns) and not _pods(env, op_ns), timeout=180,
+                 what="no pods left in the app's and the operator's namespaces", every=2)
+    finally:
+        if not uninstalled:
+            # The app first, while its operator can still run its finalizer.
+            kubectl_text(env, "delete", "streamingapp", "--all", "-n", app_ns, "--timeout=120s")
+            subprocess.run([*helm, "uninstall", release, "-n", op_ns], capture_output=True, timeout=120)
