@@ -116,12 +116,13 @@ def product_membership() -> dict[str, str]:
     }
 
 
-def input_owners(session: Any, app: Any, topic: str) -> list[str]:
-    """Member that planned last, per input partition (the offsets table's owner column)."""
+def owners(session: Any, app: Any, topics: set[str]) -> list[str]:
+    """Replica that planned last, per partition of `topics` (the offsets table's owner column
+    holds `<replica>/<process id>`)."""
     from floe_jobs import offsets
 
     rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
-    return [row[3] for (t, _), row in sorted(rows.items()) if t == topic]
+    return [row[3].split("/")[0] for (t, _), row in sorted(rows.items()) if t in topics]
 
 
 def keep_logs(workdir: Path, dest: Path | None, tag: str) -> None:
@@ -228,7 +229,7 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
                 # every replica owns partitions and has committed batches since the last join
                 while not (
                     all(r.ready() and r.commits_since_start() >= 2 for r in [*stay, victim])
-                    and victim.name in input_owners(session, app, topic)
+                    and victim.name in owners(session, app, watched)
                     and len(watched_partitions(advances, watched)) == 12
                 ):
                     if time.monotonic() > deadline:
@@ -238,7 +239,7 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
                     time.sleep(1)
                 steady_from = time.monotonic()
                 time.sleep(args.steady)
-                owned = input_owners(session, app, topic).count(victim.name)
+                owned = owners(session, app, watched).count(victim.name)
                 t_term, term_wall = time.monotonic(), time.time()
                 victim.signal(signal.SIGTERM)
                 code = victim.wait(120)
@@ -248,7 +249,7 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
                 run = {
                     "leave_group_on_close": leave,
                     **gaps_around(advances, t_term=t_term, t_end=t_end, steady_from=steady_from),
-                    "victim_input_partitions": owned,
+                    "partitions_of_leaving_replica": owned,
                     "drain_s": round(t_exit - t_term, 3),
                     "exit_code": code,
                     "sigterm_at": round(term_wall, 3),
