@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cpusample import Sampler  # run as a script: its own folder is on the path
+from cpusample import Sampler, stack_pids  # run as a script: its own folder is on the path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -617,30 +617,66 @@ def bench_scaleout(args: argparse.Namespace) -> None:
 # -- throughput ---------------------------------------------------------------------------------
 
 SS_SCRIPT = """
-import sys, time
+import json, sys
+from datetime import datetime
 from pyspark.sql import SparkSession, functions as F
-bootstrap, topic, out, checkpoint, jars, max_offsets = sys.argv[1:7]
-spark = (SparkSession.builder.master("local[2]").appName("ss-word-count")
-         .config("spark.jars", jars).config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "6")
-         .config("spark.driver.memory", "768m")
-         .config("spark.sql.streaming.stateStore.providerClass",
-                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-         .getOrCreate())
+bootstrap, topic, out, checkpoint, jars, max_offsets, conf = sys.argv[1:8]
+builder = (SparkSession.builder.master("local[2]").appName("ss-word-count")
+           .config("spark.jars", jars).config("spark.ui.enabled", "false")
+           .config("spark.ui.showConsoleProgress", "false"))
+for key, value in json.loads(conf).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("WARN")
 lines = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
          .option("subscribe", topic).option("startingOffsets", "earliest")
          .option("maxOffsetsPerTrigger", max_offsets).load())
 words = lines.select(F.explode(F.split(F.lower(F.col("value").cast("string")), r"[^\\p{L}\\p{N}']+")).alias("word"))
 counts = words.where("word != ''").groupBy("word").count()
-t0 = time.time()
 q = (counts.select(F.col("word").alias("key"), F.col("count").cast("string").alias("value"))
      .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
      .option("checkpointLocation", checkpoint).outputMode("update").trigger(availableNow=True).start())
 q.awaitTermination()
-print("PROCESSING_SECONDS", time.time() - t0, flush=True)
+# the clock: from the first trigger's start to the end of the last one that read records (its
+# offsets, state checkpoint and commit log written), as the query's progress reports them
+def at(p):
+    return datetime.strptime(p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+done = [p for p in q.recentProgress if p["numInputRows"] > 0]
+first, last = at(done[0]), max(at(p) + p["durationMs"]["triggerExecution"] / 1000 for p in done)
+print("PROGRESS", json.dumps({"seconds": last - at(q.recentProgress[0]), "batches": len(done),
+      "rows": sum(p["numInputRows"] for p in done), "first_batch_s": done[0]["durationMs"]["triggerExecution"] / 1000}),
+      flush=True)
 """
+
+# Spark settings both systems run with in each configuration. "floe-tuning" is what Floe's
+# runtime sets by default (`floe_jobs.sparkio`); "spark-defaults" puts those keys back to Spark's
+# own defaults. Both: the same driver memory and shuffle partitions (two cores).
+COMMON_CONF = {"spark.driver.memory": "768m", "spark.sql.shuffle.partitions": "2"}
+TUNINGS = {
+    "spark-defaults": {
+        "spark.sql.adaptive.enabled": "true",
+        "spark.driver.extraJavaOptions": "-XX:+UseG1GC",
+        "spark.sql.execution.arrow.localRelationThreshold": "48MB",
+    },
+    "floe-tuning": {
+        "spark.sql.adaptive.enabled": "false",
+        "spark.driver.extraJavaOptions": "-XX:+UseG1GC -XX:TieredStopAtLevel=1",
+        "spark.sql.execution.arrow.localRelationThreshold": "0",
+    },
+}
+# Structured Streaming's recommended state store for large state, with changelog checkpointing
+# (each micro-batch uploads the changes, not a snapshot)
+SS_STATE = {
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+# (name, vocabulary, default lines): about 10,000, 100,000 and 1,000,000 distinct words
+CASES = (("10k-words", 10_000, 100_000), ("100k-words", 100_000, 100_000), ("1m-words", 2_000_000, 200_000))
+# CPU counted per record for the second ratio: the system's own processes and the broker, not
+# the state store's node (Cassandra shares the two cores here; in production it runs elsewhere)
+OWN_KINDS = ("spark-jvm", "floe-replica", "structured-streaming-driver", "kafka")
 
 
 def _tree_rss(root: int) -> int:
@@ -696,16 +732,6 @@ def log_time(line: str) -> float:
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def processing_seconds(log_text: str) -> dict[str, float]:
-    """From a replica's log: its warm-up, and the time from the start of its first batch to the
-    commit of its last. Together they are what Structured Streaming's measured time holds: a
-    cold first batch (Floe warms its stages up before joining the group) and the processing."""
-    commits = [ln for ln in log_text.splitlines() if "Committed stage=" in ln]
-    first = commits[0]
-    first_start = log_time(first) - float(first.split("seconds=")[1].split()[0])
-    return {"warm_up_s": warm_up_seconds(log_text), "batches_s": round(log_time(commits[-1]) - first_start, 2)}
-
-
 def warm_up_seconds(log_text: str) -> float:
     """Wall-clock time of a replica's warm-up: from the first stage's start to the last one's
     end (lanes warm up side by side, so their durations overlap)."""
@@ -717,40 +743,69 @@ def warm_up_seconds(log_text: str) -> float:
     return round(max(ends) - min(starts), 2)
 
 
-def floe_throughput(env: dict[str, str], lines: list[str], *, batch: int, logs: Path | None = None) -> dict[str, Any]:
+def floe_processing_seconds(log_text: str) -> dict[str, float]:
+    """From a replica's log: seconds from the start of its stage warm-up (before it joins the
+    group) to the commit of its last batch, and the parts of that time."""
+    warmed = [ln for ln in log_text.splitlines() if "Warmed up stage=" in ln]
+    commits = [ln for ln in log_text.splitlines() if "Committed stage=" in ln]
+    starts = [log_time(ln) - float(ln.split("seconds=")[1].split()[0]) for ln in warmed + commits[:1]]
+    begin, end = min(starts), log_time(commits[-1])
+    first = commits[0]
+    first_start = log_time(first) - float(first.split("seconds=")[1].split()[0])
+    return {
+        "seconds": round(end - begin, 2),
+        "warm_up_s": warm_up_seconds(log_text),
+        "batches_s": round(end - first_start, 2),
+        "batches": len(commits),
+    }
+
+
+def own_cpu(cpu_s: dict[str, float]) -> float:
+    return round(sum(v for k, v in cpu_s.items() if k in OWN_KINDS), 2)
+
+
+def floe_throughput(
+    env: dict[str, str], lines: list[str], *, batch: int, conf: dict[str, str], logs: Path | None = None
+) -> dict[str, Any]:
     from floe_jobs import localrun
 
     with tempfile.TemporaryDirectory(prefix="floe-bench-") as tmp:
         app = new_app(
-            env, Path(tmp), prefix="tp", FLOE_SPARK_MASTER="local[2]", FLOE_KAFKA_MAX_RECORDS_PER_BATCH=str(batch)
+            env,
+            Path(tmp),
+            prefix="tp",
+            FLOE_SPARK_MASTER="local[2]",
+            FLOE_KAFKA_MAX_RECORDS_PER_BATCH=str(batch),
+            FLOE_SPARK_CONF=json.dumps(conf),
         )
         session = session_for(env)
         localrun.produce(app.bootstrap, app.topics[0], lines)
-        cpu = Sampler(interval=0.5)
+        roots = set(stack_pids(ROOT))
+        cpu = Sampler(interval=0.5, roots=roots)
         replica = localrun.Replica(app, "r0").start()
+        roots.add(replica.pid)
         rss = PeakRss(replica.pid)
         try:
             localrun.wait_caught_up(
                 session, app, [app.topics[0], f"{app.app_id}-words-repartition"], timeout=3600, replicas=[replica]
             )
-            phases = processing_seconds(replica.log_path.read_text(errors="replace"))
+            phases = floe_processing_seconds(replica.log_path.read_text(errors="replace"))
         finally:
             peak = rss.stop()
-            cpu_s = cpu.stop()
             replica.stop()
+            cpu_s = cpu.stop()
             drop_and_close(session, [app.keyspace])
             keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
-    seconds = phases["warm_up_s"] + phases["batches_s"]
     return {
-        "seconds": round(seconds, 2),
-        "records_per_s": round(len(lines) / seconds, 1),
-        "peak_rss_mb": peak >> 20,
         **phases,
+        "records_per_s": round(len(lines) / phases["seconds"], 1),
+        "peak_rss_mb": peak >> 20,
         "cpu_s": cpu_s,
+        "own_cpu_s": own_cpu(cpu_s),
     }
 
 
-def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int) -> dict[str, Any]:
+def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int, conf: dict[str, str]) -> dict[str, Any]:
     import subprocess
 
     from floe_jobs import localrun
@@ -762,7 +817,8 @@ def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int) -> dict[
         localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic, lines)
         script = Path(tmp) / "ss.py"
         script.write_text(SS_SCRIPT)
-        cpu = Sampler(interval=0.5)
+        roots = set(stack_pids(ROOT))
+        cpu = Sampler(interval=0.5, roots=roots)
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -773,21 +829,28 @@ def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int) -> dict[
                 str(Path(tmp) / "chk"),
                 env["FLOE_SPARK_JARS"],
                 str(batch),
+                json.dumps({**conf, **SS_STATE}),
             ],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
         )
+        roots.add(proc.pid)
         rss = PeakRss(proc.pid)
-        stdout, _ = proc.communicate(timeout=3600)
+        stdout, stderr = proc.communicate(timeout=3600)
         peak = rss.stop()
         cpu_s = cpu.stop()
-    seconds = float(stdout.split("PROCESSING_SECONDS")[1].split()[0])
+    if "PROGRESS" not in stdout:
+        raise RuntimeError(f"Structured Streaming failed: {stderr[-3000:]}")
+    progress = json.loads(stdout.split("PROGRESS", 1)[1].strip().splitlines()[0])
     return {
-        "seconds": round(seconds, 2),
-        "records_per_s": round(len(lines) / seconds, 1),
+        "seconds": round(progress["seconds"], 2),
+        "records_per_s": round(len(lines) / progress["seconds"], 1),
+        "first_batch_s": round(progress["first_batch_s"], 2),
+        "batches": progress["batches"],
         "peak_rss_mb": peak >> 20,
         "cpu_s": cpu_s,
+        "own_cpu_s": own_cpu(cpu_s),
     }
 
 
@@ -795,57 +858,70 @@ def bench_throughput(args: argparse.Namespace) -> None:
     env = stack_env()
     # One discarded run of each system first: a node just started interprets before its JIT
     # compiles, and both systems share the broker, so measured runs see warm services alike.
-    warm_lines = vocab_lines(max(args.lines // 5, 1), 10_000, seed=4)
-    warm_up = [
-        {
-            "floe": floe_throughput(env, warm_lines, batch=args.batch),
-            "structured_streaming": ss_throughput(env, warm_lines, batch=args.batch),
-        }
-        for _ in range(args.warm_up)
-    ]
-    if warm_up:
-        print("warm-up (discarded)", warm_up, flush=True)
-    # About 10,000 and about 1,000,000 distinct words: the second case needs more lines than the
-    # first (200,000 lines over a 2,000,000-word vocabulary hold 957,971 distinct words)
-    cases = (("10k-words", 10_000, args.lines), ("1m-words", 2_000_000, args.lines_1m))
-    for name, vocab, count in cases:
+    warm_lines = vocab_lines(20_000, 10_000, seed=4)
+    for _ in range(args.warm_up):
+        conf = {**COMMON_CONF, **TUNINGS[args.tunings[0]]}
+        print(
+            "warm-up (discarded)",
+            floe_throughput(env, warm_lines, batch=args.batch, conf=conf),
+            ss_throughput(env, warm_lines, batch=args.batch, conf=conf),
+            flush=True,
+        )
+    for name, vocab, count in [c for c in CASES if c[0] in args.cases]:
+        count = args.lines or count
         lines = vocab_lines(count, vocab, seed=5)
         distinct = len({w for line in lines for w in line.split()})
-        floe_runs, ss_runs = [], []
-        for _ in range(args.runs):  # alternated, so both see the machine's load alike
-            floe_runs.append(floe_throughput(env, lines, batch=args.batch, logs=args.logs))
-            ss_runs.append(ss_throughput(env, lines, batch=args.batch))
-            print(name, floe_runs[-1], ss_runs[-1], flush=True)
-        floe = statistics.median(r["records_per_s"] for r in floe_runs)
-        ss = statistics.median(r["records_per_s"] for r in ss_runs)
-        write_result(
-            "throughput",
-            f"word-count-{name}",
-            {
-                "metric": f"input lines per second, one replica, word count over {count:,} lines "
-                f"({distinct:,} distinct words): Floe (value) vs Spark Structured Streaming with the RocksDB "
-                f"state store (baseline), median of {args.runs} alternated runs after {args.warm_up} discarded "
-                f"warm-up run(s) of each on {len(warm_lines):,} lines, process start-up excluded, "
-                "cold first batch (SS) and stage warm-up (Floe) included; higher is better",
-                "unit": "records/s",
-                "value": floe,
-                "baseline": "Spark Structured Streaming groupBy().count(), RocksDB state store, availableNow trigger",
-                "baseline_value": ss,
-                "ratio": round(floe / ss, 3),
-                "target": "ratio >= 1.0",
-                "p50_s": None,
-                "p99_s": None,
-                "command": ".venv/bin/python tests/bench/runtime_bench.py throughput "
-                f"--lines {args.lines} --lines-1m {args.lines_1m} --runs {args.runs} --warm-up {args.warm_up}",
-                "runs": {
-                    "discarded_warm_up": warm_up,
-                    "floe": floe_runs,
-                    "structured_streaming": ss_runs,
-                    "distinct_words": distinct,
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        runs: dict[str, dict[str, list[dict[str, Any]]]] = {t: {"floe": [], "ss": []} for t in args.tunings}
+        for i in range(args.runs):  # alternated, so both see the machine's load alike
+            for tuning in args.tunings if i % 2 == 0 else list(reversed(args.tunings)):
+                conf = {**COMMON_CONF, **TUNINGS[tuning]}
+                runs[tuning]["floe"].append(floe_throughput(env, lines, batch=args.batch, conf=conf, logs=args.logs))
+                runs[tuning]["ss"].append(ss_throughput(env, lines, batch=args.batch, conf=conf))
+                print(name, tuning, runs[tuning]["floe"][-1], runs[tuning]["ss"][-1], flush=True)
+        for tuning, by in runs.items():
+            floe = [r["records_per_s"] for r in by["floe"]]
+            ss = [r["records_per_s"] for r in by["ss"]]
+            floe_cpu = [count / r["own_cpu_s"] for r in by["floe"]]
+            ss_cpu = [count / r["own_cpu_s"] for r in by["ss"]]
+            ratio = statistics.median(floe) / statistics.median(ss)
+            write_result(
+                "throughput",
+                f"word-count-{name}-{tuning}",
+                {
+                    "metric": f"input lines per second, one replica, word count over {count:,} lines ({distinct:,} "
+                    f"distinct words), Spark settings: {tuning} on both sides; Floe (value) vs Spark Structured "
+                    f"Streaming (baseline), median of {args.runs} alternated runs each. Clock, both sides: from the "
+                    "start of the first work on the data (Floe: its stage warm-up, before it joins the group; "
+                    "Structured Streaming: its first trigger) to the commit of the last batch (Floe: offsets in "
+                    "Cassandra; Structured Streaming: the last trigger's end); process start-up excluded on both. "
+                    "Higher is better, ratio = value / baseline; ratio_per_cpu_second: lines per CPU second of the "
+                    "system's own processes and the Kafka broker (not Cassandra's node)",
+                    "unit": "records/s",
+                    "value": round(statistics.median(floe), 1),
+                    "baseline": "Spark Structured Streaming groupBy().count(), RocksDB state store with changelog "
+                    f"checkpointing, availableNow trigger, {args.batch:,} records per trigger",
+                    "baseline_value": round(statistics.median(ss), 1),
+                    "ratio": round(ratio, 3),
+                    "ratio_per_cpu_second": round(statistics.median(floe_cpu) / statistics.median(ss_cpu), 3),
+                    "target": "ratio >= 1.0",
+                    "target_met": ratio >= 1.0,
+                    "spread": {
+                        "value": spread(floe),
+                        "baseline": spread(ss),
+                        "value_lines_per_cpu_s": spread(floe_cpu),
+                        "baseline_lines_per_cpu_s": spread(ss_cpu),
+                    },
+                    "spark_conf": {**COMMON_CONF, **TUNINGS[tuning]},
+                    "p50_s": None,
+                    "p99_s": None,
+                    "command": ".venv/bin/python tests/bench/runtime_bench.py throughput "
+                    f"--cases {name} --tunings {' '.join(args.tunings)} --runs {args.runs} --warm-up {args.warm_up}"
+                    + (f" --lines {args.lines}" if args.lines else ""),
+                    "load_average_1m": load_average()[0],
+                    "cpu_count": os.cpu_count(),
+                    "runs": {"floe": by["floe"], "structured_streaming": by["ss"], "distinct_words": distinct},
                 },
-            },
-        )
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -866,10 +942,11 @@ def main(argv: list[str] | None = None) -> int:
     so.add_argument("--runs", type=int, default=3, help="new replicas per store size, alternated (medians)")
     so.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
     tp = sub.add_parser("throughput")
-    tp.add_argument("--lines", type=int, default=100_000, help="lines of the 10,000-word case")
-    tp.add_argument("--lines-1m", type=int, default=200_000, help="lines of the 1,000,000-word case")
+    tp.add_argument("--cases", nargs="+", default=[c[0] for c in CASES], choices=[c[0] for c in CASES])
+    tp.add_argument("--tunings", nargs="+", default=list(TUNINGS), choices=list(TUNINGS))
+    tp.add_argument("--lines", type=int, default=None, help="lines of every case (default: each case's own)")
     tp.add_argument("--batch", type=int, default=50_000, help="records per batch (both systems)")
-    tp.add_argument("--runs", type=int, default=3, help="runs of each system (medians)")
+    tp.add_argument("--runs", type=int, default=5, help="runs of each system and tuning, alternated (medians)")
     tp.add_argument("--warm-up", type=int, default=1, help="discarded runs of each system on a fifth of the lines")
     tp.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
     args = p.parse_args(argv)

@@ -63,3 +63,19 @@ def test_first_batch_seconds_counts_from_the_start_line() -> None:
 @pytest.mark.parametrize(("t", "rate"), [(0.0, 100.0), (9.9, 100.0), (10.0, 1000.0), (19.9, 1000.0), (20.0, 100.0)])
 def test_bursty_rate_steps_tenfold_up_and_down(t: float, rate: float) -> None:
     assert lag_bench.bursty_rate(t, low=100.0, step_s=10.0) == rate
+
+
+def test_floes_clock_runs_from_its_warm_up_to_its_last_commit() -> None:
+    log = (
+        "2026-01-01 10:00:10,000 INFO floe_jobs Warmed up stage=split records=50 seconds=4.00 read=0.1\n"
+        "2026-01-01 10:00:11,000 INFO floe_jobs Warmed up stage=count records=0 seconds=1.00 read=0.1\n"
+        "2026-01-01 10:00:15,000 INFO floe_jobs Committed stage=split partitions=6 records=9 out=9 seconds=2.00 x\n"
+        "2026-01-01 10:00:20,500 INFO floe_jobs Committed stage=count partitions=6 records=9 out=9 seconds=1.00 x\n"
+    )
+    got = runtime_bench.floe_processing_seconds(log)
+    assert got == {"seconds": 14.5, "warm_up_s": 5.0, "batches_s": 7.5, "batches": 2}
+
+
+def test_cpu_per_record_leaves_out_cassandra_and_strangers() -> None:
+    cpu = {"spark-jvm": 10.0, "floe-replica": 2.0, "kafka": 1.0, "cassandra": 5.0, "kubernetes": 0.5, "other": 3.0}
+    assert runtime_bench.own_cpu(cpu) == 13.0
