@@ -2,13 +2,18 @@
 
     .venv/bin/python tests/bench/runtime_bench.py [handover|scaleout|throughput] ...
 
-With no area (as `make bench` runs it), all three run in turn with their defaults.
+With no area (as `make bench` runs it), all three run in turn with their defaults; each writes
+bench/results/<area>-<name>.json with min/median/max of its runs, `target_met` and the load
+average. What each measures: docs/runtime.md, "Benchmarks".
 
-handover: seed 02's experiment. 3 replicas of word count over a 6-partition topic fed at a
-steady rate; SIGTERM one replica; the longest time any input partition goes without a
-committed batch (sampled from the offsets table every 100 ms), with leave-group-on-close on
-vs. off (session timeout at Kafka's default 45 s), for the KIP-848 and the classic protocol.
-Writes bench/results/handover-<protocol>.json.
+handover: two word-count replicas stay, a third is started anew for every run and stopped with
+SIGTERM; the longest time any partition of the input or of the repartition topic goes without
+a committed batch, leave-group-on-close on vs off, everything else at the operator's rendered
+defaults (session timeout 10 s, heartbeat 3 s), runs alternated, for each group protocol.
+scaleout: a replica added to a running group of two, over input whose words are stored keys;
+seconds to its first stateful batch with 1,000,000 vs 10,000 keys stored; counts checked.
+throughput: one replica vs Structured Streaming (RocksDB, changelog checkpointing) under the
+same Spark settings (Spark's defaults, then Floe's tuning) and the same clock.
 """
 
 from __future__ import annotations
