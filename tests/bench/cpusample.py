@@ -4,7 +4,10 @@ The throughput benchmark shares two cores between the system measured and the se
 uses, so its figures come with where the CPU went: a run that is slower because the state
 store's node is busy reads differently from one whose own process is. Processes that start and
 end during the run count too (sampled every `interval` seconds; what a process uses after its
-last sample is missed, a fraction of one interval).
+last sample is missed, a fraction of one interval). On a machine that other checkouts' stacks and
+tests share, `roots` keeps the count to the processes of this run: those pids and every process
+descending from them (their Spark JVMs), such as this checkout's stack daemons and the system
+measured.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import collections
 import os
 import re
 import threading
+from collections.abc import Collection
 from pathlib import Path
 
 HZ = os.sysconf("SC_CLK_TCK")
@@ -44,6 +48,41 @@ def kind(cmdline: bytes) -> str:
     return next((k for k, marker in KINDS if marker in text), "other")
 
 
+def parents() -> dict[int, int]:
+    """pid → parent pid of every process now."""
+    out: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                out[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def descendants(roots: set[int], parent_of: dict[int, int]) -> set[int]:
+    """The roots and every process below them."""
+    found = set(roots)
+    for pid in parent_of:
+        chain, at = [], pid
+        while at not in found and at in parent_of and at > 1 and len(chain) < 64:
+            chain.append(at)
+            at = parent_of[at]
+        if at in found:
+            found.update(chain)
+    return found
+
+
+def stack_pids(root: Path) -> set[int]:
+    """The daemons of a checkout's local stack, from their pid files (`.floe/pids`)."""
+    out = set()
+    for path in (root / ".floe" / "pids").glob("*.pid"):
+        first = path.read_text().split("\n", 1)[0].strip()
+        if first.isdigit():
+            out.add(int(first))
+    return out
+
+
 def _largest(seconds: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(seconds.items(), key=lambda kv: -kv[1])
 
@@ -52,8 +91,10 @@ class Sampler:
     """Latest CPU time of every process seen (and, with `threads`, of every thread of the
     `THREADED` kinds), from construction until `stop`."""
 
-    def __init__(self, *, threads: bool = False, interval: float = 0.3) -> None:
+    def __init__(self, *, threads: bool = False, interval: float = 0.3, roots: Collection[int] | None = None) -> None:
         self.with_threads, self.interval = threads, interval
+        # read at every sample: the caller may add the pid of a process it starts later
+        self.roots = roots
         self.procs: dict[int, tuple[str, float]] = {}
         self.threads: dict[tuple[int, int], tuple[str, str, float]] = {}
         self._stop = threading.Event()
@@ -64,8 +105,11 @@ class Sampler:
 
     def _sample(self) -> dict[int, tuple[str, float]]:
         seen: dict[int, tuple[str, float]] = {}
+        scope = None if self.roots is None else descendants(set(self.roots), parents())
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            if scope is not None and int(entry.name) not in scope:
                 continue
             try:
                 cmdline = (entry / "cmdline").read_bytes()

@@ -12,11 +12,13 @@ Writes bench/results/lag-<name>.json:
 - scrape-not-started-200: one scrape of 200 apps with no offsets in Cassandra yet, whose
   groups are read instead (a short-lived consumer each), side by side. Baseline: the same
   scrape reading the groups one after another. Target: ratio <= 0.5.
-- time-lag-accuracy: a producer appends at a steady rate to one partition while the app's
-  committed offset trails it by a few seconds; at every scrape (1 s apart) the estimated
-  time lag is compared with the truth, now minus the CreateTime of the record at the
-  committed offset (read back from Kafka). Value: the 99th percentile of the relative error.
-  Baseline: lag ÷ input rate, the estimate without history. Target: <= 10 %.
+- time-lag-accuracy: one word-count replica (the real runtime, `floe_jobs.localrun`) consumes
+  a one-partition topic that a bursty producer feeds (its rate steps tenfold up and down); at
+  every scrape (1 s apart, at least 100) the estimated time lag is compared with the truth,
+  the scrape's time minus the CreateTime of the record at the committed offset (read back
+  from Kafka; 0 when caught up). Value: the 99th percentile of the relative error over the
+  scrapes that found the app behind. Baseline: lag ÷ input rate, the estimate without
+  history, on the same scrapes. Target: <= 10 %.
 
 Topics (`floe-bench-lag-*`) and the keyspace `floe_bench_lag` are kept between runs.
 Needs the local stack (`make up`).
@@ -234,93 +236,163 @@ def bench_not_started(args: argparse.Namespace, env: dict[str, str], session: An
     )
 
 
+def bursty_rate(t: float, *, low: float, step_s: float) -> float:
+    """Lines per second `t` seconds into the run: `low`, then ten times it, in steps of `step_s`."""
+    return low * (10 if int(t // step_s) % 2 else 1)
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {
+        "min": round(min(values), 4),
+        "median": round(statistics.median(values), 4),
+        "max": round(max(values), 4),
+        "samples": len(values),
+    }
+
+
 def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) -> None:
+    """The real runtime (one word-count replica, `floe_jobs.localrun`) consumes a topic that a
+    bursty producer feeds: `--rate` lines/s, then ten times that, in steps of `--step-seconds`.
+    At every scrape (1 s apart) the estimated time lag of the input partition is compared with
+    the truth: the scrape's time minus the CreateTime of the record at the committed offset,
+    read back from Kafka (0 when the replica has caught up)."""
+    import dataclasses
+    import tempfile
+
+    from floe_jobs import localrun
+
     bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
     hosts = env["FLOE_CASSANDRA_HOSTS"].split(",")
     port = int(env["FLOE_CASSANDRA_PORT"])
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = f"floe-bench-lag-steady-{uuid.uuid4().hex[:6]}"
-    ensure_topics(admin, [topic], 1)
-    app = app_of(999, topic=topic, bootstrap=bootstrap, hosts=hosts, port=port)
-    offsets.ensure_offsets_table(session, keyspace=KEYSPACE)
-    commit = session.prepare(
-        f"UPDATE {KEYSPACE}.{offsets.TABLE} SET next_offset = ?, committed_at = toTimestamp(now())"
-        " WHERE app_id = ? AND topic = ? AND partition = 0"
+    workdir = Path(tempfile.mkdtemp(prefix="floe-bench-lag-"))
+    app_id = localrun.unique("lagacc")
+    topic = f"{app_id}-lines"
+    localrun.create_topic(bootstrap, topic, 1)
+    localrun.create_topic(bootstrap, f"{app_id}-output", 1)
+    app = localrun.App(
+        app_id=app_id,
+        bootstrap=bootstrap,
+        cassandra_hosts=hosts,
+        cassandra_port=port,
+        keyspace="floe_bench_" + app_id.split("-")[-1],
+        topics=[topic],
+        output_topics=[f"{app_id}-output"],
+        entrypoint=str(ROOT / "examples/word-count/word_count.py"),
+        stores=[{"name": "word-count", "type": "partitioned"}],
+        spark_jars=env["FLOE_SPARK_JARS"].split(","),
+        workdir=workdir,
+        extra_env={"FLOE_SPARK_MASTER": "local[1]"},
     )
-    rate, trail = args.rate, args.trail_seconds
-    produced: list[tuple[float, int]] = []  # (time, records acknowledged so far)
+    ref = dataclasses.replace(
+        lag.app_ref(app_of(999, topic=topic, bootstrap=bootstrap, hosts=hosts, port=port), {}),
+        app_id=app.app_id,
+        keyspace=app.keyspace,
+        group=app.app_id,
+    )
+    lines = localrun.word_lines(50_000, seed=11)
     stop = threading.Event()
+    produce_started = [0.0]
 
     def produce() -> None:
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        count = 0
-        tick = 0.05
-        next_at = time.time()
+        tick, i, debt = 0.05, 0, 0.0
+        produce_started[0] = next_at = time.time()
         while not stop.is_set():
-            for _ in range(int(rate * tick)):
-                producer.produce(topic, value=b"x" * 32, partition=0)
-            producer.flush(5)
-            count += int(rate * tick)
-            produced.append((time.time(), count))
+            debt += bursty_rate(time.time() - produce_started[0], low=args.rate, step_s=args.step_seconds) * tick
+            for _ in range(int(debt)):
+                producer.produce(topic, value=lines[i % len(lines)].encode(), partition=0)
+                i += 1
+            debt -= int(debt)
+            producer.poll(0)
             next_at += tick
             time.sleep(max(0.0, next_at - time.time()))
+        producer.flush(10)
 
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
+    replica = localrun.Replica(app, "r0").start()
     scraper = lag.Scraper(
         kafka_offsets=lag.KafkaOffsets(),
         cassandra_offsets=lag.CassandraOffsets(lambda target: session),
         partitions_of=kafka.Inspector().partitions_sync,
     )
-    ref = lag.app_ref(app, {})
-    samples: list[tuple[int, float, float, float]] = []  # (committed, estimate, naive, scrape time)
-    started = time.time()
-    while time.time() - started < args.seconds:
-        # The app trails the producer by `trail` seconds (plus some jitter of its micro-batches).
-        behind = [c for t, c in produced if t <= time.time() - trail - (len(samples) % 3) * 0.3]
-        committed = behind[-1] if behind else 0
-        session.execute(commit, (committed, app.app_id, topic))
-        scrape = scraper.scrape([ref])
-        result = scrape.apps[0]
-        part = result.partitions[0] if result.partitions else None
-        if part is not None and time.time() - started > trail + 6 and part.lag > 0:
-            naive = part.lag / result.input_rate if result.input_rate else float("nan")
-            samples.append((committed, part.lag_seconds, naive, scrape.at))
-        time.sleep(1.0)
-    stop.set()
-    thread.join(timeout=10)
+    samples: list[tuple[int, int, float, float, float]] = []  # (committed, end, estimate, naive, scrape time)
+    thread = threading.Thread(target=produce, daemon=True)
+    try:
+        deadline = time.monotonic() + 600
+        thread.start()
+        while replica.commits_since_start() < 2:
+            if time.monotonic() > deadline or not replica.alive():
+                raise RuntimeError(f"the replica did not start consuming; see {replica.log_path}")
+            time.sleep(0.5)
+        warm_until = time.time() + args.warm_seconds  # the scraper's rate window fills
+        while len(samples) < args.scrapes:
+            if not replica.alive():
+                raise RuntimeError(f"the replica exited; see {replica.log_path}")
+            scrape = scraper.scrape([ref])
+            result = scrape.apps[0]
+            part = result.partitions[0] if result.partitions else None
+            if part is not None and part.committed is not None and scrape.at >= warm_until:
+                naive = part.lag / result.input_rate if result.input_rate else float("nan")
+                samples.append((part.committed, part.end, part.lag_seconds, naive, scrape.at))
+            time.sleep(max(0.0, 1.0 - scrape.duration))
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        replica.stop()
+        keyspace = app.keyspace
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=300)
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}"})
-    errors, naive_errors, abs_errors = [], [], []
-    for committed, estimate, naive, at in samples:
-        consumer.assign([TopicPartition(topic, 0, committed)])
-        msg = consumer.poll(10)
-        assert msg is not None and msg.offset() == committed, "record at the committed offset not found"
-        truth = at - msg.timestamp()[1] / 1000.0
-        errors.append(abs(estimate - truth) / truth)
-        naive_errors.append(abs(naive - truth) / truth)
-        abs_errors.append(abs(estimate - truth))
+    rel, naive_rel, abs_err, naive_abs, truths = [], [], [], [], []
+    for committed, end, estimate, naive, at in samples:
+        if committed >= end:
+            truth = 0.0
+        else:
+            consumer.assign([TopicPartition(topic, 0, committed)])
+            msg = consumer.poll(10)
+            assert msg is not None and msg.offset() == committed, "record at the committed offset not found"
+            truth = max(0.0, at - msg.timestamp()[1] / 1000.0)
+        naive = 0.0 if committed >= end else naive
+        truths.append(truth)
+        abs_err.append(abs(estimate - truth))
+        naive_abs.append(abs(naive - truth))
+        if truth > 0:
+            rel.append(abs(estimate - truth) / truth)
+            naive_rel.append(abs(naive - truth) / truth)
     consumer.close()
-    admin.delete_topics([topic])
-    value = percentile(errors, 0.99)
-    baseline = percentile(naive_errors, 0.99)
+    AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic, f"{app_id}-output"])
+    value, baseline = percentile(rel, 0.99), percentile(naive_rel, 0.99)
     write(
         "time-lag-accuracy",
         {
             "metric": "relative error of the estimated time lag against the true age of the record at the "
-            f"committed offset, 99th percentile over {len(errors)} scrapes of a steady {rate:.0f} records/s "
-            f"producer with the app {trail:.0f} s behind; lower is better (p50_s/p99_s: absolute error in seconds)",
+            f"committed offset, 99th percentile over the {len(rel)} of {len(samples)} scrapes (1 s apart) that "
+            "found the app behind; one word-count replica (the real runtime) consuming a producer that steps "
+            f"between {args.rate:.0f} and {args.rate * 10:.0f} lines/s every {args.step_seconds:.0f} s; lower is "
+            "better, ratio = value / baseline (p50_s/p99_s: absolute error in seconds over every scrape)",
             "unit": "ratio",
             "value": round(value, 4),
-            "baseline": "lag / input rate (no history of end offsets)",
+            "baseline": "lag / input rate over the scraper's rate window (no history of end offsets), same scrapes",
             "baseline_value": round(baseline, 4),
             "ratio": round(value / baseline, 4) if baseline else None,
             "target": "<= 0.10",
-            "p50_s": round(percentile(abs_errors, 0.5), 4),
-            "p99_s": round(percentile(abs_errors, 0.99), 4),
-            "median_relative_error": round(statistics.median(errors), 4),
-            "samples": len(errors),
-            "command": f".venv/bin/python tests/bench/lag_bench.py --seconds {args.seconds} --rate {rate:.0f}",
+            "target_met": value <= 0.10,
+            "p50_s": round(percentile(abs_err, 0.5), 4),
+            "p99_s": round(percentile(abs_err, 0.99), 4),
+            "baseline_p50_s": round(percentile(naive_abs, 0.5), 4),
+            "baseline_p99_s": round(percentile(naive_abs, 0.99), 4),
+            "median_relative_error": round(statistics.median(rel), 4),
+            "baseline_median_relative_error": round(statistics.median(naive_rel), 4),
+            "spread": {
+                "true_lag_s": spread(truths),
+                "absolute_error_s": spread(abs_err),
+                "baseline_absolute_error_s": spread(naive_abs),
+            },
+            "scrapes": len(samples),
+            "scrapes_behind": len(rel),
+            "command": f".venv/bin/python tests/bench/lag_bench.py --only accuracy --scrapes {args.scrapes} "
+            f"--rate {args.rate:.0f} --step-seconds {args.step_seconds:.0f}",
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            "cpu_count": os.cpu_count(),
             "machine": "2 CPUs shared with the local stack (kube-apiserver, etcd, Kafka, Cassandra)",
         },
     )
@@ -331,9 +403,10 @@ def main() -> None:
     parser.add_argument("--apps", type=int, default=50)
     parser.add_argument("--partitions", type=int, default=24)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--seconds", type=float, default=25.0, help="duration of the accuracy run")
-    parser.add_argument("--rate", type=float, default=1000.0, help="records/s of the steady producer")
-    parser.add_argument("--trail-seconds", type=float, default=4.0, help="how far the app trails the producer")
+    parser.add_argument("--scrapes", type=int, default=120, help="scrapes of the accuracy run (1 s apart)")
+    parser.add_argument("--rate", type=float, default=100.0, help="lines/s of the bursty producer's low steps")
+    parser.add_argument("--step-seconds", type=float, default=10.0, help="length of each rate step (accuracy)")
+    parser.add_argument("--warm-seconds", type=float, default=20.0, help="scrapes before the counted ones")
     parser.add_argument("--idle-apps", type=int, default=200, help="apps not started yet (not-started)")
     parser.add_argument("--idle-runs", type=int, default=5, help="runs of each kind (not-started)")
     parser.add_argument("--only", choices=["scrape", "not-started", "accuracy"], default=None)

@@ -37,3 +37,8 @@ def test_cpu_seconds_of_a_stat_line_whose_name_holds_parentheses_and_spaces() ->
     ticks = cpusample.HZ
     stat = f"4242 (C2 Compiler (x) 1) S 1 2 3 4 5 6 7 8 9 10 {3 * ticks} {ticks} 0 0 20 0 1 0 5 6 7"
     assert cpusample._cpu(stat) == ("C2 Compiler (x) 1", 4.0)
+
+
+def test_descendants_of_roots_only() -> None:
+    parent_of = {10: 1, 11: 10, 12: 11, 20: 1, 21: 20, 30: 1}
+    assert cpusample.descendants({10, 30}, parent_of) == {10, 11, 12, 30}
