@@ -23,8 +23,29 @@ def _fmt(value: object) -> str:
     return f"{value:.4g}"
 
 
+def _spread(r: dict[str, object]) -> str:
+    """min to max of the value's runs, then of the baseline's, when the result records them."""
+    spread = r.get("spread")
+    if not isinstance(spread, dict):
+        return "—"
+    parts = []
+    for side in ("value", "baseline"):
+        runs = spread.get(side)
+        if isinstance(runs, dict) and "min" in runs:
+            parts.append(f"{_fmt(runs['min'])} to {_fmt(runs['max'])} ({runs.get('runs', '?')} runs)")
+    return " vs ".join(parts) or "—"
+
+
+def _met(r: dict[str, object]) -> str:
+    met = r.get("target_met")
+    return "—" if met is None else ("met" if met else "**missed**")
+
+
 def table(results: Path) -> str:
-    rows = ["| benchmark | value | baseline | ratio | target | p50 / p99 | measured |", "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| benchmark | value | baseline | ratio | target | met | spread (value vs baseline) | p50 / p99 | measured |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     files = sorted(results.glob("*.json"), key=lambda p: (AREAS.index(p.stem.split("-")[0])
                                                            if p.stem.split("-")[0] in AREAS else len(AREAS), p.stem))
     for path in files:
@@ -33,7 +54,7 @@ def table(results: Path) -> str:
         rows.append(
             f"| `{path.stem}`: {r['metric']} | {_fmt(r['value'])} {r.get('unit', '')} | "
             f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')}) | {_fmt(r.get('ratio'))} | "
-            f"{_fmt(r.get('target'))} | {lat} | {str(r.get('date', ''))[:10]} |"
+            f"{_fmt(r.get('target'))} | {_met(r)} | {_spread(r)} | {lat} | {str(r.get('date', ''))[:10]} |"
         )
     return "\n".join(rows)
 
