@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from pathlib import Path
 
 log = logging.getLogger("floe_jobs")
@@ -51,5 +52,8 @@ def point(name: str) -> None:
         log.warning("Pausing at point=%s (fault injection)", name)
         for handler in logging.getLogger().handlers:
             handler.flush()
-        os.kill(os.getpid(), signal.SIGSTOP)
+        # sent to this very thread, so that it stops here: sent to the process, the kernel may
+        # pick another thread, and this one would run on (into its next request) until its next
+        # system call; SIGSTOP stops every thread of the process either way
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         log.warning("Resumed at point=%s (fault injection)", name)

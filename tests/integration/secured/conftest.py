@@ -71,10 +71,12 @@ def secured_session(secured_cassandra_port: int, tls: Tls) -> Iterator[Any]:
 
 
 @pytest.fixture
-def namespace(kubeconfig: str) -> Iterator[str]:
-    """A namespace of the local API server for the app's Secrets."""
+def namespace(kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A namespace of the local API server for the app's Secrets; KUBECONFIG names that server,
+    as it would in the shell of a user of `floe run` (which reads the Secrets through it)."""
     from kubernetes import client, config
 
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
     config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
     core = client.CoreV1Api()
     name = f"floe-sec-{uuid.uuid4().hex[:6]}"
