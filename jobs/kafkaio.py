@@ -345,7 +345,9 @@ class KafkaSink:
         """Produce re-keyed rows (an Arrow table of key, value, src topic, src partition, src
         offset, src index, sorted by source and position) packed into runs (`floe_jobs.runs`);
         wait until every run is acknowledged. Returns how many runs were written."""
-        md = self._producer.list_topics(topic, timeout=self.timeout)
+        # a metadata request answers at once from a live broker: a broker that is down must not
+        # hold the batch for the whole write timeout (the lane waits the outage out instead)
+        md = self._producer.list_topics(topic, timeout=STALL_PROBE_SECONDS)
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             raise WriteError(f"topic {topic} has no partitions to write runs to: {meta.error if meta else 'absent'}")
@@ -384,6 +386,7 @@ class KafkaSink:
         n = 0
         produce = self._producer.produce
         for target, key, value, headers, partition in records:
+            full_since = None
             while True:
                 try:
                     produce(
@@ -396,7 +399,13 @@ class KafkaSink:
                     )
                     break
                 except BufferError:
-                    self._producer.poll(0.05)  # the local queue is full: let deliveries drain it
+                    # the local queue is full: let deliveries drain it, unless no broker answers
+                    now = time.monotonic()
+                    full_since = full_since or now
+                    if now - full_since > STALL_PROBE_SECONDS:
+                        _brokers_answer(self._producer)
+                        full_since = now
+                    self._producer.poll(0.05)
             n += 1
         deadline = time.monotonic() + self.timeout
         while True:
