@@ -184,7 +184,8 @@ def _api() -> Any:
     from kubernetes import client, config
 
     try:
-        config.load_kube_config()  # type: ignore[no-untyped-call]
+        # KUBECONFIG as it is now: the client reads it once, when it is first imported
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)  # type: ignore[no-untyped-call]
     except Exception as exc:  # the client raises several types for a missing or broken kubeconfig
         raise LocalRunError(f"cannot load a kubeconfig (set KUBECONFIG): {exc}") from exc
     return client
