@@ -17,7 +17,7 @@ from ...nodekit import kubectl, require_node
 # Runs inside the pod as its command: real requests to each service, one JSON line of results,
 # then the readiness file the probe waits for.
 PROBE = r"""
-import errno, json, os, socket, ssl, urllib.request
+import json, os, ssl, urllib.request
 out = {}
 from confluent_kafka.admin import AdminClient
 md = AdminClient({"bootstrap.servers": os.environ["KAFKA"]}).list_topics(timeout=20)
@@ -33,12 +33,9 @@ req = urllib.request.Request(f"https://{host}:{port}/version",
                              headers={"Authorization": "Bearer " + open(f"{sa}/token").read()})
 out["apiserver_version"] = json.load(urllib.request.urlopen(req, context=ctx, timeout=10))["gitVersion"]
 out["apiserver_via"] = f"{host}:{port}"
-s = socket.socket()
-try:
-    s.connect(("192.0.2.1", 9))
-    out["outside"] = "connected"
-except OSError as e:
-    out["outside"] = errno.errorcode.get(e.errno, str(e.errno))
+# the pod's routes, read rather than tried: no packet is sent anywhere beyond the pod network
+routes = [line.split() for line in open("/proc/net/route").read().splitlines()[1:]]
+out["default_route"] = any(r[1] == "00000000" for r in routes)
 print(json.dumps(out), flush=True)
 open("/tmp/ready", "w").close()
 import time
@@ -99,6 +96,6 @@ def test_a_pod_from_the_local_job_image_is_ready_and_reaches_the_stack(
     assert result["cassandra_release"] == env["FLOE_CASSANDRA_VERSION"]
     assert result["apiserver_version"] == f"v{env['FLOE_KUBE_VERSION']}"
     assert result["apiserver_via"] == env["FLOE_KUBE_APISERVER_PODS"].removeprefix("https://")
-    assert result["outside"] == "ENETUNREACH", "a pod must have no route beyond the pod network"
+    assert result["default_route"] is False, "a pod must have no route beyond the pod network"
     pod_ip = str(status["podIP"])
     assert pod_ip.startswith(env["FLOE_POD_CIDR"].rsplit(".", 1)[0] + ".")
