@@ -283,43 +283,31 @@ class Bench:
         lat_get_raw = latencies(lambda i: self.session.execute(select, raw_get_params[i],
                                                                execution_profile=DML_PROFILE), m)
         common = {"concurrency": c, "ops_per_run": n, "run_count": a.runs, "value_bytes": len(VALUE)}
+
+        def row(op: str, api: str, statement: str, store: list[float], untimed: list[float], timed: list[float],
+                lat: list[float], lat_raw: list[float]) -> dict[str, Any]:
+            return result(
+                op, metric=f"{op} throughput, store {api} (one {statement} per key) vs the raw driver sending the "
+                f"same {statement}s at the same concurrency, neither arming a timer per request; higher is better",
+                unit="ops/s", value=statistics.median(store),
+                baseline="raw cassandra-driver, same statements, concurrency and completion-driven sending, "
+                "no per-request client timer",
+                baseline_value=statistics.median(untimed), target=0.9,
+                p50=percentile(lat, 0.5), p99=percentile(lat, 0.99), command=self.command,
+                baseline_p50_s=round(percentile(lat_raw, 0.5), 7), baseline_p99_s=round(percentile(lat_raw, 0.99), 7),
+                runs=(store, untimed),
+                timed_baseline="raw cassandra-driver execute_concurrent_with_args (a client timer per request)",
+                timed_baseline_value=round(statistics.median(timed), 1),
+                timed_ratio=round(statistics.median(store) / statistics.median(timed), 4),
+                paired_ratio_median=paired(store, untimed), paired_timed_ratio_median=paired(store, timed),
+                client_cpu_s_per_op=round(statistics.median(cpu[op]), 8),
+                baseline_client_cpu_s_per_op=round(statistics.median(cpu[f"{op}_untimed"]), 8),
+                timed_baseline_client_cpu_s_per_op=round(statistics.median(cpu[f"{op}_raw"]), 8), **common,
+            )
+
         return [
-            result("put", metric="put throughput, store put_all (one INSERT per key) vs the raw driver sending "
-                   "the same INSERTs at the same concurrency, neither arming a timer per request; higher is better",
-                   unit="ops/s", value=statistics.median(put_store),
-                   baseline="raw cassandra-driver, same statements, concurrency and completion-driven sending, "
-                   "no per-request client timer",
-                   baseline_value=statistics.median(put_untimed), target=0.9,
-                   p50=percentile(lat_put, 0.5), p99=percentile(lat_put, 0.99), command=self.command,
-                   baseline_p50_s=round(percentile(lat_put_raw, 0.5), 7),
-                   baseline_p99_s=round(percentile(lat_put_raw, 0.99), 7),
-                   runs=(put_store, put_untimed),
-                   timed_baseline="raw cassandra-driver execute_concurrent_with_args (a client timer per request)",
-                   timed_baseline_value=round(statistics.median(put_raw), 1),
-                   timed_ratio=round(statistics.median(put_store) / statistics.median(put_raw), 4),
-                   paired_ratio_median=paired(put_store, put_untimed),
-                   paired_timed_ratio_median=paired(put_store, put_raw),
-                   client_cpu_s_per_op=round(statistics.median(cpu["put"]), 8),
-                   baseline_client_cpu_s_per_op=round(statistics.median(cpu["put_untimed"]), 8),
-                   timed_baseline_client_cpu_s_per_op=round(statistics.median(cpu["put_raw"]), 8), **common),
-            result("get", metric="get throughput, store get_many (one SELECT per key) vs the raw driver sending "
-                   "the same SELECTs at the same concurrency, neither arming a timer per request; higher is better",
-                   unit="ops/s", value=statistics.median(get_store),
-                   baseline="raw cassandra-driver, same statements, concurrency and completion-driven sending, "
-                   "no per-request client timer",
-                   baseline_value=statistics.median(get_untimed), target=0.9,
-                   p50=percentile(lat_get, 0.5), p99=percentile(lat_get, 0.99), command=self.command,
-                   baseline_p50_s=round(percentile(lat_get_raw, 0.5), 7),
-                   baseline_p99_s=round(percentile(lat_get_raw, 0.99), 7),
-                   runs=(get_store, get_untimed),
-                   timed_baseline="raw cassandra-driver execute_concurrent_with_args (a client timer per request)",
-                   timed_baseline_value=round(statistics.median(get_raw), 1),
-                   timed_ratio=round(statistics.median(get_store) / statistics.median(get_raw), 4),
-                   paired_ratio_median=paired(get_store, get_untimed),
-                   paired_timed_ratio_median=paired(get_store, get_raw),
-                   client_cpu_s_per_op=round(statistics.median(cpu["get"]), 8),
-                   baseline_client_cpu_s_per_op=round(statistics.median(cpu["get_untimed"]), 8),
-                   timed_baseline_client_cpu_s_per_op=round(statistics.median(cpu["get_raw"]), 8), **common),
+            row("put", "put_all", "INSERT", put_store, put_untimed, put_raw, lat_put, lat_put_raw),
+            row("get", "get_many", "SELECT", get_store, get_untimed, get_raw, lat_get, lat_get_raw),
         ]
 
     def put_all_10k(self) -> dict[str, Any]:
