@@ -7,13 +7,14 @@ PYTHON ?= python3.11
 PYTEST_ARGS ?=
 # `make test` leaves out tests marked slow (the 20-SIGKILL chaos run over 100,000 lines takes
 # most of an hour on 2 cores); `make test-all` runs them too.
-TEST_MARKERS ?= not slow$(if $(filter 1,$(NODE) $(FLOE_NODE)),, and not node)
+TEST_MARKERS ?= not slow$(if $(filter 0,$(NODE) $(FLOE_NODE)), and not node,)
 export FLOE_CACHE ?= $(HOME)/.cache/floe
 export FLOE_ROOT := $(CURDIR)
-# `make up NODE=1` (or FLOE_NODE=1) adds the node: containerd, kubelet, kube-proxy and the
-# images built here, so pods run for real. Opt-in until it is part of every run.
-ifeq ($(NODE),1)
-export FLOE_NODE := 1
+# The stack has a node (containerd, kubelet, kube-proxy and the images built here), so pods run
+# for real. `make up NODE=0` (or FLOE_NODE=0) leaves it out, and `make test NODE=0` then
+# deselects the tests marked node.
+ifeq ($(NODE),0)
+export FLOE_NODE := 0
 endif
 
 .PHONY: help venv up down status lint test test-all unit bench demo clean

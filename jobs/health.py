@@ -2,9 +2,11 @@
 
 - `/healthz`: 200 while every batch loop (one per lane of stages) turns (an iteration, batch or
   idle wait, within `metrics.stall_seconds`), else 503: one stuck lane is enough to fail it.
-- `/readyz`: 200 once the replica is in the group and has completed a batch since its last
-  assignment change, or owns nothing; 503 before that, while shutting down, and while a batch
-  loop waits for Cassandra or Kafka to come back (`floe_jobs.outages`).
+- `/readyz`: 200 once the replica is in the group and every batch loop has completed a pass
+  over its partitions (each batch committed, or nothing to read) since its last assignment
+  change, or it owns nothing; 503 before that, after a pass failed until one succeeds again,
+  while shutting down, and while a batch loop waits for Cassandra or Kafka to come back
+  (`floe_jobs.outages`).
 - `/metrics`: prometheus-client's text format (the default registry, so store metrics that
   register there are exported too).
 """

@@ -553,6 +553,7 @@ class Runner:
                     self.stop_requested.wait(outage.failed(dependency, exc))
                     continue
                 lane.failures += 1
+                self._failed(lane)
                 log.exception(
                     "Batch failed lane=%s failures=%d; its plan stays in flight and is replayed",
                     lane.name,
@@ -580,6 +581,13 @@ class Runner:
             self.health.owned = len(owned)
             current = self.membership.rebalances
             self.health.batch_since_assignment = all(ln.passed_generation == current for ln in self.lanes)
+
+    def _failed(self, lane: Lane) -> None:
+        """A lane's pass failed: not ready until it completes one again, so that a replica whose
+        batches keep failing leaves its Service's endpoints and holds up a rollout that brought it."""
+        with self._lock:
+            lane.passed_generation = -1
+            self.health.batch_since_assignment = False
 
     def _budget(self, stage: str) -> int:
         k = self.cfg.kafka

@@ -69,6 +69,9 @@ class Observed:
 
     deployment: Mapping[str, Any] | None = None
     fault: Fault | None = None
+    # Why the app's pods do not run (image, scheduling, crash loop): Degraded, but never a block
+    # on applying the children, since the fix is a spec change that must be applied.
+    pods_fault: Fault | None = None
     provisioned_keyspace: str | None = None
     provisioned_hash: str | None = None
     partitions: int | None = None
@@ -188,8 +191,11 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         put(STATE_PROVISIONED, "Unknown", PENDING, "Cassandra provisioning has not run yet")
 
     # Degraded
+    pods_fault = observed.pods_fault
     if fault is not None:
         put(DEGRADED, "True", fault.reason, fault.message)
+    elif pods_fault is not None:
+        put(DEGRADED, "True", pods_fault.reason, pods_fault.message)
     elif rollout is not None and rollout.deadline_exceeded:
         put(
             DEGRADED,
@@ -235,6 +241,9 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
             ROLLING_OUT,
             f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available",
         )
+    elif pods_fault is not None:
+        put(READY, "False", pods_fault.reason, f"{rollout.available} of {desired} replica(s) available: "
+            f"{pods_fault.message}")
     else:
         put(READY, "False", REPLICAS_NOT_READY, f"{rollout.available} of {desired} replica(s) available")
 

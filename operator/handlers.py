@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import kopf
-from floe_operator import cassandra, k8s, kafka, loops, model, reconcile, render
+from floe_operator import cassandra, k8s, kafka, loops, model, podfaults, reconcile, render
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,9 @@ CHILD_INDEXES: tuple[tuple[str, str, str, str], ...] = (
     ("apps", "v1", "deployments", "Deployment"),
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
 )
+# The app's pods (the Deployment's, labelled like every child): slim summaries of why they do
+# not run, for the Degraded condition (`podfaults`). Not a child: never applied or pruned.
+POD_INDEX = ("", "v1", "pods", "Pod")
 MAX_DELETE_RETRIES = 8
 RESYNC_CONCURRENCY = 8
 
@@ -115,8 +118,9 @@ def _deployment_mark(body: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _children(namespace: str, name: str, indexes: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    """The app's children from their indexes, and its pods' summaries (`podfaults.summary`) as "Pod"."""
     result: dict[str, list[Mapping[str, Any]]] = {}
-    for _, _, _, kind in CHILD_INDEXES:
+    for _, _, _, kind in (*CHILD_INDEXES, POD_INDEX):
         index = indexes.get(_index_name(kind))
         store = index.get((namespace, name)) if index is not None else None
         result[kind] = list(store) if store is not None else []
@@ -247,6 +251,13 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             child_idx
         )
 
+    @kopf.index("", "v1", "pods", labels=MANAGED, registry=registry, id=_index_name("Pod"))
+    async def pod_idx(
+        namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        app = labels.get(render.APP_LABEL)
+        return {(namespace or "", app): podfaults.summary(body)} if app else {}
+
     async def converge(
         deps: reconcile.Deps, namespace: str, name: str, current: Callable[[], Mapping[str, Any] | None], kwargs: Any
     ) -> reconcile.Outcome | None:
@@ -323,6 +334,37 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         if apps is None or _indexed(apps, namespace, name) is None:
             return
         await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), kwargs)
+
+    pod_marks: dict[tuple[str, str], tuple[Any, ...]] = {}
+
+    @kopf.on.event("", "v1", "pods", labels=MANAGED, registry=registry, id="pod_changed")
+    async def pod_changed(
+        type: str | None,
+        body: kopf.Body,
+        namespace: str | None,
+        name: str | None,
+        labels: Mapping[str, str],
+        memo: kopf.Memo,
+        **kwargs: Any,
+    ) -> None:
+        """A pod started or stopped giving a reason not to run (image, scheduling, crash loop):
+        reconcile its app, so that Degraded says so within a watch event, not a resync."""
+        app = labels.get(render.APP_LABEL)
+        deps: reconcile.Deps | None = getattr(memo, "deps", None)
+        if not app or not namespace or not name or deps is None:
+            return
+        key = (namespace, name)
+        before = pod_marks.pop(key, None) if type == "DELETED" else pod_marks.get(key)
+        mark = None if type == "DELETED" else podfaults.mark(body)
+        if mark is not None:
+            pod_marks[key] = mark
+        # Nothing to report before or now (a new healthy pod, Kopf's initial listing): no reconcile.
+        if mark == before or not (podfaults.troubled(before) or podfaults.troubled(mark)):
+            return
+        apps = kwargs.get("apps_idx")
+        if apps is None or _indexed(apps, namespace, app) is None:
+            return
+        await converge(deps, namespace, app, lambda: _indexed(apps, namespace, app), kwargs)
 
     @kopf.on.delete(group, version, plural, registry=registry, id="finalize", when=_deletes_state)
     async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
-from floe_operator import cassandra, conditions, k8s, kafka, model, recent, render, scalers
+from floe_operator import cassandra, conditions, k8s, kafka, model, podfaults, recent, render, scalers
 from kubernetes.utils import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -354,6 +354,7 @@ async def _reconcile(
     observed = conditions.Observed(
         deployment=deployment,
         fault=fault,
+        pods_fault=podfaults.fault(children.get("Pod", ()), image=app.spec.image) or podfaults.rejected(deployment),
         provisioned_keyspace=app.spec.state.cassandra.keyspace if provisioned else None,
         provisioned_hash=provisioned,
         partitions=partitions,

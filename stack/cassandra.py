@@ -3,7 +3,7 @@
 Cassandra's tarball scripts are not on Maven Central, so this module supplies what they
 would: a minimal cassandra.yaml, a logback config and the JDK 17 module options
 (`--add-exports`/`--add-opens`) that Cassandra's own jvm17-server.options sets. The heap is
-capped at 1 GiB and data lives under the cache dir. With the node (``FLOE_NODE=1``) CQL listens
+capped at 1 GiB and data lives under the cache dir. With the node (unless ``FLOE_NODE=0``) CQL listens
 on every address, so pods reach it on the node's bridge, and still names loopback as its own.
 """
 

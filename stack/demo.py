@@ -1,25 +1,27 @@
-"""`make demo`: Floe end to end on the local stack, one progress line per step.
+"""`make demo`: Floe end to end on the local stack's node, one progress line per step.
 
-It brings the stack up, installs the Helm chart (CRD and RBAC), runs the operator on this
-machine as the chart's ServiceAccount, applies the word-count StreamingApp, runs the replicas
-of the Deployment the operator rendered in local run mode (the stack has no kubelet), produces
-sample text, and prints the top words from the output topic and from Cassandra next to the
-true counts, and the app's lag as the operator's metrics report it.
+It brings the stack up (with its node and the images built here), installs the Helm chart
+into a namespace that enforces the restricted Pod Security Standard, so that the operator runs
+in-cluster as a pod with the chart's ServiceAccount and RBAC, applies the word-count
+StreamingApp as three pods in another restricted namespace, waits for them to be Running and
+Ready, produces sample text, and prints the top words from the output topic and from Cassandra
+next to the true counts, the app's lag as the operator pod's metrics report it, and its
+`READY True`.
 
 Each run uses fresh topics and a fresh keyspace (suffixed with the run id, date and time), so
 the counts it prints are this run's alone. What an earlier run leaves behind is cleared first,
 because each of these made a later run count wrong words or none and hang:
 
-- processes of an earlier run that was killed before it could stop them (operator, replicas);
-- the earlier app, deleted in the foreground, so its Deployment and ConfigMap are gone before
-  the new app's are rendered (else `floe run` could start replicas from the old Deployment,
-  reading the old topics);
+- the earlier app, deleted in the foreground, so its pods are gone before the new app's start
+  (else they would keep counting the old topics next to the new ones);
 - the app's internal topics (`<app id>-<stage>-repartition`, `<app id>-dlq`): they are named
   after the app, not the run, and a fresh keyspace replays them from the earliest offset, so
   the earlier run's words would be counted again.
 
-A step that does not finish in time says what was stuck. The app's lag, as the operator's
-metrics report it, is part of the result: no lag within LAG_SECONDS fails the demo.
+A step that does not finish in time says what was stuck (pod states and their last log lines).
+The app's lag, as the operator's metrics report it, is part of the result: no lag within
+LAG_SECONDS fails the demo. `floe run` (local run mode) stays for job authors; the product is
+shown on pods.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from floe_stack import envfile, ports, stack
+from floe_stack import envfile, stack
 from floe_stack.layout import Layout
 
 NAMESPACE = "floe-demo"
@@ -45,9 +46,16 @@ RELEASE_NAMESPACE = "floe-system"
 APP = "word-count"
 LINES = 3000
 TOP = 8
+REPLICAS = 3
 COUNT_SECONDS = 420
+READY_SECONDS = 420
 LAG_SECONDS = 120
+DELETE_SECONDS = 120
 PROGRESS_SECONDS = 15
+METRICS_PORT = 8080  # the chart's operator.metricsPort
+OPERATOR_SELECTOR = "app.kubernetes.io/instance=floe"
+APP_SELECTOR = f"app.kubernetes.io/instance={APP}"
+RESTRICTED = "pod-security.kubernetes.io/enforce"
 
 
 class DemoError(RuntimeError):
@@ -118,62 +126,6 @@ def _wait(
     raise DemoError(f"{what} did not happen within {timeout:.0f} s{where}{why}")
 
 
-def _tail(path: Path, since: int, lines: int = 20) -> str:
-    """The last lines `path` got since byte offset `since` (the logs are appended to by every run)."""
-    with open(path, "rb") as f:
-        f.seek(since)
-        text = f.read().decode(errors="replace")
-    return "\n".join("       | " + line for line in text.splitlines()[-lines:])
-
-
-class Leftovers:
-    """Process groups this demo started, recorded so that a later run can stop them if this one
-    was killed before it could (a SIGKILLed demo leaves its operator and replicas running, and
-    they would keep reconciling and consuming next to the new ones)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def record(self, children: list[subprocess.Popen[bytes]]) -> None:
-        self.path.write_text(json.dumps([c.pid for c in children]))
-
-    def clear(self) -> None:
-        self.path.unlink(missing_ok=True)
-
-    def stop(self) -> list[int]:
-        """SIGTERM the recorded groups still running a Floe command, SIGKILL after 60 s; the pids stopped."""
-        pids = json.loads(self.path.read_text()) if self.path.exists() else []
-        alive = [pid for pid in pids if _runs_floe(pid)]
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        for pid in alive:
-            while _group_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            if _group_alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-        self.clear()
-        return alive
-
-
-def _runs_floe(pid: int) -> bool:
-    """The pid still belongs to a Floe command (pids are reused)."""
-    try:
-        return b"floe" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _repartition_topics(names: Iterable[str], app_id: str) -> list[str]:
     """The app's repartition topics among `names` (`<app id>-<stage>-repartition`, see `floe_jobs.config`)."""
     return sorted(t for t in names if t.startswith(f"{app_id}-") and t.endswith("-repartition"))
@@ -213,36 +165,64 @@ def _adopt_crd(env: dict[str, str], kubectl: str) -> None:
           f"meta.helm.sh/release-namespace={RELEASE_NAMESPACE}"], env=env)
 
 
-def token_kubeconfig(env: dict[str, str], kubectl: str, path: Path, *, namespace: str, account: str) -> Path:
-    """A kubeconfig that authenticates as ServiceAccount `namespace/account`, so a process runs with
-    exactly the RBAC granted to it (the demo's operator: what the chart grants)."""
-    token = _run([kubectl, "-n", namespace, "create", "token", account, "--duration=2h"], env=env).strip()
-    admin = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
-    cluster = admin["clusters"][0]
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
-        "users": [{"name": "floe-operator", "user": {"token": token}}],
-        "contexts": [{"name": "floe", "context": {"cluster": cluster["name"], "user": "floe-operator"}}],
-        "current-context": "floe",
-    }))
-    path.chmod(0o600)
-    return path
+def app_body(root: Path, env: dict[str, str], *, namespace: str, topic_in: str, topic_out: str, keyspace: str,
+             replicas: int = REPLICAS) -> dict[str, Any]:
+    """The word-count example as it is, pointed at the job image built here, at the addresses
+    pods reach Kafka and Cassandra on (the node's bridge), and at this run's topics and keyspace."""
+    body: dict[str, Any] = yaml.safe_load((root / "examples" / "word-count" / "streamingapp.yaml").read_text())
+    body["metadata"]["namespace"] = namespace
+    spec = body["spec"]
+    spec.update(image=env["FLOE_JOB_IMAGE"], imagePullPolicy="Never", replicas=replicas)
+    spec["kafka"].update(bootstrapServers=env["FLOE_KAFKA_BOOTSTRAP_PODS"], topics=[topic_in], outputTopics=[topic_out])
+    spec["state"]["cassandra"].update(hosts=env["FLOE_CASSANDRA_HOSTS_PODS"].split(","),
+                                      port=int(env["FLOE_CASSANDRA_PORT"]), keyspace=keyspace)
+    # The demo's state is disposable: the next run deletes this app, and its keyspace with it.
+    spec["state"]["deletionPolicy"] = "Delete"
+    return body
 
 
-def _metric_sum(port: int, name: str, labels: dict[str, str]) -> float | None:
+def restricted_namespace(env: dict[str, str], kubectl: str, name: str) -> None:
+    """Create (or keep) `name`, enforcing the restricted Pod Security Standard."""
+    ns = _run([kubectl, "create", "namespace", name, "--dry-run=client", "-o", "yaml"], env=env)
+    _run([kubectl, "apply", "-f", "-"], env=env, input=ns)
+    _run([kubectl, "label", "--overwrite", "namespace", name, f"{RESTRICTED}=restricted"], env=env)
+
+
+def pods(env: dict[str, str], kubectl: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    """The pods of `selector` that are not being deleted."""
+    items: list[dict[str, Any]] = json.loads(
+        _run([kubectl, "-n", namespace, "get", "pods", "-l", selector, "-o", "json"], env=env))["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = {c["type"]: c["status"] for c in pod.get("status", {}).get("conditions") or []}
+    return pod.get("status", {}).get("phase") == "Running" and conditions.get("Ready") == "True"
+
+
+def pod_states(items: list[dict[str, Any]]) -> str:
+    """`name phase ready restarts [waiting reason]` per pod, for progress lines and failures."""
+    out = []
+    for pod in items:
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        restarts = sum(s.get("restartCount", 0) for s in statuses)
+        waiting = [s["state"]["waiting"].get("reason", "") for s in statuses if "waiting" in s.get("state", {})]
+        why = f" {','.join(waiting)}" if waiting else ""
+        ready = "Ready" if is_ready(pod) else "not Ready"
+        out.append(f"{pod['metadata']['name']} {pod['status'].get('phase')} {ready}, {restarts} restarts{why}")
+    return "; ".join(out) or "no pods"
+
+
+def metric_sum(url: str, name: str, labels: dict[str, str]) -> float | None:
+    """The sum of the series `name{labels…}` at a /metrics `url`; None when there is none (or no answer)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as r:
+        with urllib.request.urlopen(url, timeout=3) as r:
             text = r.read().decode()
     except OSError:
         return None
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        if not line.startswith(name + "{"):
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-            seen = True
-    return total if seen else None
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items())]
+    return sum(values) if values else None
 
 
 def main() -> int:
@@ -251,63 +231,60 @@ def main() -> int:
 
     layout = Layout.discover()
     root = layout.root
-    bin_dir = Path(sys.executable).parent
     steps = Steps()
     run_id = time.strftime("%y%m%d%H%M%S")
-    logs = layout.run / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    children: list[subprocess.Popen[bytes]] = []
-    leftovers = Leftovers(layout.run / "demo-children.json")
 
     try:
-        with steps.step("Starting the local stack (Kafka, Cassandra, Kubernetes, Helm, Spark connector)"):
+        with steps.step("Starting the local stack (Kafka, Cassandra, Kubernetes with its node, images, Helm)"):
             if not stack.all_running(layout) or not layout.env_file.exists():
                 stack.up(layout, say=lambda _m: None)
             env = dict(os.environ, **envfile.read(layout.env_file))
+            if env.get("FLOE_NODE") != "1":
+                raise DemoError("the stack runs without its node (FLOE_NODE=0), so no pod can run: "
+                                "run `make down`, then `make demo` without NODE=0")
         kubectl, helm = env["FLOE_KUBECTL"], env["FLOE_HELM"]
         bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
         topic_in, topic_out = f"word-count-input-{run_id}", f"word-count-output-{run_id}"
         keyspace = f"word_count_demo_{run_id}"
-        body = _app_body(root, env, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
+        body = app_body(root, env, namespace=NAMESPACE, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
         app_id = model.StreamingApp.from_body(body).app_id
 
-        with steps.step("Stopping what an earlier run left running (operator, replicas)"):
-            stopped = leftovers.stop()
-            if stopped:
-                steps.note(f"stopped process groups {stopped} of an earlier run that was killed before it could")
+        with steps.step(f"Namespaces {RELEASE_NAMESPACE} and {NAMESPACE}, enforcing the restricted Pod Security "
+                        "Standard"):
+            for name in (RELEASE_NAMESPACE, NAMESPACE):
+                restricted_namespace(env, kubectl, name)
 
-        with steps.step("Installing the Helm chart: CRD, ServiceAccount and least-privilege RBAC"):
+        repository, tag = env["FLOE_OPERATOR_IMAGE"].rsplit(":", 1)
+        with steps.step(f"Installing the Helm chart: CRD, least-privilege RBAC and the operator as a pod "
+                        f"({env['FLOE_OPERATOR_IMAGE']})"):
             _adopt_crd(env, kubectl)
-            ns = _run([kubectl, "create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml"], env=env)
-            _run([kubectl, "apply", "-f", "-"], env=env, input=ns)
             _run([helm, "upgrade", "--install", "floe", str(root / "charts" / "floe"), "-n", RELEASE_NAMESPACE,
-                  "--create-namespace", "--set", "replicaCount=0", "--set", f"operator.watchNamespaces={{{NAMESPACE}}}",
-                  "--wait"], env=env)
+                  "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+                  "--set", "image.pullPolicy=Never", "--set", f"operator.watchNamespaces={{{NAMESPACE}}}",
+                  "--set", "operator.lagIntervalSeconds=5", "--wait", "--timeout=5m"], env=env)
             _run([kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
                   "--timeout=60s"], env=env)
+            operator_pods: list[dict[str, Any]] = []
 
-        op_log = logs / "demo-operator.log"
-        op_since = op_log.stat().st_size if op_log.exists() else 0
-        metrics_port = ports.free_port()
-        with steps.step(f"Running the operator on this machine as ServiceAccount {RELEASE_NAMESPACE}/floe "
-                        f"(metrics :{metrics_port})"):
-            op_env = dict(env, KUBECONFIG=str(token_kubeconfig(env, kubectl, layout.run / "demo-operator.kubeconfig",
-                                                            namespace=RELEASE_NAMESPACE, account="floe")),
-                          FLOE_LAG_INTERVAL_SECONDS="5")
-            with open(op_log, "ab") as out:
-                children.append(subprocess.Popen(
-                    [str(bin_dir / "floe-operator"), "--namespace", NAMESPACE, "--metrics-port", str(metrics_port),
-                     "--liveness-port", str(ports.free_port())],
-                    env=op_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
-            leftovers.record(children)
-            _wait(lambda: ports.accepts(metrics_port), what="the operator's metrics endpoint", timeout=60, log=op_log)
-        operator = children[0]
+            def operator_ready() -> bool:
+                nonlocal operator_pods
+                operator_pods = pods(env, kubectl, RELEASE_NAMESPACE, OPERATOR_SELECTOR)
+                return len(operator_pods) == 1 and is_ready(operator_pods[0])
 
-        with steps.step("Deleting the earlier run's app, its Deployment and the app's internal topics"):
-            # Foreground: the app goes only after its Deployment and ConfigMap (blockOwnerDeletion),
-            # so `floe run` below cannot read the earlier run's Deployment. Its finalizer needs the operator.
-            _run([kubectl, "-n", NAMESPACE, "delete", "streamingapp", APP, "--ignore-not-found", "--wait=true",
-                  "--cascade=foreground", "--timeout=120s"], env=env)
+            _wait(operator_ready, what="one Ready operator pod", timeout=180,
+                  explain=lambda: f"     {pod_states(operator_pods)}")
+            operator_pod = operator_pods[0]
+        metrics_url = f"http://{operator_pod['status']['podIP']}:{METRICS_PORT}/metrics"
+        steps.note(f"operator pod {operator_pod['metadata']['name']} at {operator_pod['status']['podIP']}")
+
+        with steps.step("Deleting the earlier run's app (its pods and keyspace) and the app's internal topics"):
+            # Foreground: the app goes only after its Deployment, so no earlier pod still counts the
+            # earlier run's topics into a keyspace of its own. Its finalizer needs the operator.
+            _run([kubectl, "-n", NAMESPACE, "delete", "streamingapp", APP, "--ignore-not-found", "--wait=false",
+                  "--cascade=foreground"], env=env)
+            left = _unfinalized(env, kubectl, timeout=DELETE_SECONDS)
+            if left:
+                steps.note(left)
             dropped = _drop_internal_topics(bootstrap, app_id)
             if dropped:
                 steps.note(f"deleted topics {', '.join(dropped)}")
@@ -316,33 +293,30 @@ def main() -> int:
             localrun.create_topic(bootstrap, topic_in, 6)
             localrun.create_topic(bootstrap, topic_out, 6)
 
-        with steps.step(f"Applying the word-count StreamingApp in namespace {NAMESPACE}"):
+        with steps.step(f"Applying the word-count StreamingApp in namespace {NAMESPACE} ({REPLICAS} replicas, "
+                        f"{env['FLOE_JOB_IMAGE']})"):
             _run([kubectl, "apply", "-f", "-"], env=env, input=yaml.safe_dump(body))
-            app_uid = _run([kubectl, "-n", NAMESPACE, "get", "streamingapp", APP, "-o", "jsonpath={.metadata.uid}"],
-                           env=env).strip()
 
-        with steps.step("Waiting for the operator: Cassandra tables provisioned, Deployment rendered"):
-            _wait(lambda: _rendered_for(env, kubectl, app_uid), what="the Deployment of this run's app", timeout=90,
-                  log=op_log, explain=lambda: _operator_state(operator, op_log, op_since))
-        print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps,deployments,configmaps,services,pdb"],
+        app_pods: list[dict[str, Any]] = []
+
+        def app_ready() -> bool:
+            nonlocal app_pods
+            app_pods = pods(env, kubectl, NAMESPACE, APP_SELECTOR)
+            return len(app_pods) == REPLICAS and all(is_ready(p) for p in app_pods)
+
+        with steps.step(f"Waiting for {REPLICAS} pods Running and Ready (Spark starts, each replica joins the group)"):
+            _wait(app_ready, what=f"{REPLICAS} Ready pods of {APP}", timeout=READY_SECONDS,
+                  progress=lambda: steps.note(pod_states(app_pods)),
+                  explain=lambda: f"     {pod_states(app_pods)}\n{_pod_logs(env, kubectl, app_pods)}")
+        print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps,deployments,pods", "-o", "wide"],
                            env=env)))
-
-        run_log = logs / "demo-replicas.log"
-        run_since = run_log.stat().st_size if run_log.exists() else 0
-        title = f"Running the Deployment's 2 replicas in local run mode (floe run; log {run_log})"
-        with steps.step(title), open(run_log, "ab") as out:
-            children.append(subprocess.Popen(
-                [str(bin_dir / "floe"), "run", "--deployment", f"{NAMESPACE}/{APP}"],
-                env=env, stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True))
-            leftovers.record(children)
-        replicas = children[1]
 
         lines = localrun.word_lines(LINES, seed=int(run_id))
         truth = localrun.word_truth(lines)
         with steps.step(f"Producing {LINES} lines of sample text ({sum(truth.values())} words) to {topic_in}"):
             localrun.produce(bootstrap, topic_in, lines)
 
-        with steps.step("Waiting until every word is counted (Spark starts, groups form, batches commit)"):
+        with steps.step("Waiting until every word is counted (batches read, counted and committed by the pods)"):
             from cassandra.cluster import Cluster
 
             cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
@@ -354,12 +328,12 @@ def main() -> int:
                 steps.note(f"{counted} of {sum(truth.values())} words counted; {counting.partitions_summary()}")
 
             def explain() -> str:
-                return (f"{counting.stuck()}\n{_replicas_state(replicas, run_log, run_since)}\n"
-                        f"     last lines of {run_log}:\n{_tail(run_log, run_since)}")
+                now = pods(env, kubectl, NAMESPACE, APP_SELECTOR)
+                return f"{counting.stuck()}\n     {pod_states(now)}\n{_pod_logs(env, kubectl, now)}"
 
             try:
                 _wait(lambda: counting.store() == dict(truth), what="the counts in Cassandra to match the text",
-                      timeout=COUNT_SECONDS, log=run_log, progress=progress, explain=explain)
+                      timeout=COUNT_SECONDS, progress=progress, explain=explain)
                 from_cassandra = counting.store()
             finally:
                 cluster.shutdown()
@@ -373,7 +347,7 @@ def main() -> int:
             return from_topic == dict(truth)
 
         with steps.step(f"Reading the latest count of every word from {topic_out}"):
-            _wait(topic_matches, what="the output topic to carry every final count", timeout=120, log=run_log,
+            _wait(topic_matches, what="the output topic to carry every final count", timeout=120,
                   explain=lambda: f"     {len(from_topic)} words in the topic, {len(truth)} in the text")
         top = truth.most_common(TOP)
         print(f"     {'word':<12}{'true count':>11}{'output topic':>14}{'Cassandra':>11}")
@@ -386,86 +360,78 @@ def main() -> int:
 
         labels = {"namespace": NAMESPACE, "app": APP, "topic": topic_in}
 
-        def lag() -> float | None:
-            return _metric_sum(metrics_port, "floe_consumergroup_lag", labels)
-
         def lag_explain() -> str:
-            seen = lag()
-            state = (f"     the operator has not reported lag for {APP}" if seen is None
-                     else f"     the lag the operator reports stayed at {seen:.0f} records")
-            return f"{state}\n{_operator_state(operator, op_log, op_since)}"
+            seen = metric_sum(metrics_url, "floe_consumergroup_lag", labels)
+            return (f"     the operator has not reported lag for {APP} at {metrics_url}" if seen is None
+                    else f"     the lag the operator reports stayed at {seen:.0f} records")
 
-        with steps.step(f"Reading the app's lag from the operator's metrics (at most {LAG_SECONDS} s)"):
-            _wait(lambda: lag() == 0.0, what="lag 0 in the operator's metrics", timeout=LAG_SECONDS, log=op_log,
-                  explain=lag_explain)
-        lag_s = _metric_sum(metrics_port, "floe_consumergroup_lag_seconds", labels)
+        with steps.step(f"Reading the app's lag from the operator pod's metrics (at most {LAG_SECONDS} s)"):
+            _wait(lambda: metric_sum(metrics_url, "floe_consumergroup_lag", labels) == 0.0,
+                  what="lag 0 in the operator's metrics", timeout=LAG_SECONDS, explain=lag_explain)
+        lag_s = metric_sum(metrics_url, "floe_consumergroup_lag_seconds", labels)
         print(f"     floe_consumergroup_lag{{app=\"{APP}\",topic=\"{topic_in}\"}} summed over partitions = "
               f"0 records, time lag {lag_s or 0:.1f} s")
+
+        def app_condition_ready() -> bool:
+            got = _run([kubectl, "-n", NAMESPACE, "get", "streamingapp", APP, "-o",
+                        "jsonpath={.status.conditions[?(@.type=='Ready')].status}"], env=env)
+            return got.strip() == "True"
+
+        with steps.step("Waiting for the StreamingApp's Ready condition"):
+            _wait(app_condition_ready, what=f"READY True on streamingapp {APP}", timeout=120)
         print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps"], env=env)))
     except DemoError as exc:
         print(f"floe demo: {exc}", file=sys.stderr)
         return 1
-    finally:
-        for child in reversed(children):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGTERM)
-        for child in reversed(children):
-            try:
-                child.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-        leftovers.clear()
-    print(f"floe demo: finished in {time.monotonic() - steps.t0:.0f} s; the stack is still up (make down stops it)")
+    print(f"floe demo: finished in {time.monotonic() - steps.t0:.0f} s; the app and the stack are still up "
+          "(make down stops them)")
     print("try next:")
-    print(f"  source .floe/stack.env && $FLOE_KUBECTL -n {NAMESPACE} describe streamingapp {APP}")
-    print(f"  floe run --deployment {NAMESPACE}/{APP} --replicas 3   # run the replicas again, then kill one")
+    print(f"  source .floe/stack.env && $FLOE_KUBECTL -n {NAMESPACE} get pods -w   # in one shell, then in another:")
+    print(f"  $FLOE_KUBECTL -n {NAMESPACE} delete pod <one of them>   # the Deployment replaces it; counts stay exact")
+    print(f"  $FLOE_KUBECTL -n {NAMESPACE} scale streamingapp {APP} --replicas 6")
     print("  make bench    # handover, throughput and store benchmarks (bench/results/)")
     print("  make test     # every test against this stack")
     return 0
 
 
-def _app_body(root: Path, env: dict[str, str], *, topic_in: str, topic_out: str, keyspace: str) -> dict[str, Any]:
-    """The word-count example pointed at the local stack and at this run's topics and keyspace."""
-    body: dict[str, Any] = yaml.safe_load((root / "examples" / "word-count" / "streamingapp.yaml").read_text())
-    body["metadata"]["namespace"] = NAMESPACE
-    spec = body["spec"]
-    spec["replicas"] = 2
-    spec["kafka"].update(bootstrapServers=env["FLOE_KAFKA_BOOTSTRAP"], topics=[topic_in], outputTopics=[topic_out])
-    spec["state"]["cassandra"].update(hosts=env["FLOE_CASSANDRA_HOSTS"].split(","),
-                                      port=int(env["FLOE_CASSANDRA_PORT"]), keyspace=keyspace)
-    # The demo's state is disposable: the next run deletes this app, and its keyspace with it.
-    spec["state"]["deletionPolicy"] = "Delete"
-    return body
+def _unfinalized(env: dict[str, str], kubectl: str, *, timeout: float) -> str | None:
+    """Wait for the earlier app to be gone. One whose finalizer keeps failing (its Cassandra is not
+    reachable from the operator's pod: an app of a demo that ran before the stack had its node
+    pointed at loopback) is let go by removing the finalizer, and the note says what was left behind."""
+    def gone() -> bool:
+        got = subprocess.run([kubectl, "-n", NAMESPACE, "get", "streamingapp", APP, "-o", "name"], env=env,
+                             capture_output=True, text=True)
+        return got.returncode != 0 and "NotFound" in got.stderr
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if gone():
+            return None
+        time.sleep(1)
+    app = json.loads(_run([kubectl, "-n", NAMESPACE, "get", "streamingapp", APP, "-o", "json"], env=env))
+    progress = json.loads(app["metadata"].get("annotations", {}).get("streaming.floe.dev/finalize", "{}") or "{}")
+    keyspace = app["spec"]["state"]["cassandra"]["keyspace"]
+    _run([kubectl, "-n", NAMESPACE, "patch", "streamingapp", APP, "--type=merge", "-p",
+          '{"metadata":{"finalizers":null}}'], env=env)
+    _wait(gone, what=f"the earlier {APP} to be deleted", timeout=60)
+    return (f"the earlier app could not be finalized within {timeout:.0f} s "
+            f"({progress.get('message', 'no message')}); its finalizer was removed and keyspace {keyspace} "
+            "was left behind")
 
 
-def _rendered_for(env: dict[str, str], kubectl: str, app_uid: str) -> bool:
-    """The Deployment exists, is owned by this run's app (not an earlier one) and carries its config."""
-    out = subprocess.run([kubectl, "-n", NAMESPACE, "get", "deployment", APP, "-o", "json"], env=env,
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        return False
-    dep = json.loads(out.stdout)
-    owners = {ref.get("uid") for ref in dep["metadata"].get("ownerReferences") or []}
-    container = dep["spec"]["template"]["spec"]["containers"][0]
-    return app_uid in owners and any(e.get("name") == "FLOE_CONFIG" for e in container.get("env", []))
-
-
-def _operator_state(operator: subprocess.Popen[bytes], log: Path, since: int) -> str:
-    code = operator.poll()
-    state = "the operator is running" if code is None else f"the operator exited with code {code}"
-    return f"     {state}; last lines of {log}:\n{_tail(log, since)}"
-
-
-def _replicas_state(replicas: subprocess.Popen[bytes], log: Path, since: int) -> str:
-    """Which replicas exited (floe run restarts them, and says so in its log)."""
-    code = replicas.poll()
-    with open(log, "rb") as f:
-        f.seek(since)
-        exits = [line for line in f.read().decode(errors="replace").splitlines()
-                 if line.startswith("floe run:") and " exited " in line]
-    state = "floe run is running" if code is None else f"floe run exited with code {code}"
-    died = "; ".join(exits[-6:]) if exits else "no replica exited"
-    return f"     {state}; {died}"
+def _pod_logs(env: dict[str, str], kubectl: str, items: list[dict[str, Any]], lines: int = 15) -> str:
+    """The last lines of each pod's log (and of its previous container, if it restarted)."""
+    out = []
+    for pod in items:
+        name = pod["metadata"]["name"]
+        for previous in ("--previous=false", "--previous=true"):
+            proc = subprocess.run([kubectl, "-n", pod["metadata"]["namespace"], "logs", name, previous,
+                                   f"--tail={lines}"], env=env, capture_output=True, text=True)
+            if proc.returncode == 0 and proc.stdout.strip():
+                which = "previous container" if previous.endswith("true") else "log"
+                out.append(f"     {which} of {name}:\n" + "\n".join("       | " + line
+                                                                   for line in proc.stdout.splitlines()))
+    return "\n".join(out)
 
 
 class Counting:

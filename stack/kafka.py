@@ -2,7 +2,7 @@
 
 Jars come from Maven Central (the `kafka_2.13` artifact and its dependencies) and run on the
 machine's JDK; storage is formatted on first start and kept under the cache dir. With the node
-(``FLOE_NODE=1``) a second listener on the node's bridge serves pods, advertising that address,
+(on unless ``FLOE_NODE=0``) a second listener on the node's bridge serves pods, advertising that address,
 while clients on the host keep the loopback one.
 """
 

@@ -3,7 +3,7 @@ and kube-scheduler, built from the Go module proxy and run on loopback.
 
 Certificates, the service-account signing key and the kubeconfigs are generated per
 checkout (``.floe/kube``), and so is etcd's data: cluster state belongs to one checkout and
-would not match another checkout's keys. Without the node (``FLOE_NODE=1``, see node.py) Pods
+would not match another checkout's keys. Without the node (``FLOE_NODE=0``, see node.py) Pods
 stay Pending, but every controller that works on API objects alone (Deployments → ReplicaSets,
 garbage collection, namespaces, service accounts) runs for real. With the node, the API server
 also listens on the node's bridge and advertises that address, so the ``kubernetes`` Service

@@ -28,9 +28,9 @@ POD_CIDR = "10.244.0.0/24"
 
 
 def node_enabled() -> bool:
-    """The node (containerd, kubelet, kube-proxy, images) is opt-in: ``FLOE_NODE=1``
-    (``make up NODE=1``)."""
-    return os.environ.get("FLOE_NODE", "") == "1"
+    """The node (containerd, kubelet, kube-proxy, images) is part of the stack unless it is
+    turned off with ``FLOE_NODE=0`` (``make up NODE=0``), for a machine that cannot run one."""
+    return os.environ.get("FLOE_NODE", "1") != "0"
 
 
 @dataclass(frozen=True)

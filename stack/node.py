@@ -1,6 +1,6 @@
 """The stack's one node, so that pods run for real: containerd and runc from Debian, the bridge
-CNI plugin, and the kubelet and kube-proxy of the control plane's release. Opt-in with
-``FLOE_NODE=1`` (``make up NODE=1``).
+CNI plugin, and the kubelet and kube-proxy of the control plane's release. Part of the
+stack unless ``FLOE_NODE=0`` (``make up NODE=0``).
 
 The node borrows from the host, and ``down`` gives back:
 - a bridge (``floe0``, 10.244.0.1/24) for pods, made before any service starts, because Kafka,
@@ -35,6 +35,7 @@ from floe_stack import artifacts, component, images, kube, ports, procs
 from floe_stack.layout import ETCD_VERSION, KUBE_VERSION, NODE_BRIDGE, NODE_BRIDGE_IP, POD_CIDR, Layout
 
 CONTAINERD, KUBELET, KUBE_PROXY = "containerd", "kubelet", "kube-proxy"
+CLOSED_PORT = "127.0.0.1:9"  # discard: nothing listens there
 DEBS = ("containerd", "runc", "containernetworking-plugins", "iptables", "conntrack")
 CNI_BIN = "/usr/lib/cni"
 RUNC = "/usr/sbin/runc"
@@ -78,6 +79,7 @@ class Paths:
         self.containerd_state = self.dir / "containerd-state"
         self.kubelet_root = layout.data / "kubelet"
         self.pod_logs = layout.data / "pod-logs"
+        self.registry_hosts = self.dir / "registry-hosts"
 
 
 def cni_config(ipam_dir: Path) -> dict[str, object]:
@@ -128,11 +130,46 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         BinaryName = "{RUNC}"
         Root = "{paths.containerd_state / 'runc'}"
         SystemdCgroup = false
+  # Images are imported, never pulled: every registry is a closed port on loopback.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{paths.registry_hosts}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN}"
     conf_dir = "{paths.cni_conf}"
     max_conf_num = 1
 """
+
+
+# containerd's fallback for every registry without a directory of its own (all of them).
+NO_REGISTRY_HOSTS = f"""server = "http://{CLOSED_PORT}"
+[host."http://{CLOSED_PORT}"]
+  capabilities = ["pull", "resolve"]
+"""
+
+# An admission policy of the stack's API server: pods run only images built here (localhost/…),
+# so no pod, whatever a test or a user applies, makes the node reach for a registry elsewhere.
+LOCAL_IMAGES_POLICY = "floe-local-images-only"
+LOCAL_IMAGES_MESSAGE = ("this stack's node runs only the images built here (localhost/floe/…, see FLOE_JOB_IMAGE "
+                        "in .floe/stack.env); it has no registry to pull others from")
+
+
+def local_images_policy() -> list[dict[str, object]]:
+    """A ValidatingAdmissionPolicy and its binding that refuse pods with images outside localhost/."""
+    images = ("object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"
+              " + (has(object.spec.ephemeralContainers) ? object.spec.ephemeralContainers : [])")
+    return [
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+         "metadata": {"name": LOCAL_IMAGES_POLICY},
+         "spec": {"failurePolicy": "Fail",
+                  "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                          "operations": ["CREATE", "UPDATE"],
+                                                          "resources": ["pods"]}]},
+                  "validations": [{"expression": f"({images}).all(c, c.image.startsWith('localhost/'))",
+                                   "message": LOCAL_IMAGES_MESSAGE}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+         "metadata": {"name": LOCAL_IMAGES_POLICY},
+         "spec": {"policyName": LOCAL_IMAGES_POLICY, "validationActions": ["Deny"]}},
+    ]
 
 
 def kubelet_config(paths: Paths, *, port: int, healthz_port: int, ca: Path, resolv: Path) -> dict[str, object]:
@@ -308,7 +345,7 @@ class Node:
             if port and loopback and ports.accepts(loopback) and not ports.accepts(port, host=NODE_BRIDGE_IP):
                 raise component.StackError(
                     f"{what} does not listen on the node's bridge ({NODE_BRIDGE_IP}:{port}): it was started "
-                    "without the node; run `make down`, then `make up NODE=1`")
+                    "without the node; run `make down`, then `make up`")
 
     def start(self) -> None:
         p = self.paths
@@ -316,6 +353,8 @@ class Node:
         for d in (p.dir, p.cni_conf, p.containerd_state, p.kubelet_root, p.pod_logs):
             d.mkdir(parents=True, exist_ok=True)
         (p.cni_conf / "10-floe.conflist").write_text(json.dumps(cni_config(p.ipam), indent=2) + "\n")
+        (p.registry_hosts / "_default").mkdir(parents=True, exist_ok=True)
+        (p.registry_hosts / "_default" / "hosts.toml").write_text(NO_REGISTRY_HOSTS)
         if not procs.running_pid(self.layout, CONTAINERD):
             conf = p.dir / "containerd.toml"
             conf.write_text(containerd_config(p, sandbox_image=self.pause.ref))
@@ -378,6 +417,15 @@ class Node:
         component.wait_until(self._healthz(self.proxy_healthz), what="kube-proxy", timeout=timeout,
                              alive=component.alive(self.layout, KUBE_PROXY), log=str(self.layout.log(KUBE_PROXY)))
         guard()
+        self._apply(local_images_policy())
+
+    def _apply(self, objects: list[dict[str, object]]) -> None:
+        docs = "\n---\n".join(json.dumps(o) for o in objects)
+        proc = subprocess.run([self.bin("kubectl"), f"--kubeconfig={self.kube.kubeconfig}", "apply",
+                               "--server-side", "--field-manager=floe-stack", "-f", "-"],
+                              input=docs, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise component.StackError(f"applying the node's admission policy failed: {proc.stderr.strip()}")
 
     def env(self) -> dict[str, str]:
         return {

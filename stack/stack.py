@@ -10,7 +10,7 @@ from floe_stack.layout import Layout, node_enabled
 
 Factory = Callable[[Layout, component.PortBook], component.Component]
 COMPONENTS: tuple[Factory, ...] = (kafka.Kafka, cassandra.Cassandra, kube.Kube, helm.Helm, spark.SparkConnector)
-# With the node (opt-in, FLOE_NODE=1): its bridge before every service, so they can listen on
+# With the node (unless FLOE_NODE=0): its bridge before every service, so they can listen on
 # its address; containerd, kubelet and kube-proxy after the control plane; then the images.
 NODE_FIRST: tuple[Factory, ...] = (node.Bridge,)
 NODE_LAST: tuple[Factory, ...] = (node.Node, node.NodeImages)
@@ -28,7 +28,7 @@ def _components(
 
 
 def _names(layout: Layout) -> list[str]:
-    """The stack's processes; the node's too while it runs, even when FLOE_NODE is not set now."""
+    """The stack's processes; the node's too while it runs, even when FLOE_NODE=0 is set now."""
     book = component.PortBook.load(layout)
     with_node = node_enabled() or node.Paths(layout).state.exists()
     return [p for c in _components(layout, book, with_node=with_node) for p in c.processes()]
@@ -80,7 +80,7 @@ def status(layout: Layout) -> list[tuple[str, int | None, int]]:
 
 def down(layout: Layout, *, say: Callable[[str], None] = print) -> None:
     """Stop the processes this checkout started, by pid file, in reverse start order; the node
-    first (whether or not FLOE_NODE is set now), giving back what it took from the host, and the
+    first (whatever FLOE_NODE says now), giving back what it took from the host, and the
     secured Cassandra node, which tests start."""
     node.teardown(layout, say=say)
     for name in [cassandra.SECURED, *reversed(_names(layout))]:

@@ -1,4 +1,4 @@
-"""What the tests on the stack's node (marker ``node``, ``make up NODE=1``) share: kubectl as the
+"""What the tests on the stack's node (marker ``node``; `make test NODE=0` deselects them) share: kubectl as the
 stack's admin, and the node's settings from the stack's env file."""
 
 from __future__ import annotations
@@ -17,5 +17,6 @@ def kubectl(env: dict[str, str], *args: str, input: str | None = None, timeout: 
 def require_node(env: dict[str, str]) -> dict[str, str]:
     """The stack's env when it runs the node; fails (never skips) otherwise."""
     if env.get("FLOE_NODE") != "1":
-        raise AssertionError("the stack has no node: run `make up NODE=1` (these tests are marked node)")
+        raise AssertionError("the stack has no node (it was started with NODE=0): run `make down && make up`, "
+                             "or deselect these tests with `make test NODE=0`")
     return env

@@ -1,4 +1,4 @@
-"""`make demo` end to end: chart, operator, StreamingApp, replicas in local run mode, exact counts, lag.
+"""`make demo` end to end on the node: chart, operator pod, StreamingApp pods, exact counts, lag, READY.
 
 Run twice in a row in the same stack: what the first run leaves (its app, its Deployment, the app's
 repartition topic) must not disturb the second."""
@@ -12,15 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from ..nodekit import require_node
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.node
 @pytest.mark.k8s
 @pytest.mark.helm
 @pytest.mark.kafka
 @pytest.mark.cassandra
 @pytest.mark.spark
 def test_demo_counts_match_the_produced_text_run_after_run(stack_env: dict[str, str]) -> None:
+    require_node(stack_env)
     for run in (1, 2):
         proc = subprocess.run([sys.executable, "-m", "floe_stack.demo"], cwd=ROOT, capture_output=True, text=True,
                               timeout=900)
@@ -30,6 +34,7 @@ def test_demo_counts_match_the_produced_text_run_after_run(stack_env: dict[str, 
         # The operator's lag loop measured the app, and it is caught up.
         lag_line = 'floe_consumergroup_lag{app="word-count"'
         assert lag_line in out and "summed over partitions = 0 records" in out, out[-4000:]
+        assert re.search(r"^\s+word-count\s+True\s+3\s", out, re.MULTILINE), out[-4000:]
         # Every numbered step finished ("done (… s)"), those with progress notes on a line of their own.
         steps = [line for line in out.splitlines() if line.startswith("[")]
         numbers = {line[1:3] for line in steps}

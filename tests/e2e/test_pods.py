@@ -1,4 +1,4 @@
-"""Floe end to end on real pods (marker ``node``, ``make up NODE=1``): the chart installs the
+"""Floe end to end on real pods (marker ``node``): the chart installs the
 operator as a pod from the image built here, with its ServiceAccount and RBAC; the word-count
 StreamingApp runs as pods in a namespace that enforces the restricted Pod Security Standard;
 the counts in Cassandra and in the output topic match the produced text exactly; the app is
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from floe_jobs import localrun
+from floe_stack import demo
 
 from ..integration.waiting import wait_for
 from ..nodekit import kubectl, require_node
@@ -65,16 +66,8 @@ def kubectl_text(env: dict[str, str], *args: str) -> str:
         return str(exc)
 
 
-def _metrics(pod_ip: str, port: int) -> str:
-    with urllib.request.urlopen(f"http://{pod_ip}:{port}/metrics", timeout=5) as r:
-        text: str = r.read().decode()
-    return text
-
-
-def _metric_sum(text: str, name: str, labels: dict[str, str]) -> float | None:
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items())]
-    return sum(values) if values else None
+def _metrics_url(pod_ip: str, port: int) -> str:
+    return f"http://{pod_ip}:{port}/metrics"
 
 
 @pytest.fixture(scope="module")
@@ -93,19 +86,6 @@ def namespaces(node_env: dict[str, str]) -> Iterator[tuple[str, str]]:
     yield names
     for name in names:
         kubectl_text(node_env, "delete", "namespace", name, "--wait=false")
-
-
-def _app_body(env: dict[str, str], namespace: str, *, topic_in: str, topic_out: str, keyspace: str) -> dict[str, Any]:
-    """examples/word-count as it is, pointed at the addresses pods reach and at the image built here."""
-    body: dict[str, Any] = yaml.safe_load((ROOT / "examples" / "word-count" / "streamingapp.yaml").read_text())
-    body["metadata"]["namespace"] = namespace
-    spec = body["spec"]
-    spec.update(image=env["FLOE_JOB_IMAGE"], imagePullPolicy="Never", replicas=REPLICAS)
-    spec["kafka"].update(bootstrapServers=env["FLOE_KAFKA_BOOTSTRAP_PODS"], topics=[topic_in], outputTopics=[topic_out])
-    spec["state"]["cassandra"].update(hosts=env["FLOE_CASSANDRA_HOSTS_PODS"].split(","),
-                                      port=int(env["FLOE_CASSANDRA_PORT"]), keyspace=keyspace)
-    spec["state"]["deletionPolicy"] = "Delete"
-    return body
 
 
 @pytest.mark.node
@@ -157,7 +137,8 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         assert sa == release, f"the operator runs as {sa}, not the chart's ServiceAccount"
         op_ip = op_pod["status"]["podIP"]
         assert op_ip.startswith(env["FLOE_POD_CIDR"].rsplit(".", 1)[0] + ".")
-        assert "floe_" in _metrics(op_ip, metrics_port)
+        with urllib.request.urlopen(_metrics_url(op_ip, metrics_port), timeout=5) as r:
+            assert b"# HELP floe_" in r.read(), "the operator pod's /metrics has no Floe metric"
         print(f"operator: helm install → pod Ready in {op_ready_s:.1f} s ({op_pod['metadata']['name']}, {op_ip})")
 
         # 2. The word-count app in the restricted namespace.
@@ -167,7 +148,8 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
         localrun.create_topic(bootstrap, topic_in, 6)
         localrun.create_topic(bootstrap, topic_out, 6)
-        body = _app_body(env, app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
+        body = demo.app_body(ROOT, env, namespace=app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
+                             replicas=REPLICAS)
         name = body["metadata"]["name"]
         t1 = time.monotonic()
         kubectl(env, "apply", "-f", "-", input=yaml.safe_dump(body))
@@ -224,9 +206,9 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         wait_for(app_ready, timeout=120, what="the StreamingApp's Ready condition True", every=2)
         print(kubectl(env, "get", "streamingapp", name, "-n", app_ns))
         labels = {"namespace": app_ns, "app": name, "topic": topic_in}
-        wait_for(lambda: _metric_sum(_metrics(op_ip, metrics_port), "floe_consumergroup_lag", labels) == 0.0,
+        wait_for(lambda: demo.metric_sum(_metrics_url(op_ip, metrics_port), "floe_consumergroup_lag", labels) == 0.0,
                  timeout=120, what="lag 0 for the app on the operator pod's /metrics", every=2)
-        lag_s = _metric_sum(_metrics(op_ip, metrics_port), "floe_consumergroup_lag_seconds", labels)
+        lag_s = demo.metric_sum(_metrics_url(op_ip, metrics_port), "floe_consumergroup_lag_seconds", labels)
         print(f"lag on the operator's /metrics: 0 records, time lag {lag_s} s")
 
         # Delete the app (its finalizer needs the operator), then uninstall: no pod is left.

@@ -167,6 +167,8 @@ NEEDED = [
     ("delete", "services"),
     ("create", "poddisruptionbudgets.policy"),
     ("get", "secrets"),
+    ("list", "pods"),
+    ("watch", "pods"),
     ("create", "events"),
     ("get", "serviceaccounts"),
     ("get", "roles.rbac.authorization.k8s.io"),

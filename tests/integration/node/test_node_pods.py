@@ -1,4 +1,4 @@
-"""Pods on the stack's node (``make up NODE=1``): a pod from the job image built here reaches
+"""Pods on the stack's node: a pod from the job image built here reaches
 Running and Ready, and from inside it Kafka, Cassandra and the API server (through the
 ``kubernetes`` Service, with the pod's own service-account token) answer, while no address
 beyond the pod network has a route."""

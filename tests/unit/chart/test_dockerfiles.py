@@ -1,4 +1,4 @@
-"""What can be checked of the images without building them (`make up NODE=1` builds them).
+"""What can be checked of the images without building them (`make up` builds them).
 
 Every file a Dockerfile copies from the build context (the repository root) exists, every
 download is pinned by digest (ADD --checksum, or a `sha256sum -c` step naming the file), the

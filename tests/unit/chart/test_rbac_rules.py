@@ -49,6 +49,7 @@ def test_cluster_wide_role_grants_what_the_operator_calls(render: chartkit.Rende
         ("", "services", ["get", "list", "watch", "create", "patch", "delete"]),
         ("policy", "poddisruptionbudgets", ["get", "list", "watch", "create", "patch"]),
         ("", "secrets", ["get"]),
+        ("", "pods", ["list", "watch"]),
         ("", "events", ["create"]),
         ("", "serviceaccounts", ["get"]),
         ("rbac.authorization.k8s.io", "roles", ["get"]),

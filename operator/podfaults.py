@@ -1,0 +1,126 @@
+"""Why an app's pods do not run, read from the pods themselves.
+
+A Deployment's status says only that replicas are unavailable; the reason a user must act on
+is on its pods: an image that cannot be pulled (or, with `imagePullPolicy: Never`, is not on
+the node), a pod the scheduler cannot place, a container that keeps exiting (an OOM kill
+among them). The operator watches the app's pods through a label-filtered index of slim
+summaries, and `fault` turns them into one condition reason and a message that names what to
+change. Pods that admission refuses (a Pod Security level, a quota, a policy) never exist:
+`rejected` reads that from the Deployment's ReplicaFailure condition instead.
+
+None of these stops the operator from applying the app's children: the fix is a change of the
+spec (or of the cluster), which a reconcile then applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from floe_operator.conditions import Fault
+
+IMAGE_UNAVAILABLE = "ImageUnavailable"
+UNSCHEDULABLE = "Unschedulable"
+CRASH_LOOPING = "CrashLooping"
+PODS_REJECTED = "PodsRejected"
+
+# Container waiting reasons of the kubelet's image manager.
+IMAGE_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
+
+
+def summary(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What `fault` reads of a pod, small enough to keep in an index for every pod of every app."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    containers = []
+    for cs in status.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        waiting = state.get("waiting") or {}
+        containers.append({
+            "name": cs.get("name"),
+            "image": cs.get("image"),
+            "waiting": waiting.get("reason"),
+            "waitingMessage": waiting.get("message", ""),
+            "restarts": int(cs.get("restartCount", 0)),
+            "lastExit": last.get("exitCode"),
+            "lastReason": last.get("reason"),
+        })
+    scheduled: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
+    )
+    return {
+        "name": meta.get("name"),
+        "created": meta.get("creationTimestamp", ""),
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "unschedulable": scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable",
+        "schedulingMessage": scheduled.get("message", ""),
+        "containers": containers,
+    }
+
+
+def fault(pods: Iterable[Mapping[str, Any]], *, image: str) -> Fault | None:
+    """The reason the newest pod that has one gives for not running (the newest: during a rollout
+    that fixes one problem, the old pods still show it while the new ones meet the next)."""
+    live = [p for p in pods if not p.get("deleting")]
+    for pod in sorted(live, key=lambda p: (str(p.get("created")), str(p.get("name"))), reverse=True):
+        found = _fault_of(pod, image=image)
+        if found is not None:
+            return found
+    return None
+
+
+def _fault_of(pod: Mapping[str, Any], *, image: str) -> Fault | None:
+    """One pod's reason, in the order a user fixes them: image, scheduling, crashes."""
+    for c in pod["containers"]:
+        if c["waiting"] in IMAGE_REASONS:
+            return Fault(
+                IMAGE_UNAVAILABLE,
+                f"Pod {pod['name']} cannot start image {c['image'] or image}: {c['waiting']}"
+                f"{_detail(c['waitingMessage'])}; fix spec.image, spec.imagePullPolicy or spec.imagePullSecrets",
+            )
+    if pod["unschedulable"]:
+        return Fault(
+            UNSCHEDULABLE,
+            f"Pod {pod['name']} cannot be scheduled{_detail(pod['schedulingMessage'])}; lower "
+            "spec.resources.requests or spec.replicas, or add capacity",
+        )
+    for c in pod["containers"]:
+        if c["waiting"] == "CrashLoopBackOff":
+            last = f"exit code {c['lastExit']}" + (f" ({c['lastReason']})" if c["lastReason"] else "")
+            hint = ("raise spec.resources.limits.memory (or lower spec.spark.driver.memory)"
+                    if c["lastReason"] == "OOMKilled" else f"see kubectl logs --previous {pod['name']}")
+            message = f"Pod {pod['name']} keeps exiting: {c['restarts']} restarts, last {last}; {hint}"
+            return Fault(CRASH_LOOPING, message)
+    return None
+
+
+def rejected(deployment: Mapping[str, Any] | None) -> Fault | None:
+    """The Deployment's controller cannot create pods: admission refused them."""
+    conds = ((deployment or {}).get("status") or {}).get("conditions") or []
+    failure = next((c for c in conds if c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
+    if failure is None:
+        return None
+    name = ((deployment or {}).get("metadata") or {}).get("name")
+    return Fault(
+        PODS_REJECTED,
+        f"Deployment {name} cannot create pods{_detail(str(failure.get('message', '')))}; change what the "
+        "message names (spec.pod, spec.resources, spec.image) or the namespace's policy",
+    )
+
+
+def mark(pod: Mapping[str, Any]) -> tuple[bool, bool, bool, bool]:
+    """(deleting, unschedulable, an image failure, a crash loop): the parts of a pod that can
+    change `fault`; a change asks for a reconcile of its app."""
+    s = summary(pod)
+    waiting = {c["waiting"] for c in s["containers"]}
+    return (s["deleting"], s["unschedulable"], bool(waiting & IMAGE_REASONS), "CrashLoopBackOff" in waiting)
+
+
+def troubled(mark: tuple[bool, bool, bool, bool] | None) -> bool:
+    """Whether a pod with this mark gives its app a reason not to run."""
+    return mark is not None and not mark[0] and any(mark[1:])
+
+
+def _detail(message: str) -> str:
+    return f" ({message.strip()})" if message.strip() else ""

@@ -1,0 +1,74 @@
+"""What only the app's pods know, on the stack's node: an image that is not there, a pod that
+cannot be scheduled, pods that admission refuses. Each makes the app Degraded with a reason
+that names what to change, within a watch event rather than a resync, while its children stay
+applied and the other apps are served; fixing the spec clears it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ...nodekit import require_node
+from ..waiting import wait_for
+from .conftest import app_manifest
+from .kube import Kubectl, condition
+
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
+
+MISSING = "localhost/floe/missing:0"
+
+
+def _reason(kube: Kubectl, name: str, namespace: str, type_: str, reason: str, timeout: float = 90) -> dict[str, Any]:
+    return wait_for(
+        lambda: ((o := kube.get("streamingapp", name, namespace)) and condition(o, type_).get("reason") == reason
+                 and o),
+        what=f"{type_} {reason} on {name}", timeout=timeout, every=0.5,
+    )
+
+
+def test_pod_faults_degrade_only_their_app_and_clear_when_fixed(
+    kube: Kubectl, spec_args: dict[str, Any], operator: object, stack_env: dict[str, str]
+) -> None:
+    env = require_node(stack_env)
+    ns = spec_args["namespace"]
+    healthy = app_manifest("served", **spec_args, replicas=0)
+    kube.apply(healthy)
+
+    # An image that is not on the node: named, with the fields to fix; the Deployment stays.
+    body = app_manifest("no-image", **spec_args, replicas=1, image=MISSING, imagePullPolicy="Never")
+    kube.apply(body)
+    obj = _reason(kube, "no-image", ns, "Degraded", "ImageUnavailable")
+    message = condition(obj, "Degraded")["message"]
+    assert MISSING in message and "ErrImageNeverPull" in message and "spec.image" in message, message
+    assert condition(obj, "Ready")["status"] == "False"
+    assert kube.get("deployment", "no-image", ns) is not None
+    # The other app was served meanwhile.
+    served = _reason(kube, "served", ns, "Ready", "ScaledToZero")
+    assert condition(served, "Degraded")["status"] == "False"
+
+    # The image fixed, the pod too large for the node: the scheduler's words.
+    body["spec"].update(image=env["FLOE_JOB_IMAGE"], resources={"requests": {"cpu": "64"}})
+    kube.apply(body)
+    obj = _reason(kube, "no-image", ns, "Degraded", "Unschedulable")
+    message = condition(obj, "Degraded")["message"]
+    assert "Insufficient cpu" in message and "spec.resources.requests" in message, message
+
+    # Scaled to zero, nothing is wrong any more.
+    body["spec"]["replicas"] = 0
+    kube.apply(body)
+    obj = _reason(kube, "no-image", ns, "Degraded", "AsExpected")
+    assert condition(obj, "Degraded")["status"] == "False"
+
+
+def test_pods_refused_by_admission_are_named(kube: Kubectl, spec_args: dict[str, Any], operator: object,
+                                             stack_env: dict[str, str]) -> None:
+    """The stack's node admits only images built here: a Deployment whose pods admission refuses
+    leaves them uncreated, and the app says why (as it would for a Pod Security level or a quota)."""
+    require_node(stack_env)
+    ns = spec_args["namespace"]
+    kube.apply(app_manifest("refused", **spec_args, replicas=1, image="registry.example.com/floe/job:1"))
+    obj = _reason(kube, "refused", ns, "Degraded", "PodsRejected", timeout=120)
+    message = condition(obj, "Degraded")["message"]
+    assert "floe-local-images-only" in message, message
+    assert not kube.list("pod", ns, "streaming.floe.dev/app=refused")
