@@ -35,7 +35,6 @@ OWNED_ELSEWHERE = {
 RESTRICTED_VOLUMES = frozenset(
     {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
 )
-RESTRICTED_DEFAULTS: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 ADDABLE_CAPABILITIES = frozenset({"NET_BIND_SERVICE"})
 
 
@@ -137,7 +136,8 @@ def _app_problems(c: Mapping[str, Any], where: str, owned: Owned, volumes: set[s
 
 def _restricted(container: Mapping[str, Any]) -> dict[str, Any]:
     """A sidecar or init container with the restricted profile's settings where it sets none."""
-    ctx = {**RESTRICTED_DEFAULTS, **(container.get("securityContext") or {})}
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    ctx = {**restricted, **(container.get("securityContext") or {})}
     return {**container, "securityContext": ctx}
 
 
