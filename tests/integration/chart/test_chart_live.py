@@ -168,6 +168,7 @@ NEEDED = [
     ("create", "poddisruptionbudgets.policy"),
     ("get", "secrets"),
     ("create", "events"),
+    ("list", "pods"),
     ("get", "serviceaccounts"),
     ("get", "roles.rbac.authorization.k8s.io"),
     ("get", "rolebindings.rbac.authorization.k8s.io"),

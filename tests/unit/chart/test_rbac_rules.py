@@ -50,6 +50,7 @@ def test_cluster_wide_role_grants_what_the_operator_calls(render: chartkit.Rende
         ("policy", "poddisruptionbudgets", ["get", "list", "watch", "create", "patch"]),
         ("", "secrets", ["get"]),
         ("", "events", ["create"]),
+        ("", "pods", ["list"]),
         ("", "serviceaccounts", ["get"]),
         ("rbac.authorization.k8s.io", "roles", ["get"]),
         ("rbac.authorization.k8s.io", "rolebindings", ["get"]),
