@@ -329,6 +329,13 @@ def _group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in found.topic_partitions if tp.topic == topic}
 
 
+def _explicit_reset(kube: Kubectl, namespace: str, name: str, positions: dict[tuple[str, int], int]) -> None:
+    """Ask for reset r3 to explicit offsets (dropping the timestamp a previous reset had)."""
+    offsets_ = [{"topic": t, "partition": p, "offset": o} for (t, p), o in positions.items()]
+    reset = {"id": "r3", "to": "offsets", "timestamp": None, "offsets": offsets_}
+    _patch(kube, namespace, name, {"offsetReset": reset})
+
+
 def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
     kube: Kubectl, spec_args: dict[str, Any], operator: object, cql: Any, kafka_bootstrap: str
 ) -> None:
@@ -412,37 +419,13 @@ def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
     assert {tp: v[0] for tp, v in _positions(cql, keyspace, app_id).items()} == {(topic, p): RECORDS for p in range(3)}
 
     # 6. Explicit offsets: a partition that does not exist is refused naming the field; then one moves.
-    _patch(
-        kube,
-        ns,
-        name,
-        {
-            "offsetReset": {
-                "id": "r3",
-                "to": "offsets",
-                "timestamp": None,
-                "offsets": [{"topic": topic, "partition": 7, "offset": 1}],
-            }
-        },
-    )
+    _explicit_reset(kube, ns, name, {(topic, 7): 1})
     obj = wait_for(lambda: _reset_status(kube, ns, name, "r3", "Failed"), what="the bad reset refused")
     assert (
         f"spec.offsetReset.offsets[0].partition: topic {topic} has no partition 7"
         in condition(obj, "OffsetReset")["message"]
     )
-    _patch(
-        kube,
-        ns,
-        name,
-        {
-            "offsetReset": {
-                "id": "r3",
-                "to": "offsets",
-                "timestamp": None,
-                "offsets": [{"topic": topic, "partition": 1, "offset": 3}],
-            }
-        },
-    )
+    _explicit_reset(kube, ns, name, {(topic, 1): 3})
     obj = wait_for(lambda: _reset_status(kube, ns, name, "r3", "Done"), what="the explicit reset done")
     assert obj["status"]["offsetReset"]["partitions"] == [{"topic": topic, "partition": 1, "from": RECORDS, "to": 3}]
     assert {tp: v[0] for tp, v in _positions(cql, keyspace, app_id).items()} == {
