@@ -58,6 +58,7 @@ import contextlib
 import json
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -340,3 +341,51 @@ class OffsetsTable:
         if not batch:
             return True
         return bool(self._session.execute(batch).was_applied)
+
+
+@dataclass(frozen=True)
+class Reset:
+    """One row moved by `reset`: where it was (None: no row yet) and where it is now; `abandoned`:
+    the sequence of a batch that was planned but not committed there (a replica killed mid-batch),
+    now never replayed."""
+
+    topic: str
+    partition: int
+    before: int | None
+    after: int
+    abandoned: int | None = None
+
+
+def reset(
+    session: Any, *, keyspace: str, app_id: str, positions: Mapping[tuple[str, int], int], owner: str
+) -> list[Reset] | None:
+    """Move the app's committed positions to `positions` ((topic, partition) → next offset), all or
+    none, in one conditional batch, for a tool acting while no replica runs (the operator's offset
+    reset). Each row changes only if it is still as read, its plan is closed (committed_seq =
+    planned_seq, so nothing is replayed), its sequences never go back (fences in state rows stay
+    below the next batch's) and it is stamped above its last plan, so any claim made from an
+    earlier read fails and the claimer reads the new next_offset. None: a row changed meanwhile."""
+    table = OffsetsTable(session, keyspace=keyspace, app_id=app_id, owner=owner)
+    rows = table.read({topic for topic, _ in positions})
+    update = session.prepare(
+        f"UPDATE {table.table} SET next_offset = ?, committed_seq = ?, planned_from = null, planned_to = null,"
+        " planned_ts = ?, committed_at = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+        " IF planned_seq = ? AND committed_seq = ? AND next_offset = ? AND planned_ts = ?"
+    )
+    batch = table._conditional()
+    now = datetime.now(UTC)
+    clock = time.time_ns() // 1000
+    done: list[Reset] = []
+    for (topic, partition), offset in sorted(positions.items()):
+        row = rows.get((topic, partition))
+        if row is None:
+            batch.add(table._init, (app_id, topic, partition, offset, now, owner, clock))
+            done.append(Reset(topic, partition, None, offset))
+            continue
+        seq = max(row.planned_seq, row.committed_seq)
+        stamp = max(clock, (row.planned_ts or 0) + 1)
+        expected = (row.planned_seq, row.committed_seq, row.next_offset, row.planned_ts)
+        batch.add(update, (offset, seq, stamp, now, owner, app_id, topic, partition, *expected))
+        abandoned = row.planned_seq if row.in_flight else None
+        done.append(Reset(topic, partition, row.next_offset, offset, abandoned))
+    return done if table._apply(batch) else None

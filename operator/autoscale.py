@@ -30,7 +30,8 @@ at u needs a load above that peak by the band before it moves up again. Without 
 measured μ the autoscaler only reacts to lag that grows at every sample
 (R* = ⌈R · λ / κ⌉, at least R + 1) and never scales down.
 
-No decision is made on stale metrics or while a rollout is in progress. Replica counts
+No decision is made for a suspended app (spec.suspend), on stale metrics or while a rollout
+is in progress. Replica counts
 outside [minReplicas, cap] are corrected at once.
 """
 
@@ -63,6 +64,7 @@ WORKING_OFF_BACKLOG = "WorkingOffBacklog"
 NO_PROGRESS = "NoProgress"
 WITHIN_TARGET = "WithinTarget"
 AT_LIMIT = "AtLimit"
+SUSPENDED = "Suspended"
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,7 @@ class Context:
     rollout: bool = False
     last_scale_at: float | None = None
     capacity: float | None = None  # μ carried from the previous decision
+    suspended: bool = False  # spec.suspend: nothing may scale the app
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,8 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
         action: Action = "ScaleUp" if to > current else "ScaleDown"
         return Decision(to, action, reason, message, mu, inputs)
 
+    if ctx.suspended:
+        return hold(SUSPENDED, "The app is suspended (spec.suspend); it is not scaled until it resumes")
     if ctx.stale:
         return hold(METRICS_STALE, "Lag metrics are stale; no scaling on old data")
     if ctx.rollout:

@@ -283,6 +283,18 @@ class Provisioner:
 
         await asyncio.to_thread(self._offsets_call, target, app, "deleting the offsets", offsets.forget)
 
+    async def reset_offsets(
+        self, target: Target, app: model.StreamingApp, positions: Mapping[tuple[str, int], int], *, owner: str
+    ) -> list[Any] | None:
+        """Move the app's committed offsets (`floe_jobs.offsets.reset`, conditional writes); the
+        moved rows, or None when a row changed while they were read (try again)."""
+        from floe_jobs import offsets
+
+        def call(session: Any, *, keyspace: str, app_id: str) -> list[Any] | None:
+            return offsets.reset(session, keyspace=keyspace, app_id=app_id, positions=positions, owner=owner)
+
+        return await asyncio.to_thread(self._offsets_call, target, app, "resetting the offsets", call)
+
     async def drop(self, target: Target, *, keyspace: str, tables: list[str]) -> None:
         """Drop tables (absent ones are fine); the keyspace itself is never dropped."""
         async with self._slot():

@@ -8,7 +8,7 @@ no write.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,13 @@ KAFKA_CREDENTIALS_REJECTED = "KafkaCredentialsRejected"
 CASSANDRA_CREDENTIALS_REJECTED = "CassandraCredentialsRejected"
 
 PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED, CASSANDRA_CREDENTIALS_REJECTED)
+
+# Platform controls. Suspended appears once an app was suspended (True while spec.suspend, then
+# False with reason Resumed); OffsetReset once spec.offsetReset was set (see `offsetreset`).
+SUSPENDED = "Suspended"
+RESUMED = "Resumed"
+OFFSET_RESET = "OffsetReset"
+INVALID_POD_TEMPLATE = "InvalidPodTemplate"
 
 
 @dataclass(frozen=True)
@@ -166,7 +173,7 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     fault = observed.fault
     dep = observed.deployment
     rollout = rollout_of(dep) if dep is not None else None
-    desired = app.spec.replicas
+    desired = app.spec.running_replicas
 
     conds = previous
 
@@ -230,6 +237,8 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         put(READY, "False", fault.reason, fault.message)
     elif rollout is None:
         put(READY, "False", CREATING, "The Deployment does not exist yet")
+    elif rollout.complete and app.spec.suspend:
+        put(READY, "True", SUSPENDED, "Suspended by spec.suspend; no replica runs")
     elif rollout.complete and desired == 0:
         put(READY, "True", SCALED_TO_ZERO, "Scaled to zero replicas")
     elif rollout.complete:
@@ -267,6 +276,8 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
             f"{desired} replica(s) for {observed.partitions} input partition(s)",
         )
 
+    _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)
+
     order = {t: i for i, t in enumerate(OWNED_TYPES)}
     conds.sort(key=lambda c: (order.get(str(c.get("type")), len(order)), str(c.get("type"))))
     status: dict[str, Any] = {
@@ -288,7 +299,33 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     provisioned = observed.provisioned_hash or app.status.get("provisionedHash")
     if provisioned:
         status["provisionedHash"] = provisioned
+    status["suspension"] = suspension_status(app, now=now)
     return status
+
+
+def _suspension(app: model.StreamingApp, *, was_suspended: bool, put: Callable[[str, str, str, str], None]) -> None:
+    """The Suspended condition: True while spec.suspend, False (Resumed) once an app that was
+    suspended runs again, absent for an app never suspended (so no existing status changes)."""
+    spec = app.spec
+    if spec.suspend:
+        put(
+            SUSPENDED,
+            "True",
+            SUSPENDED,
+            f"Suspended by spec.suspend: the Deployment runs no replica and no autoscaler scales the app; "
+            f"{spec.replicas} replica(s) run again on resume",
+        )
+    elif was_suspended:
+        put(SUSPENDED, "False", RESUMED, f"Resumed with {spec.replicas} replica(s)")
+
+
+def suspension_status(app: model.StreamingApp, *, now: str) -> dict[str, Any] | None:
+    """status.suspension while suspended: since when, and the replicas a resume brings back
+    (spec.replicas, which no autoscaler moves while the app is suspended); None otherwise."""
+    if not app.spec.suspend:
+        return None
+    previous = app.status.get("suspension") or {}
+    return {"since": previous.get("since") or now, "replicas": app.spec.replicas}
 
 
 def status_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:

@@ -299,6 +299,16 @@ class Cluster:
         found = await self.secret(namespace, name)
         return found[0] if found is not None else None
 
+    def pod_names_sync(self, namespace: str, selector: str) -> list[str]:
+        READS.labels(kind="Pod").inc()
+        status, parsed = self._call("GET", f"/api/v1/namespaces/{namespace}/pods", query=[("labelSelector", selector)])
+        found = self._checked(status, parsed, kind="Pod", name=selector)
+        return sorted(str((p.get("metadata") or {}).get("name", "")) for p in found.get("items") or [])
+
+    async def pod_names(self, namespace: str, selector: str) -> list[str]:
+        """Names of the pods matching a label selector, terminating ones included."""
+        return await asyncio.to_thread(self.pod_names_sync, namespace, selector)
+
     def list_status_sync(self, path: str) -> tuple[int, str]:
         """HTTP status and message of a one-item LIST at `path` (0 when no answer at all)."""
         try:

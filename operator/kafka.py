@@ -150,3 +150,63 @@ class Inspector:
     def forget(self, target: Target) -> None:
         """Drop the cached answer, e.g. after a topic was reported missing."""
         self._cache.pop(target, None)
+
+    # --- offset reset (spec.offsetReset) ---------------------------------------------------
+
+    def _partitions_of(self, target: Target, topics: list[str]) -> list[tuple[str, int]]:
+        counts = self._topics(target)
+        return [(t, p) for t in topics for p in range(counts.get(t, 0))]
+
+    def watermarks_sync(self, target: Target, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(topic, partition) → (log start, log end) of every partition of `topics`."""
+        tps = self._partitions_of(target, topics)
+        low, high = self._list_offsets(target, tps, "earliest"), self._list_offsets(target, tps, "latest")
+        return {tp: (low[tp], high[tp]) for tp in low}
+
+    def offsets_at_sync(self, target: Target, topics: list[str], timestamp_ms: int) -> dict[tuple[str, int], int]:
+        """(topic, partition) → the first offset whose record timestamp is at or after
+        `timestamp_ms`; the log end where no record is that late (Kafka answers -1 there)."""
+        found = self._list_offsets(target, self._partitions_of(target, topics), "timestamp", timestamp_ms)
+        late = [tp for tp, offset in found.items() if offset < 0]
+        return found | self._list_offsets(target, late, "latest")
+
+    def _list_offsets(
+        self, target: Target, tps: list[tuple[str, int]], kind: str, timestamp_ms: int = 0
+    ) -> dict[tuple[str, int], int]:
+        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
+
+        if not tps:
+            return {}
+        spec = OffsetSpec.for_timestamp(timestamp_ms) if kind == "timestamp" else getattr(OffsetSpec, kind)()
+        futures = self._admin(target).list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self._timeout
+        )
+        try:
+            return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"cannot list offsets at {target.bootstrap_servers}: {exc}") from exc
+
+    def group_members_sync(self, target: Target, group: str) -> int:
+        """Members of consumer group `group` now (0 for a group that does not exist)."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        future = self._admin(target).describe_consumer_groups([group], request_timeout=self._timeout)[group]
+        try:
+            return len(future.result().members)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return 0
+            raise KafkaUnavailable(f"cannot describe group {group} at {target.bootstrap_servers}: {exc}") from exc
+
+    def commit_group_sync(self, target: Target, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Set the group's committed offsets (it must have no member), as the runtime mirrors
+        Cassandra's positions into it: tools that read the group (KEDA) then agree at once."""
+        from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+        partitions = [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
+        request = ConsumerGroupTopicPartitions(group, partitions)
+        try:
+            self._admin(target).alter_consumer_group_offsets([request], request_timeout=self._timeout)[group].result()
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"cannot set offsets of group {group} at {target.bootstrap_servers}: {exc}") from exc

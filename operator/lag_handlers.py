@@ -292,6 +292,7 @@ class LagLoop:
             rollout=rollout_in_progress(app, replicas),
             last_scale_at=mem.last_scale_at,
             capacity=mem.capacity,
+            suspended=app.spec.suspend,
         )
         decision = autoscale.decide(list(mem.samples), policy, ctx)
         mem.capacity = decision.capacity

@@ -195,6 +195,47 @@ class MetricsSpec(_Model):
     service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
 
 
+# --- platform controls: suspend, restart, offset reset, pod template ---------------------
+
+
+class OffsetPosition(_Model):
+    """One explicit position of spec.offsetReset (to: offsets)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class OffsetResetSpec(_Model):
+    """A one-shot move of the app's committed input offsets; runs once per `id`."""
+
+    id: str
+    to: Literal["earliest", "latest", "timestamp", "offsets"]
+    timestamp: str | None = None
+    topics: list[str] = Field(default_factory=list)
+    offsets: list[OffsetPosition] = Field(default_factory=list)
+
+
+class PodTemplateMeta(_Model):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class PodTemplateSpecPart(_Model):
+    """The parts of a PodSpec a user may add to Floe's (see `render.merge_pod_template`)."""
+
+    containers: list[dict[str, Any]] = Field(default_factory=list)
+    init_containers: list[dict[str, Any]] = Field(default_factory=list)
+    volumes: list[dict[str, Any]] = Field(default_factory=list)
+    topology_spread_constraints: list[dict[str, Any]] = Field(default_factory=list)
+    security_context: dict[str, Any] = Field(default_factory=dict)
+
+
+class PodTemplate(_Model):
+    metadata: PodTemplateMeta = Field(default_factory=PodTemplateMeta)
+    spec: PodTemplateSpecPart = Field(default_factory=PodTemplateSpecPart)
+
+
 class AppSpec(_Model):
     image: str
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
@@ -210,6 +251,16 @@ class AppSpec(_Model):
     env: list[dict[str, Any]] = Field(default_factory=list)
     pod: PodSpec = Field(default_factory=PodSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    # platform controls
+    suspend: bool = False
+    restart_nonce: str | None = None
+    offset_reset: OffsetResetSpec | None = None
+    pod_template: PodTemplate = Field(default_factory=PodTemplate)
+
+    @property
+    def running_replicas(self) -> int:
+        """The replicas the Deployment runs: none while suspended, else spec.replicas."""
+        return 0 if self.suspend else self.replicas
 
 
 class StreamingApp(_Model):
@@ -292,4 +343,19 @@ def referenced_secrets(spec: AppSpec) -> dict[str, list[str]]:
         ref = (entry.get("valueFrom") or {}).get("secretKeyRef")
         if isinstance(ref, dict) and isinstance(ref.get("name"), str) and not ref.get("optional", False):
             add(ref["name"], str(ref.get("key", "")))
+    # Secrets the pod template mounts or loads whole: they must exist, whatever their keys.
+    for source in _template_env_from(spec):
+        ref = source.get("secretRef")
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str) and not ref.get("optional", False):
+            refs.setdefault(ref["name"], [])
+    for volume in spec.pod_template.spec.volumes:
+        ref = volume.get("secret")
+        if isinstance(ref, dict) and isinstance(ref.get("secretName"), str) and not ref.get("optional", False):
+            refs.setdefault(ref["secretName"], [])
     return {name: keys for name, keys in refs.items() if _SECRET_NAME.match(name)}
+
+
+def _template_env_from(spec: AppSpec) -> list[dict[str, Any]]:
+    """envFrom entries of every container of spec.podTemplate (Floe's own and the sidecars)."""
+    part = spec.pod_template.spec
+    return [e for c in (*part.containers, *part.init_containers) for e in c.get("envFrom") or [] if isinstance(e, dict)]

@@ -20,7 +20,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
-from floe_operator import cassandra, conditions, k8s, kafka, model, podfaults, recent, render, scalers
+from floe_operator import (
+    cassandra,
+    conditions,
+    k8s,
+    kafka,
+    model,
+    offsetreset,
+    podfaults,
+    podtemplate,
+    recent,
+    render,
+    scalers,
+)
 from kubernetes.utils import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -301,7 +313,7 @@ async def _reconcile(
     provisioned: str | None = None
     deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
 
-    fault = store_in_use(app, neighbours(app, others))
+    fault = store_in_use(app, neighbours(app, others)) or pod_template_fault(app)
     secrets = SecretsSeen()
     if fault is None:
         secrets, fault = await _check_secrets(app, deps)
@@ -351,6 +363,17 @@ async def _reconcile(
         if applied:
             log.info("Applied children app=%s/%s objects=%s", app.namespace, app.name, ",".join(applied))
 
+    reset = None
+    if fault is None:
+        reset = await offsetreset.run(
+            app,
+            cluster=deps.cluster,
+            provisioner=deps.provisioner,
+            inspector=deps.kafka,
+            secrets=secrets.data,
+            now=now(),
+        )
+
     observed = conditions.Observed(
         deployment=deployment,
         fault=fault,
@@ -360,8 +383,20 @@ async def _reconcile(
         partitions=partitions,
     )
     status = conditions.status_for(app, observed, now=now())
+    if reset is not None:
+        offsetreset.put_status(app, status, reset, now=now())
     events = conditions.transitions(app.status.get("conditions") or [], status["conditions"])
+    if reset is not None and (app.status.get("offsetReset") or {}) != reset.record:
+        events.append(offsetreset.event(reset))
     return Outcome(conditions.status_patch(app.status, status), events, fault, applied)
+
+
+def pod_template_fault(app: model.StreamingApp) -> conditions.Fault | None:
+    """spec.podTemplate asks for what Floe must own or what the restricted profile forbids."""
+    found = podtemplate.problems(app, render.pod_template_owned(app))
+    if not found:
+        return None
+    return conditions.Fault(conditions.INVALID_POD_TEMPLATE, "; ".join(found))
 
 
 def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 
 import yaml
 from floe_jobs import config
-from floe_operator import model
+from floe_operator import model, podtemplate
 
 FIELD_MANAGER = model.FIELD_MANAGER
 APP_LABEL = f"{model.GROUP}/app"
@@ -24,6 +24,8 @@ APPLIED_HASH = f"{model.GROUP}/applied-hash"
 CONFIG_HASH = f"{model.GROUP}/config-hash"
 # Digest of the versions of the Secrets the pods read: a rotated credential rolls the pods.
 SECRETS_HASH = f"{model.GROUP}/secrets-hash"
+# spec.restartNonce on the pod template: a new value rolls the pods, and changes nothing else.
+RESTART_NONCE = f"{model.GROUP}/restart-nonce"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
 CONFIG_DIR = "/etc/floe"
@@ -379,12 +381,17 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
     }
     if secrets_digest is not None:
         pod_annotations[SECRETS_HASH] = secrets_digest
+    template = spec.pod_template
+    if spec.restart_nonce:
+        pod_annotations[RESTART_NONCE] = spec.restart_nonce
+    pod_annotations = {**template.metadata.annotations, **pod_annotations}
+    pod_spec = podtemplate.merge(pod_spec, app, selector=selector_labels(app))
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _metadata(app, deployment_name(app)),
         "spec": {
-            "replicas": spec.replicas,
+            "replicas": spec.running_replicas,
             "revisionHistoryLimit": 5,
             "minReadySeconds": spec.rollout.min_ready_seconds,
             "progressDeadlineSeconds": 600,
@@ -398,13 +405,26 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
             },
             "template": {
                 "metadata": {
-                    "labels": {**spec.pod.labels, **common_labels(app)},
+                    "labels": {**template.metadata.labels, **spec.pod.labels, **common_labels(app)},
                     "annotations": dict(sorted(pod_annotations.items())),
                 },
                 "spec": pod_spec,
             },
         },
     }
+
+
+def pod_template_owned(app: model.StreamingApp) -> podtemplate.Owned:
+    """What spec.podTemplate must leave alone in the pod `deployment` renders."""
+    ports = {app.spec.metrics.port, app.spec.metrics.query_port} - {0}
+    if app.spec.spark.on_kubernetes:
+        ports |= {DRIVER_PORT, BLOCK_MANAGER_PORT}
+    return podtemplate.Owned(
+        container=CONTAINER,
+        volumes=frozenset({"config", "tmp"}),
+        mount_paths=frozenset({CONFIG_DIR, "/tmp"}),
+        ports=frozenset(ports),
+    )
 
 
 def service(app: model.StreamingApp) -> Manifest:

@@ -16,6 +16,10 @@ the threshold follows the batch size the app is tuned for.
   pointing at the same Secrets as the pods when the cluster needs credentials. Rendered
   only when KEDA's CRD is installed.
 
+A suspended app (spec.suspend) has no HPA (it is removed, and made again on resume) and a
+paused ScaledObject (`autoscaling.keda.sh/paused: "true"`, which keeps KEDA from writing
+replicas), so no autoscaler undoes the suspension.
+
 Scale-down behaviour mirrors the native autoscaler: stabilizationWindowSeconds, then at
 most half the replicas per minute; scale-up is immediate, at most doubling per 30 s.
 """
@@ -33,6 +37,7 @@ HPA_API = "autoscaling/v2"
 KEDA_API = "keda.sh/v1alpha1"
 LAG_METRIC = "floe_consumergroup_sum_lag"
 POLLING_SECONDS = 15
+KEDA_PAUSED = "autoscaling.keda.sh/paused"
 
 # Kinds of the autoscaler children an app may own, to remove those the spec no longer asks for.
 CHILD_KINDS: tuple[tuple[str, str], ...] = (
@@ -189,10 +194,13 @@ def scaled_object(app: model.StreamingApp) -> Manifest:
     trigger: dict[str, Any] = {"type": "kafka", "name": "lag", "metadata": metadata}
     if _needs_auth(app):
         trigger["authenticationRef"] = {"name": trigger_auth_name(app)}
+    meta = render._metadata(app, scaled_object_name(app))
+    if app.spec.suspend:
+        meta["annotations"] = {KEDA_PAUSED: "true"}
     return {
         "apiVersion": KEDA_API,
         "kind": "ScaledObject",
-        "metadata": render._metadata(app, scaled_object_name(app)),
+        "metadata": meta,
         "spec": {
             "scaleTargetRef": _target_ref(app),
             "pollingInterval": POLLING_SECONDS,
@@ -216,7 +224,7 @@ def children(app: model.StreamingApp, *, keda_available: bool, partitions: int |
     if auto is None or auto.mode == "Native":
         return []
     if auto.mode == "HPA":
-        return [render.stamp(hpa(app, partitions=partitions))]
+        return [] if app.spec.suspend else [render.stamp(hpa(app, partitions=partitions))]
     if not keda_available:
         return []
     objects = [trigger_authentication(app)] if _needs_auth(app) else []

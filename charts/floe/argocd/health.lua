@@ -59,7 +59,7 @@ if degraded ~= nil and degraded.status == "True" then
 end
 
 if ready ~= nil and ready.status == "True" then
-  if ready.reason == "ScaledToZero" then
+  if ready.reason == "ScaledToZero" or ready.reason == "Suspended" then
     hs.status = "Suspended"
     hs.message = describe(ready, "Scaled to zero replicas")
     return hs

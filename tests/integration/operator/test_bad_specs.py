@@ -208,6 +208,108 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ),
     ("name-too-long", _set("metadata.name", "a" * 60), "metadata.name must be at most 52 characters"),
     ("no-state", _set("spec.state", _DELETE), "spec.state: Required value"),
+    # spec.offsetReset
+    (
+        "reset-timestamp-missing",
+        _set("spec.offsetReset", {"id": "r1", "to": "timestamp"}),
+        "spec.offsetReset.timestamp is required with to timestamp",
+    ),
+    (
+        "reset-timestamp-not-a-time",
+        _set("spec.offsetReset", {"id": "r1", "to": "timestamp", "timestamp": "yesterday"}),
+        "spec.offsetReset.timestamp",
+    ),
+    (
+        "reset-offsets-missing",
+        _set("spec.offsetReset", {"id": "r1", "to": "offsets"}),
+        "spec.offsetReset.offsets is required with to offsets",
+    ),
+    (
+        "reset-unknown-target",
+        _set("spec.offsetReset", {"id": "r1", "to": "beginning"}),
+        'spec.offsetReset.to: Unsupported value: "beginning"',
+    ),
+    (
+        "reset-foreign-topic",
+        _set(
+            "spec.offsetReset", {"id": "r1", "to": "offsets", "offsets": [{"topic": "x", "partition": 0, "offset": 1}]}
+        ),
+        "spec.offsetReset.offsets must name topics of spec.kafka.topics",
+    ),
+    (
+        "reset-foreign-topics",
+        _set("spec.offsetReset", {"id": "r1", "to": "latest", "topics": ["x"]}),
+        "spec.offsetReset.topics must be topics of spec.kafka.topics",
+    ),
+    ("reset-no-id", _set("spec.offsetReset", {"to": "latest"}), "spec.offsetReset.id: Required value"),
+    # spec.podTemplate
+    (
+        "template-app-command",
+        _set("spec.podTemplate", {"spec": {"containers": [{"name": "app", "command": ["sh"]}]}}),
+        'spec.podTemplate.spec.containers[0]: Invalid value: "object": spec.podTemplate.spec.containers: of the '
+        "container named app (Floe's own) only volumeMounts, envFrom and securityContext may be set",
+    ),
+    (
+        "template-config-mount",
+        _set(
+            "spec.podTemplate",
+            {"spec": {"containers": [{"name": "app", "volumeMounts": [{"name": "x", "mountPath": "/etc/floe"}]}]}},
+        ),
+        "must not use the volumes config or tmp nor cover or sit in /etc/floe or /tmp",
+    ),
+    (
+        "template-sidecar-without-image",
+        _set("spec.podTemplate", {"spec": {"containers": [{"name": "proxy"}]}}),
+        "spec.podTemplate.spec.containers needs an image for every sidecar",
+    ),
+    (
+        "template-privileged-sidecar",
+        _set(
+            "spec.podTemplate",
+            {"spec": {"containers": [{"name": "proxy", "image": "p", "securityContext": {"privileged": True}}]}},
+        ),
+        'spec.podTemplate.spec.containers[0].securityContext: Invalid value: "object": securityContext.privileged',
+    ),
+    (
+        "template-capability",
+        _set(
+            "spec.podTemplate",
+            {
+                "spec": {
+                    "initContainers": [
+                        {"name": "init", "image": "p", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}
+                    ]
+                }
+            },
+        ),
+        "securityContext.capabilities.add may hold only NET_BIND_SERVICE",
+    ),
+    (
+        "template-host-path",
+        _set("spec.podTemplate", {"spec": {"volumes": [{"name": "host", "hostPath": {"path": "/"}}]}}),
+        "spec.podTemplate.spec.volumes must not use hostPath",
+    ),
+    (
+        "template-floe-volume-name",
+        _set("spec.podTemplate", {"spec": {"volumes": [{"name": "config", "emptyDir": {}}]}}),
+        "spec.podTemplate.spec.volumes must not be named config or tmp",
+    ),
+    (
+        "template-init-named-app",
+        _set("spec.podTemplate", {"spec": {"initContainers": [{"name": "app", "image": "p"}]}}),
+        "spec.podTemplate.spec.initContainers must not be named app",
+    ),
+    (
+        "template-run-as-root",
+        _set("spec.podTemplate", {"spec": {"securityContext": {"runAsUser": 0}}}),
+        'unknown field "spec.podTemplate.spec.securityContext.runAsUser"',
+    ),
+    (
+        "template-floe-label",
+        _set("spec.podTemplate", {"metadata": {"labels": {"streaming.floe.dev/app": "x"}}}),
+        "spec.podTemplate.metadata.labels must not set app.kubernetes.io/ or streaming.floe.dev/ labels",
+    ),
+    ("restart-nonce-too-long", _set("spec.restartNonce", "x" * 200), "spec.restartNonce: Too long"),
 ]
 
 
