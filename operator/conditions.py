@@ -243,6 +243,9 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         put(READY, "True", SCALED_TO_ZERO, "Scaled to zero replicas")
     elif rollout.complete:
         put(READY, "True", ALL_REPLICAS_READY, f"{rollout.available} of {desired} replica(s) available")
+    elif pods_fault is not None:
+        put(READY, "False", pods_fault.reason, f"{rollout.available} of {desired} replica(s) available: "
+            f"{pods_fault.message}")
     elif not rollout.observed or rollout.updated < desired:
         put(
             READY,
@@ -250,9 +253,6 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
             ROLLING_OUT,
             f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available",
         )
-    elif pods_fault is not None:
-        put(READY, "False", pods_fault.reason, f"{rollout.available} of {desired} replica(s) available: "
-            f"{pods_fault.message}")
     else:
         put(READY, "False", REPLICAS_NOT_READY, f"{rollout.available} of {desired} replica(s) available")
 

@@ -90,6 +90,15 @@ def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]
     assert runner.exception is None, runner.exception
 
 
+def pods_state(stack_env: dict[str, str]) -> tuple[str, str]:
+    """(Degraded status, Ready reason) of an app whose image is not built here, once its status
+    follows its Deployment: with the stack's node, admission refuses its pods (the node runs only
+    images built here) and the app says so; without a node they stay Pending, not a fault."""
+    if stack_env.get("FLOE_NODE") == "1":
+        return "True", "PodsRejected"
+    return "False", "ReplicasNotReady"
+
+
 def counts_store(app: str) -> str:
     """The partitioned store of the app `app_manifest` makes: its own, since two apps may not write
     one store table."""

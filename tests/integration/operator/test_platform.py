@@ -17,6 +17,7 @@ import pytest
 from floe_jobs import offsets, planning
 from floe_operator import handlers, lag_handlers, render, scalers
 
+from ...nodekit import require_node
 from ..waiting import wait_for
 from .conftest import RESYNC_SECONDS, app_manifest
 from .kube import Kubectl, condition
@@ -222,11 +223,24 @@ TEMPLATE: dict[str, Any] = {
 }
 
 
+def _with_images(template: dict[str, Any], image: str) -> dict[str, Any]:
+    """TEMPLATE with its extra containers on `image` (the node runs only images built here)."""
+    spec = template["spec"]
+    return {**template, "spec": {
+        **spec,
+        "containers": [c if "image" not in c else {**c, "image": image, "command": ["sleep", "infinity"]}
+                       for c in spec["containers"]],
+        "initContainers": [{**c, "image": image} for c in spec["initContainers"]],
+    }}
+
+
+@pytest.mark.node
 def test_pod_template_pods_pass_the_restricted_profile(
-    kube: Kubectl, spec_args: dict[str, Any], operator: object
+    kube: Kubectl, spec_args: dict[str, Any], operator: object, stack_env: dict[str, str]
 ) -> None:
+    image = require_node(stack_env)["FLOE_JOB_IMAGE"]
     ns, name = spec_args["namespace"], "templated"
-    kube.apply(app_manifest(name, **spec_args, podTemplate=TEMPLATE))
+    kube.apply(app_manifest(name, **spec_args, image=image, podTemplate=_with_images(TEMPLATE, image)))
     pods = wait_for(
         lambda: len(found := kube.list("pod", ns, f"{render.APP_LABEL}={name}")) == 2 and found,
         what="2 pods admitted under the restricted profile",
@@ -246,7 +260,8 @@ def test_a_template_only_the_operator_can_check_degrades_the_app_naming_the_fiel
     kube: Kubectl, spec_args: dict[str, Any], operator: object
 ) -> None:
     ns, name = spec_args["namespace"], "templated-bad"
-    kube.apply(app_manifest(name, **spec_args, podTemplate=TEMPLATE))
+    # No pods: their images are not on the node, which would be a fault of its own.
+    kube.apply(app_manifest(name, **spec_args, replicas=0, podTemplate=TEMPLATE))
     wait_for(lambda: kube.get("deployment", name, ns), what="the Deployment")
     broken = {
         "spec": {
