@@ -45,6 +45,7 @@ _RESOURCES: dict[tuple[str, str], str] = {
     ("v1", "Secret"): "/api/v1/namespaces/{ns}/secrets",
     ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
     ("v1", "ServiceAccount"): "/api/v1/namespaces/{ns}/serviceaccounts",
+    ("v1", "Pod"): "/api/v1/namespaces/{ns}/pods",
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
     ("policy/v1", "PodDisruptionBudget"): "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
     ("rbac.authorization.k8s.io/v1", "Role"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
@@ -283,6 +284,16 @@ class Cluster:
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """One object, or None when it does not exist."""
         return await asyncio.to_thread(self.get_sync, api_version, kind, namespace, name)
+
+    def list_sync(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:
+        READS.labels(kind=kind).inc()
+        status, parsed = self._call("GET", path_of(api_version, kind, namespace), query=[("labelSelector", selector)])
+        items: list[dict[str, Any]] = self._checked(status, parsed, kind=kind, name=selector).get("items") or []
+        return items
+
+    async def list(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:
+        """The objects of a kind in a namespace that match a label selector."""
+        return await asyncio.to_thread(self.list_sync, api_version, kind, namespace, selector=selector)
 
     async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         """A Secret's decoded data (values never logged) and its resourceVersion; None when absent."""
