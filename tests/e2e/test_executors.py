@@ -78,6 +78,16 @@ def _finished_tasks(env: dict[str, str], namespace: str, pods: list[dict[str, An
         "Finished task") for p in pods}
 
 
+def _counts(session: Any, keyspace: str) -> dict[Any, Any] | None:
+    """Word → count in the app's store; None while its table does not exist."""
+    try:
+        counts: dict[Any, Any] = localrun.read_store(session, keyspace, "word-count", key_serde="str",
+                                                     value_serde="long")
+    except Exception:  # the table is not there yet
+        return None
+    return counts
+
+
 def _histogram_above(text: str, name: str, labels: dict[str, str], bound: float) -> float:
     """Observations of a Prometheus histogram above `bound` (which must be one of its buckets)."""
     def value(line_name: str, extra: str = "") -> float:
@@ -172,24 +182,15 @@ def test_word_count_with_executors_on_kubernetes(
 
     from cassandra.cluster import Cluster
 
-    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
-    session = cluster.connect()
+    session = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"])).connect()
     try:
-        def counted() -> dict[Any, Any] | None:
-            try:
-                got = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
-            except Exception:  # the table is not there yet
-                return None
-            return got if got == truth else None
-
         def exact(what: str) -> None:
+            """Wait for the store to hold exactly `truth` (each word's count)."""
             try:
-                wait_for(counted, timeout=420, what=what, every=2)
+                wait_for(lambda: _counts(session, keyspace) == truth, timeout=420, what=what, every=2)
             except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{_describe(env, app_ns)}") from None
-            diff = localrun.counters_equal(
-                localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long"), truth)
-            assert diff is None, diff
+                diff = localrun.counters_equal(_counts(session, keyspace) or {}, truth)
+                raise AssertionError(f"{exc}\n{diff}\n{_describe(env, app_ns)}") from None
 
         exact("the counts in Cassandra to match the text")
 
@@ -237,7 +238,7 @@ def test_word_count_with_executors_on_kubernetes(
         degraded = [c for c in app["status"]["conditions"] if c["type"] == "Degraded"]
         assert degraded and degraded[0]["status"] == "False", degraded
     finally:
-        cluster.shutdown()
+        session.cluster.shutdown()
 
     # Deleting the app takes its drivers, and with them every executor.
     kubectl(env, "delete", "streamingapp", name, "-n", app_ns, "--wait=true", "--timeout=180s", timeout=200)
