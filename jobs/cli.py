@@ -1,6 +1,8 @@
 """`floe-job`: run one replica of a Floe streaming app.
 
     floe-job [--config FILE] [--entrypoint module:function | file.py[:attr]] [--check]
+    floe-job executor      (in an executor pod that a k8s:// master's driver started; see
+                            floe_jobs.executor)
 
 Exit codes: 0 stopped gracefully; 1 batches kept failing; 2 invalid configuration;
 3 Kafka or Cassandra unreachable (or an input topic missing) at start; 4 aborted during a
@@ -36,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["executor"]:
+        # Spark starts its executor pods with the image's entrypoint and this one argument
+        from floe_jobs import executor
+
+        return executor.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.help_config:
         print(config_mod.describe())

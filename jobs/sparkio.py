@@ -20,6 +20,32 @@ from pyspark.sql import SparkSession
 log = logging.getLogger(__name__)
 
 
+def kubernetes_driver_conf(cfg: FloeConfig) -> dict[str, str]:
+    """What a driver under a `k8s://` master learns only in its pod (nothing otherwise).
+
+    Executor pods reach the driver at its pod's IP (`pod.ip`), never by name: a pod's hostname
+    does not resolve, and the driver listens on every interface of the pod. Naming the driver's
+    pod (`pod.name`) makes it the owner of its executor pods, so the garbage collector removes
+    them with it, whatever ends the driver."""
+    if not cfg.spark.master.startswith("k8s://"):
+        return {}
+    conf = {"spark.driver.bindAddress": "0.0.0.0"}
+    if cfg.pod.ip:
+        conf["spark.driver.host"] = cfg.pod.ip
+    else:
+        log.warning(
+            "No pod IP (FLOE_POD_IP) under master=%s: executors reach the driver only if its hostname resolves",
+            cfg.spark.master,
+        )
+    if cfg.pod.name:
+        conf["spark.kubernetes.driver.pod.name"] = cfg.pod.name
+    else:
+        log.warning(
+            "No pod name (FLOE_POD_NAME) under master=%s: executor pods outlive their driver", cfg.spark.master
+        )
+    return conf
+
+
 def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -53,10 +79,7 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         # its options (the sink's command, the SQL tab) shows them redacted
         "spark.sql.redaction.options.regex": kafkasec.REDACTED_OPTIONS,
     }
-    if cfg.pod.ip and cfg.spark.master.startswith("k8s://"):
-        # executor pods reach the driver at its pod's address (the hostname does not resolve)
-        defaults["spark.driver.host"] = cfg.pod.ip
-    conf = {**defaults, **cfg.spark.conf}
+    conf = {**defaults, **kubernetes_driver_conf(cfg), **cfg.spark.conf}
     if cfg.spark.jars:
         existing = conf.get("spark.jars", "")
         conf["spark.jars"] = ",".join([j for j in [existing, *cfg.spark.jars] if j])

@@ -45,6 +45,7 @@ _RESOURCES: dict[tuple[str, str], str] = {
     ("v1", "Secret"): "/api/v1/namespaces/{ns}/secrets",
     ("v1", "Service"): "/api/v1/namespaces/{ns}/services",
     ("v1", "ServiceAccount"): "/api/v1/namespaces/{ns}/serviceaccounts",
+    ("v1", "Pod"): "/api/v1/namespaces/{ns}/pods",
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
     ("policy/v1", "PodDisruptionBudget"): "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
     ("rbac.authorization.k8s.io/v1", "Role"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
@@ -284,6 +285,18 @@ class Cluster:
         """One object, or None when it does not exist."""
         return await asyncio.to_thread(self.get_sync, api_version, kind, namespace, name)
 
+    def list_sync(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:
+        READS.labels(kind=kind).inc()
+        status, parsed = self._call("GET", path_of(api_version, kind, namespace), query=[("labelSelector", selector)])
+        items: list[dict[str, Any]] = self._checked(status, parsed, kind=kind, name=selector).get("items") or []
+        return items
+
+    async def list_objects(
+        self, api_version: str, kind: str, namespace: str, *, selector: str
+    ) -> list[dict[str, Any]]:
+        """The objects of a kind in a namespace that match a label selector."""
+        return await asyncio.to_thread(self.list_sync, api_version, kind, namespace, selector=selector)
+
     async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         """A Secret's decoded data (values never logged) and its resourceVersion; None when absent."""
         secret = await self.get("v1", "Secret", namespace, name)
@@ -299,15 +312,10 @@ class Cluster:
         found = await self.secret(namespace, name)
         return found[0] if found is not None else None
 
-    def pod_names_sync(self, namespace: str, selector: str) -> list[str]:
-        READS.labels(kind="Pod").inc()
-        status, parsed = self._call("GET", f"/api/v1/namespaces/{namespace}/pods", query=[("labelSelector", selector)])
-        found = self._checked(status, parsed, kind="Pod", name=selector)
-        return sorted(str((p.get("metadata") or {}).get("name", "")) for p in found.get("items") or [])
-
     async def pod_names(self, namespace: str, selector: str) -> list[str]:
         """Names of the pods matching a label selector, terminating ones included."""
-        return await asyncio.to_thread(self.pod_names_sync, namespace, selector)
+        pods = await self.list_objects("v1", "Pod", namespace, selector=selector)
+        return sorted(str((p.get("metadata") or {}).get("name", "")) for p in pods)
 
     def list_status_sync(self, path: str) -> tuple[int, str]:
         """HTTP status and message of a one-item LIST at `path` (0 when no answer at all)."""

@@ -135,6 +135,7 @@ class SparkSpec(_Model):
     conf: dict[str, str] = Field(default_factory=dict)
     driver: SparkDriver = Field(default_factory=SparkDriver)
     executor: SparkExecutor | None = None
+    driver_batch_max_records: int | None = None
 
     @property
     def on_kubernetes(self) -> bool:

@@ -46,6 +46,8 @@ INDEXED_KINDS = ("ConfigMap", "Deployment", "Service", "PodDisruptionBudget")
 MOUNTED_KINDS = ("ConfigMap", "ServiceAccount", "Role", "RoleBinding")
 # Sent to the API server before other writes (k8s.Urgency): what a new app's pods need.
 URGENT_KINDS = ("Deployment", *MOUNTED_KINDS)
+# What the drivers of a k8s:// master run as: refused when the operator lacks the Spark RBAC.
+SPARK_RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding")
 # Children that exist only for some specs; removed when the spec stops asking for them.
 OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
     ("v1", "ServiceAccount"),
@@ -345,9 +347,7 @@ async def _reconcile(
             for obj, (stored, error) in zip(batch, results, strict=True):
                 kind, name = obj["kind"], obj["metadata"]["name"]
                 if error is not None:
-                    fault = fault or conditions.Fault(
-                        conditions.APPLY_FAILED, f"Applying {kind} {name} failed: {error.message}"
-                    )
+                    fault = fault or _apply_fault(kind, name, error)
                 elif stored is not None:
                     applied.append(f"{kind}/{name}")
                     if kind == "Deployment":
@@ -373,7 +373,9 @@ async def _reconcile(
             secrets=secrets.data,
             now=now(),
         )
-
+    executors = None
+    if fault is None and deployment is not None and app.spec.spark.on_kubernetes:
+        executors = await _unschedulable_executors(app, deps)
     observed = conditions.Observed(
         deployment=deployment,
         fault=fault,
@@ -381,6 +383,7 @@ async def _reconcile(
         provisioned_keyspace=app.spec.state.cassandra.keyspace if provisioned else None,
         provisioned_hash=provisioned,
         partitions=partitions,
+        executors_unschedulable=executors,
     )
     status = conditions.status_for(app, observed, now=now())
     if reset is not None:
@@ -397,6 +400,31 @@ def pod_template_fault(app: model.StreamingApp) -> conditions.Fault | None:
     if not found:
         return None
     return conditions.Fault(conditions.INVALID_POD_TEMPLATE, "; ".join(found))
+
+
+def _apply_fault(kind: str, name: str, error: k8s.ApiError) -> conditions.Fault:
+    """A refused apply; for the drivers' RBAC of a k8s:// master, what the operator lacks and how
+    to grant it (the API server's message names the refused verb and resource)."""
+    if error.status == 403 and kind in SPARK_RBAC_KINDS:
+        return conditions.Fault(
+            conditions.SPARK_RBAC_MISSING,
+            f"Applying {kind} {name} was refused: {error.message}. A k8s:// spec.spark.master needs the operator "
+            "to create its drivers' ServiceAccount, Role and RoleBinding and to hold what that Role grants (pods, "
+            "services, configmaps and persistentvolumeclaims in this namespace): install the chart with "
+            "rbac.sparkOnKubernetes=true (its default), or use a local[*] master",
+        )
+    return conditions.Fault(conditions.APPLY_FAILED, f"Applying {kind} {name} failed: {error.message}")
+
+
+async def _unschedulable_executors(app: model.StreamingApp, deps: Deps) -> str | None:
+    """Why the app's executor pods wait for a node (one LIST per pass), or None."""
+    selector = f"spark-role=executor,{render.EXECUTOR_OF}={app.name}"
+    try:
+        pods = await deps.cluster.list_objects("v1", "Pod", app.namespace, selector=selector)
+    except k8s.ApiError as exc:  # no right to list pods: the drivers cannot have started executors either
+        log.debug("Listing executor pods failed app=%s/%s error=%s", app.namespace, app.name, exc)
+        return None
+    return conditions.unschedulable_executors(app, pods)
 
 
 def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:

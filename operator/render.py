@@ -34,6 +34,13 @@ CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
 CONTAINER = "app"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
+# The executor pods' template (k8s:// master): a second file of the ConfigMap, which the driver reads.
+EXECUTOR_TEMPLATE_FILE = "executor-pod.yaml"
+EXECUTOR_TEMPLATE_PATH = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_FILE}"
+EXECUTOR_CONTAINER = "executor"
+# Marks an app's executor pods. They never carry the app's selector label: the Deployment, the
+# Services, the PodDisruptionBudget and the scale subresource count drivers only.
+EXECUTOR_OF = f"{model.GROUP}/executor-of"
 
 Manifest = dict[str, Any]
 
@@ -121,8 +128,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     set), session_timeout_ms, heartbeat_interval_ms, leave_group_on_close, security_protocol,
     sasl_mechanism (with SASL)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
     on)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
-    spark.{master, conf}, shutdown.drain_timeout_seconds, metrics.{port, query_port},
-    job.{entrypoint, args}: settings of `floe_jobs.config.FloeConfig`, which loads them.
+    spark.{master, conf, driver_batch_max_records (when set)}, shutdown.drain_timeout_seconds,
+    metrics.{port, query_port}, job.{entrypoint, args}: settings of `floe_jobs.config.FloeConfig`, which loads them.
     Credentials and TLS material reach the runtime as FLOE_* environment variables from
     Secrets (see `process`).
     """
@@ -140,6 +147,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
     cache = spec.state.cache_max_keys
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
+    limit = spec.spark.driver_batch_max_records
+    driver_batches = {} if limit is None else {"driver_batch_max_records": limit}
     return {
         "app_id": app.app_id,
         "kafka": {
@@ -172,7 +181,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             }
             for s in spec.state.stores
         ],
-        "spark": {"master": spec.spark.master, "conf": spark_conf(app)},
+        "spark": {"master": spec.spark.master, "conf": spark_conf(app), **driver_batches},
         **state,
         "shutdown": {"drain_timeout_seconds": spec.shutdown.drain_timeout_seconds},
         "metrics": {"port": spec.metrics.port, "query_port": spec.metrics.query_port},
@@ -205,6 +214,9 @@ def spark_conf(app: model.StreamingApp) -> dict[str, str]:
                 "spark.driver.bindAddress": "0.0.0.0",
                 "spark.driver.port": str(DRIVER_PORT),
                 "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+                "spark.kubernetes.container.image.pullPolicy": app.spec.image_pull_policy,
+                "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
+                "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
             }
         )
     conf.update(spark.conf)
@@ -223,14 +235,71 @@ def _yaml_text(canonical: str) -> str:
     return yaml.dump(json.loads(canonical), Dumper=_YAML_DUMPER, sort_keys=True, default_flow_style=False)
 
 
+def _yaml_of(value: Any) -> str:
+    return _yaml_text(json.dumps(value, sort_keys=True, separators=(",", ":")))
+
+
 def config_map(app: model.StreamingApp) -> Manifest:
-    text = _yaml_text(json.dumps(job_config(app), sort_keys=True, separators=(",", ":")))
+    data = {CONFIG_FILE: _yaml_of(job_config(app))}
+    if app.spec.spark.on_kubernetes:
+        data[EXECUTOR_TEMPLATE_FILE] = _yaml_of(executor_pod_template(app))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(app, config_map_name(app)),
-        "data": {CONFIG_FILE: text},
+        "data": data,
     }
+
+
+def executor_labels(app: model.StreamingApp) -> dict[str, str]:
+    """Labels of the app's executor pods (Spark adds spark-role=executor and its own ids)."""
+    return {
+        "app.kubernetes.io/name": app.name,
+        "app.kubernetes.io/component": "spark-executor",
+        "app.kubernetes.io/part-of": "floe",
+        EXECUTOR_OF: app.name,
+    }
+
+
+def executor_pod_template(app: model.StreamingApp) -> Manifest:
+    """The pod Spark starts each executor from (`spark.kubernetes.executor.podTemplateFile`).
+
+    It carries what the drivers' pods carry, so that a namespace that admits the drivers admits
+    their executors: the pod's and the container's security context (non-root, read-only root
+    filesystem, no capabilities, RuntimeDefault seccomp), node selector, tolerations, node
+    affinity, priority class, image pull secrets, the image, its pull policy and command, and
+    the emptyDir on /tmp (Spark mounts its local dir, `spark.local.dir`, below it). Spark adds
+    the rest: the `executor` argument and the environment, memory (request and limit: executor
+    memory plus overhead) and CPU request from `spec.spark.executor`, and the owner reference
+    to the driver's pod. Executors never call the API server, so no token is mounted.
+    """
+    driver = deployment(app, config_digest="")["spec"]["template"]["spec"]
+    (main,) = (c for c in driver["containers"] if c["name"] == CONTAINER)
+    mounts = [m for m in main["volumeMounts"] if m["mountPath"] == "/tmp"]
+    container: dict[str, Any] = {
+        "name": EXECUTOR_CONTAINER,
+        **{key: main[key] for key in ("image", "imagePullPolicy", "command", "securityContext")},
+        "volumeMounts": mounts,
+    }
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": driver["securityContext"],
+        "containers": [container],
+        "volumes": [v for v in driver["volumes"] if v["name"] in {m["name"] for m in mounts}],
+    }
+    for key in ("nodeSelector", "tolerations", "imagePullSecrets", "priorityClassName"):
+        if key in driver:
+            pod_spec[key] = driver[key]
+    # Node affinity only: the drivers' pod (anti-)affinity terms speak of the drivers' labels.
+    node_affinity = (driver.get("affinity") or {}).get("nodeAffinity")
+    if node_affinity:
+        pod_spec["affinity"] = {"nodeAffinity": node_affinity}
+    labels = {k: v for k, v in app.spec.pod.labels.items() if k != APP_LABEL}
+    metadata: dict[str, Any] = {"labels": {**labels, **executor_labels(app)}}
+    if app.spec.pod.annotations:
+        metadata["annotations"] = dict(app.spec.pod.annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
 def config_hash(cm: Manifest) -> str:

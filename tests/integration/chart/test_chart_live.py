@@ -177,24 +177,29 @@ NEEDED = [
     # ServiceMonitors and ScaledObjects too, but kubectl cannot name kinds whose CRDs are not
     # installed here; tests/unit/chart/test_rbac_rules.py checks those rules.
 ]
+# (verb, resource) for apps with a k8s:// Spark master (rbac.sparkOnKubernetes, on by default):
+# the drivers' ServiceAccount, Role and RoleBinding, what that Role grants, and the executor pods.
+SPARK_ON_KUBERNETES = [
+    ("delete", "pods"),
+    ("create", "pods"),
+    ("get", "pods"),
+    ("list", "pods"),
+    ("delete", "configmaps"),
+    ("create", "serviceaccounts"),
+    ("create", "roles.rbac.authorization.k8s.io"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"),
+    ("create", "persistentvolumeclaims"),
+]
 # (verb, resource) it never needs.
 REFUSED = [
     ("list", "secrets"),
     ("watch", "secrets"),
     ("create", "secrets"),
-    ("delete", "pods"),
-    ("create", "pods"),
-    ("get", "pods"),
     ("delete", "deployments.apps"),
-    ("delete", "configmaps"),
-    ("create", "serviceaccounts"),
-    ("create", "roles.rbac.authorization.k8s.io"),
     ("escalate", "roles.rbac.authorization.k8s.io"),
     ("bind", "roles.rbac.authorization.k8s.io"),
-    ("create", "rolebindings.rbac.authorization.k8s.io"),
     ("create", "streamingapps.streaming.floe.dev"),
     ("delete", "streamingapps.streaming.floe.dev"),
-    ("create", "persistentvolumeclaims"),
 ]
 
 
@@ -205,8 +210,8 @@ def test_rbac_cluster_wide_allows_what_the_operator_needs_and_no_more(
     elsewhere = namespaces("floe-apps")
     release = install("rbac", ns, "--set", "crds.enabled=false")
     sa = f"system:serviceaccount:{ns}:{release}-floe"
-    answers = can_i_all(run, kubectl, sa, NEEDED + REFUSED, elsewhere)
-    wrong = [check for check in NEEDED if not answers[check]]
+    answers = can_i_all(run, kubectl, sa, NEEDED + SPARK_ON_KUBERNETES + REFUSED, elsewhere)
+    wrong = [check for check in NEEDED + SPARK_ON_KUBERNETES if not answers[check]]
     assert not wrong, f"denied but needed: {wrong}"
     wrong = [check for check in REFUSED if answers[check]]
     assert not wrong, f"allowed but never needed: {wrong}"
@@ -228,11 +233,11 @@ def test_rbac_for_a_list_of_namespaces_stays_inside_them(
     other = namespaces("floe-other")
     release = install("scoped", ns, "--set", f"crds.enabled=false,operator.watchNamespaces={{{watched}}}")
     sa = f"system:serviceaccount:{ns}:{release}-floe"
-    inside = can_i_all(run, kubectl, sa, NEEDED + REFUSED, watched)
-    outside = can_i_all(run, kubectl, sa, NEEDED, other)
-    assert not [c for c in NEEDED if not inside[c]], f"denied in {watched}"
+    inside = can_i_all(run, kubectl, sa, NEEDED + SPARK_ON_KUBERNETES + REFUSED, watched)
+    outside = can_i_all(run, kubectl, sa, NEEDED + SPARK_ON_KUBERNETES, other)
+    assert not [c for c in NEEDED + SPARK_ON_KUBERNETES if not inside[c]], f"denied in {watched}"
     assert not [c for c in REFUSED if inside[c]], f"allowed in {watched} but never needed"
-    assert not [c for c in NEEDED if outside[c]], f"allowed in {other}, which is not watched"
+    assert not [c for c in NEEDED + SPARK_ON_KUBERNETES if outside[c]], f"allowed in {other}, which is not watched"
     assert not can_i(run, kubectl, sa, "list", "streamingapps.streaming.floe.dev", None), "no cluster-wide list"
     assert can_i(run, kubectl, sa, "list", "namespaces", None), "Kopf follows the watched namespaces"
 

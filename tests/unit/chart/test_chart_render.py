@@ -45,6 +45,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "operator": {"watchNamespaces": ["team-a", "team-b"]},
     },
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+    "no-spark-on-kubernetes": {"rbac": {"sparkOnKubernetes": False}},
     "everything": {
         "commonLabels": {"team": "platform"},
         "image": {"digest": "sha256:" + "a" * 64},

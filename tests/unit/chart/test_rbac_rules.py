@@ -65,7 +65,8 @@ def test_cluster_wide_role_grants_what_the_operator_calls(render: chartkit.Rende
 
 
 def test_cluster_wide_role_withholds_what_the_operator_never_does(render: chartkit.Render) -> None:
-    rules = one(render(), "ClusterRole")["rules"]
+    # without executors on Kubernetes: the rights a driver's Role grants are not the operator's
+    rules = one(render({"rbac": {"sparkOnKubernetes": False}}), "ClusterRole")["rules"]
     forbidden = [
         ("", "secrets", "list"),
         ("", "secrets", "watch"),
@@ -87,7 +88,8 @@ def test_cluster_wide_role_withholds_what_the_operator_never_does(render: chartk
 
 
 def test_spark_on_kubernetes_grants_at_least_what_the_drivers_role_holds(render: chartkit.Render) -> None:
-    rules = one(render({"rbac": {"sparkOnKubernetes": True}}), "ClusterRole")["rules"]
+    # on by default: the CRD accepts a k8s:// master
+    rules = one(render(), "ClusterRole")["rules"]
     for rule in operator_render.SPARK_DRIVER_RULES:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
@@ -97,6 +99,9 @@ def test_spark_on_kubernetes_grants_at_least_what_the_drivers_role_holds(render:
         group = "" if kind == "serviceaccounts" else "rbac.authorization.k8s.io"
         for verb in ("get", "create", "patch", "delete"):
             assert grants(rules, group, kind, verb)
+    assert grants(rules, "", "pods", "list")  # executors that cannot be scheduled are reported
+    for verb in ("escalate", "bind"):
+        assert not grants(rules, "rbac.authorization.k8s.io", "roles", verb)
 
 
 def test_optional_kinds_follow_their_switches(render: chartkit.Render) -> None:

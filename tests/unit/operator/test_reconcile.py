@@ -22,12 +22,18 @@ class FakeCluster:
         self.applied: list[dict[str, Any]] = []
         self.urgent: list[str] = []
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: list[dict[str, Any]] = []
+        self.refused: set[str] = set()  # kinds whose apply the API server refuses (403)
 
     async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         data = self.secrets.get(name)
         return (data, self.versions.get(name, "1")) if data is not None else None
 
     async def apply(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        if obj["kind"] in self.refused:
+            kind = obj["kind"].lower() + "s"
+            raise k8s.ApiError(403, f'{kind} "{obj["metadata"]["name"]}" is forbidden: User "op" cannot patch '
+                                    f'resource "{kind}"', kind=obj["kind"], name=obj["metadata"]["name"])
         if urgent:
             self.urgent.append(obj["kind"])
         if obj["kind"] == "ConfigMap":
@@ -43,6 +49,11 @@ class FakeCluster:
 
     async def crd_exists(self, name: str) -> bool:
         return False
+
+    async def list_objects(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:
+        wanted = dict(term.split("=") for term in selector.split(","))
+        labelled = [p for p in self.pods if (p.get("metadata") or {}).get("labels", {}).items() >= wanted.items()]
+        return labelled if kind == "Pod" else []
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self.objects.pop((kind, name), None)
@@ -360,3 +371,63 @@ def test_an_elder_app_on_its_way_out_does_not_hold_its_store() -> None:
     younger = _named("orders-v2", uid="b", created="2026-01-02T00:00:00Z")
     app = model.StreamingApp.from_body(younger)
     assert reconcile.neighbours(app, [elder, younger]) == []
+
+
+def _executor_pod(name: str, *, scheduled: bool, app: str = "clicks") -> dict[str, Any]:
+    labels = {"spark-role": "executor", render.EXECUTOR_OF: app}
+    cond = {"type": "PodScheduled", "status": "True"}
+    if not scheduled:
+        cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient cpu."}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "executor", "resources": {"requests": {"cpu": "2", "memory": "4505Mi"}}}]},
+        "status": {"phase": "Pending" if not scheduled else "Running", "conditions": [cond]},
+    }
+
+
+def test_executors_that_cannot_be_scheduled_make_the_app_degraded_naming_their_resources() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster, kafka=FakeKafka({"clicks": 4}))
+    body = load_case("spark-k8s")
+    first = _run(body, deps, {})
+    assert first.fault is None
+    assert conditions.find(first.status_patch["conditions"], conditions.DEGRADED)["status"] == "False"  # type: ignore[index]
+    body["status"] = first.status_patch
+    cluster.pods = [
+        _executor_pod("clicks-1f-exec-1", scheduled=True),
+        _executor_pod("clicks-1f-exec-2", scheduled=False),
+        _executor_pod("other-exec-1", scheduled=False, app="other"),
+    ]
+    second = _run(body, deps, _children(cluster))
+    degraded = conditions.find(second.status_patch["conditions"], conditions.DEGRADED)
+    assert degraded is not None and degraded["status"] == "True"
+    assert degraded["reason"] == conditions.EXECUTORS_UNSCHEDULABLE
+    message = degraded["message"]
+    assert "1 of 2 executor pod(s) cannot be scheduled" in message
+    assert "cpu 2, memory 4505Mi" in message and "2 core(s), memory 4g" in message
+    assert "clicks-1f-exec-2: 0/1 nodes are available: 1 Insufficient cpu." in message
+    assert [e.reason for e in second.events] == [conditions.EXECUTORS_UNSCHEDULABLE]
+    # the drivers are not blocked: nothing is withheld from them
+    assert second.fault is None
+    body["status"] = {**body["status"], **second.status_patch}
+    cluster.pods = [_executor_pod("clicks-1f-exec-2", scheduled=True)]
+    third = _run(body, deps, _children(cluster))
+    degraded = conditions.find(third.status_patch["conditions"], conditions.DEGRADED)
+    assert degraded is not None and degraded["status"] == "False"
+
+
+def test_a_k8s_master_without_the_spark_rbac_names_the_missing_permission() -> None:
+    cluster = FakeCluster()
+    cluster.refused = {"ServiceAccount", "Role", "RoleBinding"}
+    deps = _deps(cluster=cluster, kafka=FakeKafka({"clicks": 4}))
+    outcome = _run(load_case("spark-k8s"), deps, {})
+    assert outcome.fault is not None and outcome.fault.reason == conditions.SPARK_RBAC_MISSING
+    assert 'cannot patch resource "' in outcome.fault.message
+    assert "rbac.sparkOnKubernetes=true" in outcome.fault.message
+    assert not any(o["kind"] == "Deployment" for o in cluster.applied)  # nothing rolls out half-valid
+    # any other refusal stays ApplyFailed
+    cluster = FakeCluster()
+    cluster.refused = {"Service"}
+    outcome = _run(load_case("minimal"), _deps(cluster=cluster), {})
+    assert outcome.fault is not None and outcome.fault.reason == conditions.APPLY_FAILED
