@@ -13,17 +13,23 @@ few, so that people see it.
 answered" family (NoHostAvailable, OperationTimedOut, Unavailable, read/write timeouts, a
 connection lost), the stores' `StoreUnavailableError`, librdkafka's transport, timeout and
 leadership codes, and the same failures reported from inside a Spark job (Spark's Kafka
-connector, or a Python worker's Cassandra session), which only its text names.
+connector, or a Python worker's Cassandra session), which only its text names. A cluster that
+answers but refuses the credentials or the TLS handshake is not unreachable: waiting would not
+fix it, so such a failure counts as a failed batch and the replica stops (the driver reports
+every node's refusal inside a NoHostAvailable, and librdkafka's authentication codes are not
+among the codes below).
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from cassandra import (
+    AuthenticationFailed,
     CoordinationFailure,
     OperationTimedOut,
     ReadTimeout,
@@ -111,10 +117,18 @@ def _kafka_code(exc: BaseException) -> int | None:
     return None
 
 
+def refused(exc: NoHostAvailable) -> bool:
+    """Whether every node answered and refused this client's credentials or TLS handshake."""
+    errors = list(exc.errors.values()) if isinstance(exc.errors, dict) else []
+    return bool(errors) and all(isinstance(e, AuthenticationFailed | ssl.SSLError) for e in errors)
+
+
 def unavailable(exc: BaseException) -> str | None:
     """The dependency (`cassandra` or `kafka`) whose being unreachable `exc` reports, or None for
     any other failure."""
     for e in _causes(exc):
+        if isinstance(e, NoHostAvailable) and refused(e):
+            return None
         if isinstance(e, CASSANDRA_ERRORS):
             return CASSANDRA
         code = _kafka_code(e)

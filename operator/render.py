@@ -237,7 +237,21 @@ def config_hash(cm: Manifest) -> str:
 
 
 def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+    # optional: a missing Secret or key leaves the variable unset instead of keeping the container
+    # from being created, so the replica starts and says which setting and Secret key to fix
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+
+
+def _secret_refs(env: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The variable naming each Secret reference of `env` (names, never values), or None."""
+    refs = {
+        item["name"]: {"name": ref["name"], "key": ref["key"]}
+        for item in env
+        if (ref := item.get("valueFrom", {}).get("secretKeyRef")) is not None
+    }
+    if not refs:
+        return None
+    return {"name": config.env_name("secret_refs"), "value": json.dumps(refs, sort_keys=True, separators=(",", ":"))}
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -279,6 +293,8 @@ def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Proce
     if cass.tls.ca_secret_ref is not None:
         ca = cass.tls.ca_secret_ref
         env.append(_secret_env(config.env_name("cassandra", "tls_ca_pem"), ca.name, ca.key))
+    if (refs := _secret_refs(env)) is not None:
+        env.append(refs)
     env.extend(dict(e) for e in spec.env)
     return {"command": ["floe-job"], "args": [], "env": env}
 
