@@ -86,10 +86,7 @@ def _certificate(value: str | None, what: str, *, ca: bool) -> str | None:
     """PEM text holding a certificate that is in date today (`floe_jobs.pem`)."""
     if _pem(value, what) is None or value is None:
         return value
-    try:
-        problem = pem.certificate_problem(value, ca=ca)
-    except ValueError as exc:
-        problem = str(exc)
+    problem = pem.problem(value, kind="ca" if ca else "certificate")
     if problem is not None:
         raise ValueError(problem)
     return value

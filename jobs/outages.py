@@ -23,13 +23,11 @@ among the codes below).
 from __future__ import annotations
 
 import logging
-import ssl
 import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from cassandra import (
-    AuthenticationFailed,
     CoordinationFailure,
     OperationTimedOut,
     ReadTimeout,
@@ -39,6 +37,7 @@ from cassandra import (
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 from confluent_kafka import KafkaError, KafkaException
+from floe_jobs.stores.config import refused_by_every_node
 from floe_jobs.stores.errors import StoreUnavailableError
 
 log = logging.getLogger("floe_jobs")
@@ -117,17 +116,11 @@ def _kafka_code(exc: BaseException) -> int | None:
     return None
 
 
-def refused(exc: NoHostAvailable) -> bool:
-    """Whether every node answered and refused this client's credentials or TLS handshake."""
-    errors = list(exc.errors.values()) if isinstance(exc.errors, dict) else []
-    return bool(errors) and all(isinstance(e, AuthenticationFailed | ssl.SSLError) for e in errors)
-
-
 def unavailable(exc: BaseException) -> str | None:
     """The dependency (`cassandra` or `kafka`) whose being unreachable `exc` reports, or None for
     any other failure."""
     for e in _causes(exc):
-        if isinstance(e, NoHostAvailable) and refused(e):
+        if isinstance(e, NoHostAvailable) and refused_by_every_node(e):
             return None
         if isinstance(e, CASSANDRA_ERRORS):
             return CASSANDRA

@@ -22,6 +22,7 @@ import base64
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Literal
 
 _BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.S)
 
@@ -214,3 +215,15 @@ def certificate_problem(text: str, *, ca: bool, now: datetime | None = None) -> 
         return f"{what} CN={last.subject} expired on {_day(last.not_after)}; renew it in its Secret"
     first = min(early, key=lambda c: c.not_before)
     return f"certificate CN={first.subject} is not valid before {_day(first.not_before)} (check the clocks)"
+
+
+def problem(text: str, *, kind: Literal["ca", "certificate", "key"]) -> str | None:
+    """Why PEM `text` cannot serve as a CA bundle, a client certificate or a client key today
+    (without quoting it), or None: the one check the runtime's settings and the operator share."""
+    try:
+        if kind == "key":
+            pkcs8(text)
+            return None
+        return certificate_problem(text, ca=kind == "ca")
+    except ValueError as exc:
+        return str(exc)

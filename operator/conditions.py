@@ -51,8 +51,12 @@ STORE_IN_USE = "StoreInUse"
 # refused the cluster's certificate): fixed by changing a Secret, which rolls the pods.
 KAFKA_CREDENTIALS_REJECTED = "KafkaCredentialsRejected"
 CASSANDRA_CREDENTIALS_REJECTED = "CassandraCredentialsRejected"
+# The TLS handshake failed: the app's CA did not sign the servers' certificates, or a
+# certificate (theirs, the app's CA or its client certificate) has expired or names another host.
+KAFKA_TLS_FAILED = "KafkaTLSFailed"
+CASSANDRA_TLS_FAILED = "CassandraTLSFailed"
 
-PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED, CASSANDRA_CREDENTIALS_REJECTED)
+PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED, CASSANDRA_CREDENTIALS_REJECTED, CASSANDRA_TLS_FAILED)
 
 
 @dataclass(frozen=True)

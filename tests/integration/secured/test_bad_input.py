@@ -55,6 +55,17 @@ def test_an_unknown_ca_stops_the_replica_at_start(make_app: Any, tmp_path: Path)
     assert "kafka.ssl_ca_pem (FLOE_KAFKA_SSL_CA_PEM from Secret kafka-ca key ca.crt)" in log
 
 
+def test_an_unknown_cassandra_ca_stops_the_replica_at_start(make_app: Any, tmp_path: Path) -> None:
+    app: SecuredApp = make_app("SCRAM-SHA-512")
+    key, cert = tmp_path / "other.key", tmp_path / "other.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=other-ca"], check=True, capture_output=True)
+    app.create_secrets(**{"cassandra-ca": {"ca.crt": cert.read_text()}})
+    log = stopped_at_start(app)
+    assert "TLS handshake failed" in log and "CERTIFICATE_VERIFY_FAILED" in log
+    assert "cassandra.tls_ca_pem (FLOE_CASSANDRA_TLS_CA_PEM from Secret cassandra-ca key ca.crt" in log
+
+
 def test_a_wrong_cassandra_password_stops_the_replica_at_start(make_app: Any) -> None:
     app: SecuredApp = make_app("SCRAM-SHA-512")
     app.create_secrets(**{"cassandra-user": {"username": "floe", "password": "not-the-password-c4d1"}})

@@ -81,6 +81,10 @@ def test_kafka_unreachable_is_waited_for(error: BaseException) -> None:
             "127.0.0.1:9142": ssl.SSLCertVerificationError(1, "certificate verify failed: certificate has expired"),
             "127.0.0.2:9142": AuthenticationFailed("bad credentials"),
         })),
+        # how the driver reports a CA that did not sign the node's certificate
+        NoHostAvailable("Unable to connect", {"127.0.0.1:9142": PermissionError(
+            1, "Tried connecting to [...]. Last error: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+        )}),
         KafkaException(KafkaError(KafkaError.SASL_AUTHENTICATION_FAILED)),
         KafkaException(KafkaError(KafkaError._SSL, "certificate verify failed")),
         Py4JJavaError("org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed"),
