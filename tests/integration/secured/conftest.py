@@ -314,3 +314,13 @@ def wait_exit(app: SecuredApp, timeout: float = 120) -> tuple[int, str]:
     with open(app.log, "rb") as f:
         f.seek(app.log_offset)
         return code, f.read().decode(errors="replace")
+
+
+def stranger_ca(directory: Path) -> str:
+    """A CA that signed nothing the stack serves (`ca.crt`, `ca.key` made in `directory`): its
+    PEM, and the directory to sign client certificates with (`floe_stack.tls.client`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(directory / "ca.key"),
+                    "-out", str(directory / "ca.crt"), "-days", "1", "-subj", "/CN=other-ca"],
+                   check=True, capture_output=True)
+    return (directory / "ca.crt").read_text()

@@ -19,7 +19,7 @@ import pytest
 from floe_jobs import localrun, offsets
 from floe_stack import tls as stack_tls
 
-from .conftest import SecuredApp, replace_secret, wait_exit
+from .conftest import SecuredApp, replace_secret, stranger_ca, wait_exit
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 
@@ -46,10 +46,7 @@ def test_a_wrong_kafka_password_stops_the_replica_at_start(make_app: Any) -> Non
 
 def test_an_unknown_ca_stops_the_replica_at_start(make_app: Any, tmp_path: Path) -> None:
     app: SecuredApp = make_app("SCRAM-SHA-512")
-    key, cert = tmp_path / "other.key", tmp_path / "other.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=other-ca"], check=True, capture_output=True)
-    app.create_secrets(**{"kafka-ca": {"ca.crt": cert.read_text()}})
+    app.create_secrets(**{"kafka-ca": {"ca.crt": stranger_ca(tmp_path)}})
     log = stopped_at_start(app)
     assert "certificate verify failed" in log
     assert "kafka.ssl_ca_pem (FLOE_KAFKA_SSL_CA_PEM from Secret kafka-ca key ca.crt)" in log
@@ -57,10 +54,7 @@ def test_an_unknown_ca_stops_the_replica_at_start(make_app: Any, tmp_path: Path)
 
 def test_an_unknown_cassandra_ca_stops_the_replica_at_start(make_app: Any, tmp_path: Path) -> None:
     app: SecuredApp = make_app("SCRAM-SHA-512")
-    key, cert = tmp_path / "other.key", tmp_path / "other.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=other-ca"], check=True, capture_output=True)
-    app.create_secrets(**{"cassandra-ca": {"ca.crt": cert.read_text()}})
+    app.create_secrets(**{"cassandra-ca": {"ca.crt": stranger_ca(tmp_path)}})
     log = stopped_at_start(app)
     assert "TLS handshake failed" in log and "CERTIFICATE_VERIFY_FAILED" in log
     assert "cassandra.tls_ca_pem (FLOE_CASSANDRA_TLS_CA_PEM from Secret cassandra-ca key ca.crt" in log

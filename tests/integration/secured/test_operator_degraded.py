@@ -7,7 +7,6 @@ shows in the operator's log, its Events or the apps' status."""
 from __future__ import annotations
 
 import logging
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from floe_stack import tls as stack_tls
 
 from ..operator.kube import Kubectl, condition
 from ..waiting import wait_for
-from .conftest import Tls, create_secret, replace_secret
+from .conftest import Tls, create_secret, replace_secret, stranger_ca
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 
@@ -123,21 +122,18 @@ def test_bad_input_degrades_each_app_with_a_reason_naming_the_secret_key(
     topic = localrun.unique("op-bad")
     localrun.create_topic(stack_env["FLOE_KAFKA_BOOTSTRAP"], topic, 2)
     tls_dir = Path(stack_env["FLOE_STACK_TLS_DIR"])
-    (tmp_path / "other").mkdir()
-    other_key, other_ca = tmp_path / "other" / "ca.key", tmp_path / "other" / "ca.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(other_key), "-out",
-                    str(other_ca), "-days", "1", "-subj", "/CN=other-ca"], check=True, capture_output=True)
+    other_ca = stranger_ca(tmp_path / "other")
     expired_cert, expired_key = stack_tls.client(tls_dir, tmp_path / "expired", expired=True)
     stranger_cert, stranger_key = stack_tls.client(tmp_path / "other", tmp_path / "stranger")
     bad: dict[str, tuple[dict[str, dict[str, str]], bool]] = {
         "kafka-password": ({"kafka-user": {"username": "floe", "password": "wrong-kafka-5e1f"}}, False),
-        "kafka-ca": ({"kafka-ca": {"ca.crt": other_ca.read_text()}}, False),
+        "kafka-ca": ({"kafka-ca": {"ca.crt": other_ca}}, False),
         "kafka-expired": ({"client": {"tls.crt": expired_cert, "tls.key": expired_key}}, True),
         # a client certificate the brokers do not trust: refused in the handshake, with an alert
         "kafka-stranger": ({"client": {"tls.crt": stranger_cert, "tls.key": stranger_key}}, True),
         "cass-password": ({"cassandra-user": {"username": "floe", "password": "wrong-cass-9a2b"}}, False),
         "cass-expired": ({"cassandra-ca": {"ca.crt": stack_tls.expired_ca(tls_dir, tmp_path / "ca")}}, False),
-        "cass-ca": ({"cassandra-ca": {"ca.crt": other_ca.read_text()}}, False),
+        "cass-ca": ({"cassandra-ca": {"ca.crt": other_ca}}, False),
         "missing-key": ({"kafka-user": {"username": "floe"}}, False),
     }
     for name, (override, mtls) in bad.items():

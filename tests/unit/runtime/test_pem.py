@@ -15,13 +15,8 @@ from floe_stack import tls
 
 from tests import material
 
-BASE = {
-    "FLOE_APP_ID": "app",
-    "FLOE_KAFKA_BOOTSTRAP_SERVERS": "b:9094",
-    "FLOE_KAFKA_TOPICS": "in",
-    "FLOE_CASSANDRA_KEYSPACE": "ks",
-    "FLOE_JOB_ENTRYPOINT": "m:f",
-}
+from .test_security import BASE
+
 SECRETS = {
     "FLOE_KAFKA_SSL_CERT_PEM": {"name": "kafka-client", "key": "tls.crt"},
     "FLOE_KAFKA_SSL_KEY_PEM": {"name": "kafka-client", "key": "tls.key"},
