@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         r.install_signals()
         r.start()
     except (runner.StartupError, StoreConfigError, TypeError, ValueError) as exc:
-        print(f"floe-job: {exc}", file=sys.stderr)
+        # a refused credential or certificate names its variable: say which Secret key it came from
+        print(f"floe-job: {cfg.sourced(str(exc))}", file=sys.stderr)
         return 3 if isinstance(exc, runner.StartupError) else 2
     return r.run()
 

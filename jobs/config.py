@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
+from floe_jobs import pem
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
@@ -78,6 +79,16 @@ def _pem(value: str | None, what: str) -> str | None:
     # says which setting without echoing the value (it may be a key)
     if value is not None and "-----BEGIN " not in value:
         raise ValueError(f"{what} is not PEM text (no -----BEGIN line)")
+    return value
+
+
+def _certificate(value: str | None, what: str, *, ca: bool) -> str | None:
+    """PEM text holding a certificate that is in date today (`floe_jobs.pem`)."""
+    if _pem(value, what) is None or value is None:
+        return value
+    problem = pem.problem(value, kind="ca" if ca else "certificate")
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -205,7 +216,8 @@ class KafkaSettings(_Model):
         default=None,
         env="FLOE_KAFKA_SSL_KEY_PEM",
         secret=True,
-        description="PEM (PKCS#8) key of the client certificate",
+        description="PEM key of the client certificate: PKCS#8, PKCS#1 (RSA) or SEC1 (EC), unencrypted; "
+        "handed to every client as PKCS#8",
     )
     ssl_verify_hostname: bool = setting(
         default=True,
@@ -216,13 +228,19 @@ class KafkaSettings(_Model):
     @field_validator("ssl_ca_pem", "ssl_cert_pem")
     @classmethod
     def _pem_text(cls, value: str | None, info: Any) -> str | None:
-        return _pem(value, f"kafka.{info.field_name}")
+        return _certificate(value, f"kafka.{info.field_name}", ca=info.field_name == "ssl_ca_pem")
 
     @field_validator("ssl_key_pem")
     @classmethod
     def _pem_key(cls, value: SecretStr | None) -> SecretStr | None:
-        _pem(value.get_secret_value() if value is not None else None, "kafka.ssl_key_pem")
-        return value
+        if _pem(value.get_secret_value() if value is not None else None, "kafka.ssl_key_pem") is None:
+            return value
+        assert value is not None
+        try:
+            # the Java client (Spark's Kafka source and sink) reads PKCS#8 only
+            return SecretStr(pem.pkcs8(value.get_secret_value()))
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _security_complete(self) -> KafkaSettings:
@@ -333,7 +351,7 @@ class CassandraSettings(_Model):
     @field_validator("tls_ca_pem")
     @classmethod
     def _ca_pem(cls, value: str | None) -> str | None:
-        return _pem(value, "cassandra.tls_ca_pem")
+        return _certificate(value, "cassandra.tls_ca_pem", ca=True)
 
     @model_validator(mode="after")
     def _credentials_together(self) -> CassandraSettings:
@@ -481,6 +499,13 @@ class PodSettings(_Model):
     )
 
 
+class SecretRef(_Model):
+    """The Secret a variable is set from (`secretKeyRef`): its name and key, never its value."""
+
+    name: str
+    key: str
+
+
 class FloeConfig(_Model):
     app_id: str = setting(env="FLOE_APP_ID", description="the StreamingApp name; group id, topic and table prefix")
     kafka: KafkaSettings
@@ -492,6 +517,12 @@ class FloeConfig(_Model):
     metrics: MetricsSettings = MetricsSettings()
     job: JobSettings
     pod: PodSettings = PodSettings()
+    secret_refs: dict[str, SecretRef] = setting(
+        default_factory=dict,
+        env="FLOE_SECRET_REFS",
+        description="JSON object: each variable the pod sets from a Secret → {name, key} of that Secret (names "
+        "only), so that an error names the Secret key to fix; a variable listed here but not set stops the start",
+    )
 
     @field_validator("app_id")
     @classmethod
@@ -518,6 +549,24 @@ class FloeConfig(_Model):
 
     def repartition_topic(self, name: str) -> str:
         return f"{self.app_id}-{name}-repartition"
+
+    def sourced(self, text: str) -> str:
+        """`text` with each variable set from a Secret named with its Secret and key."""
+        return sourced(text, self.secret_refs)
+
+
+_VARIABLE = re.compile(r"\b(FLOE_[A-Z0-9_]+)\b")
+
+
+def sourced(text: str, refs: Mapping[str, SecretRef]) -> str:
+    """`text` (an error message) with every variable that `refs` says comes from a Secret followed
+    by that Secret's name and key: `FLOE_KAFKA_SASL_PASSWORD from Secret kafka-user key password`."""
+
+    def named(match: re.Match[str]) -> str:
+        ref = refs.get(match.group(1))
+        return match.group(0) if ref is None else f"{match.group(1)} from Secret {ref.name} key {ref.key}"
+
+    return _VARIABLE.sub(named, text) if refs else text
 
 
 def _fields(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -649,9 +698,43 @@ def scrub_secrets(environ: os._Environ[str] | dict[str, str]) -> list[str]:
     return removed
 
 
+def _secret_refs(env: Mapping[str, str]) -> dict[str, SecretRef]:
+    """FLOE_SECRET_REFS as far as it can be read (validation reports what it cannot)."""
+    try:
+        raw = json.loads(env.get(env_name("secret_refs")) or "{}")
+        return {name: SecretRef.model_validate(ref) for name, ref in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        return {}
+
+
+def _unset_secrets(env: Mapping[str, str], refs: Mapping[str, SecretRef]) -> str | None:
+    """What to fix when a variable the operator set from a Secret arrived empty: the kubelet
+    leaves an optional reference's variable out when the Secret or its key is missing."""
+    paths = {name: path for path, (name, _) in ENV_KEYS.items()}
+    lines = [
+        f"{'.'.join(paths[name])} ({name}): not set: the Secret {ref.name} or its key {ref.key} is missing, or the "
+        "value is empty; add it, or fix the reference in the StreamingApp"
+        for name, ref in sorted(refs.items())
+        if name in paths and not env.get(name)
+    ]
+    return "invalid configuration:\n  " + "\n  ".join(lines) if lines else None
+
+
 def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> FloeConfig:
-    """Read the YAML file (if any), overlay the `FLOE_*` environment, validate."""
+    """Read the YAML file (if any), overlay the `FLOE_*` environment, validate. Errors name the
+    Secret and key of each variable set from one (FLOE_SECRET_REFS)."""
     env = os.environ if environ is None else environ
+    refs = _secret_refs(env)
+    try:
+        unset = _unset_secrets(env, refs)
+        if unset is not None:
+            raise ConfigError(unset)
+        return _load(path=path, env=env)
+    except ConfigError as exc:
+        raise ConfigError(sourced(str(exc), refs)) from None
+
+
+def _load(*, path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> FloeConfig:
     path = path or env.get(CONFIG_ENV) or None
     raw: dict[str, Any] = {}
     if path:

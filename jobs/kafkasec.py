@@ -113,11 +113,23 @@ class ErrorWatch:
         from confluent_kafka import KafkaError
 
         refused = error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED)
-        # a broker that requires a client certificate ends the handshake with an alert, which
-        # librdkafka reports as a transport failure
-        alert = error.code() == KafkaError._TRANSPORT and ("SSL alert" in error.str() or "certificate" in error.str())
-        if refused or alert:
+        if refused or _alert(error):
             self.refused = error
+
+
+def _alert(error: Any) -> bool:
+    """A broker that requires a client certificate ends the handshake with an alert, which
+    librdkafka reports as a transport failure."""
+    from confluent_kafka import KafkaError
+
+    return bool(error.code() == KafkaError._TRANSPORT and ("SSL alert" in error.str() or "certificate" in error.str()))
+
+
+def tls_refused(error: Any) -> bool:
+    """Whether a refusal `ErrorWatch` kept was the TLS handshake's (CA, certificates), not SASL's."""
+    from confluent_kafka import KafkaError
+
+    return bool(error.code() == KafkaError._SSL or _alert(error))
 
 
 def _hint(security: KafkaSecurity, detail: str) -> str:

@@ -13,7 +13,11 @@ few, so that people see it.
 answered" family (NoHostAvailable, OperationTimedOut, Unavailable, read/write timeouts, a
 connection lost), the stores' `StoreUnavailableError`, librdkafka's transport, timeout and
 leadership codes, and the same failures reported from inside a Spark job (Spark's Kafka
-connector, or a Python worker's Cassandra session), which only its text names.
+connector, or a Python worker's Cassandra session), which only its text names. A cluster that
+answers but refuses the credentials or the TLS handshake is not unreachable: waiting would not
+fix it, so such a failure counts as a failed batch and the replica stops (the driver reports
+every node's refusal inside a NoHostAvailable, and librdkafka's authentication codes are not
+among the codes below).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from cassandra import (
 from cassandra.cluster import NoHostAvailable
 from cassandra.connection import ConnectionException
 from confluent_kafka import KafkaError, KafkaException
+from floe_jobs.stores.config import refused_by_every_node
 from floe_jobs.stores.errors import StoreUnavailableError
 
 log = logging.getLogger("floe_jobs")
@@ -115,6 +120,8 @@ def unavailable(exc: BaseException) -> str | None:
     """The dependency (`cassandra` or `kafka`) whose being unreachable `exc` reports, or None for
     any other failure."""
     for e in _causes(exc):
+        if isinstance(e, NoHostAvailable) and refused_by_every_node(e):
+            return None
         if isinstance(e, CASSANDRA_ERRORS):
             return CASSANDRA
         code = _kafka_code(e)

@@ -15,11 +15,15 @@ import asyncio
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from floe_operator import model
+
+RECHECK_SECONDS = 30.0
+"""How long `Provisioner.check` takes a cluster it could not reach for still unreachable."""
 
 
 class CassandraUnavailable(Exception):
@@ -28,7 +32,24 @@ class CassandraUnavailable(Exception):
 
 class CredentialsRejected(CassandraUnavailable):
     """Cassandra refused the app's credentials or the TLS handshake; the Secret must change (the
-    operator asks again on its next pass, as for an unreachable cluster)."""
+    operator asks again on its next pass, as for an unreachable cluster). `tls`: the handshake
+    failed (CA, certificate dates or names), not the authentication."""
+
+    def __init__(self, message: str, *, tls: bool = False) -> None:
+        super().__init__(message)
+        self.tls = tls
+
+
+def _tls_refused(exc: BaseException) -> bool:
+    """Whether the store library's refusal was every node's TLS handshake: it says so in the
+    driver's error it replaced (kept as its context)."""
+    from cassandra.cluster import NoHostAvailable
+    from floe_jobs.stores.config import tls_failure
+
+    cause = exc.__context__
+    if not isinstance(cause, NoHostAvailable) or not isinstance(cause.errors, dict) or not cause.errors:
+        return False
+    return all(tls_failure(e) for e in cause.errors.values())
 
 
 class ProvisioningRejected(Exception):
@@ -143,6 +164,8 @@ class Provisioner:
         self._tables: dict[tuple[Target, str], dict[str, set[str]]] = {}
         # (cluster, keyspace) → set when the provisioning running there ends.
         self._running: dict[tuple[Target, str], asyncio.Event] = {}
+        # cluster → when `check` last found it unreachable
+        self._unreachable: dict[Target, float] = {}
 
     def _lock(self, target: Target) -> threading.Lock:
         with self._guard:
@@ -177,13 +200,33 @@ class Provisioner:
         try:
             session = config.connect(cfg)
         except StoreConfigError as exc:
-            raise CredentialsRejected(str(exc)) from exc
+            raise CredentialsRejected(str(exc), tls=_tls_refused(exc)) from exc
         except (NoHostAvailable, OperationTimedOut, OSError) as exc:
             raise CassandraUnavailable(
                 f"cannot connect to Cassandra at {','.join(target.hosts)}:{target.port}: {exc}"
             ) from exc
         self._sessions[target] = session
         return session
+
+    async def check(self, target: Target) -> None:
+        """Reach `target` (its open session, or a new one): CredentialsRejected when it refuses the
+        app's credentials or TLS material. A cluster found unreachable within the last
+        `RECHECK_SECONDS` is not tried again (CassandraUnavailable at once), so apps checked one
+        after the other do not each wait out a connect timeout."""
+        session = self._sessions.get(target)
+        if session is not None and not session.is_shutdown:
+            return
+        failed = self._unreachable.get(target)
+        if failed is not None and time.monotonic() - failed < RECHECK_SECONDS:
+            raise CassandraUnavailable(f"Cassandra at {','.join(target.hosts)}:{target.port} was unreachable")
+        try:
+            await asyncio.to_thread(self._session, target)
+        except CredentialsRejected:
+            raise
+        except CassandraUnavailable:
+            self._unreachable[target] = time.monotonic()
+            raise
+        self._unreachable.pop(target, None)
 
     def provision_sync(self, target: Target, app: model.StreamingApp) -> None:
         from cassandra import DriverException, InvalidRequest, Unauthorized

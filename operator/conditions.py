@@ -55,8 +55,12 @@ CASSANDRA_CREDENTIALS_REJECTED = "CassandraCredentialsRejected"
 # (the chart's rbac.sparkOnKubernetes is off), or executor pods wait for a node.
 SPARK_RBAC_MISSING = "SparkRBACMissing"
 EXECUTORS_UNSCHEDULABLE = "ExecutorsUnschedulable"
+# The TLS handshake failed: the app's CA did not sign the servers' certificates, or a
+# certificate (theirs, the app's CA or its client certificate) has expired or names another host.
+KAFKA_TLS_FAILED = "KafkaTLSFailed"
+CASSANDRA_TLS_FAILED = "CassandraTLSFailed"
 
-PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED, CASSANDRA_CREDENTIALS_REJECTED)
+PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED, CASSANDRA_CREDENTIALS_REJECTED, CASSANDRA_TLS_FAILED)
 
 # Platform controls. Suspended appears once an app was suspended (True while spec.suspend, then
 # False with reason Resumed); OffsetReset once spec.offsetReset was set (see `offsetreset`).

@@ -24,7 +24,12 @@ class KafkaUnavailable(Exception):
 
 
 class CredentialsRejected(KafkaUnavailable):
-    """The brokers refused the app's credentials or certificates (or its CA refused theirs)."""
+    """The brokers refused the app's credentials or certificates (or its CA refused theirs);
+    `tls`: in the TLS handshake, not in SASL authentication."""
+
+    def __init__(self, message: str, *, tls: bool = False) -> None:
+        super().__init__(message)
+        self.tls = tls
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,8 @@ class Inspector:
                 if watch.refused is not None:
                     error, watch.refused = watch.refused, None
                     raise CredentialsRejected(
-                        kafkasec.refusal(target.security, bootstrap=target.bootstrap_servers, error=error)
+                        kafkasec.refusal(target.security, bootstrap=target.bootstrap_servers, error=error),
+                        tls=kafkasec.tls_refused(error),
                     ) from exc
                 raise KafkaUnavailable(f"cannot list topics at {target.bootstrap_servers}: {exc}") from exc
             topics = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}

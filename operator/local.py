@@ -52,6 +52,11 @@ class LocalRunError(RuntimeError):
     """The app cannot run locally as given; the message says what to change."""
 
 
+class SecretMissing(LocalRunError):
+    """A referenced Secret or key does not exist (an optional reference then leaves its variable
+    unset, as the kubelet does)."""
+
+
 @dataclass(frozen=True)
 class LocalProcess:
     """One replica: the argv and environment a pod's container would run with."""
@@ -173,7 +178,12 @@ def _env_value(
         return fields[path]
     if "secretKeyRef" in source:
         ref = source["secretKeyRef"]
-        return read_secret(namespace, ref["name"], ref["key"])
+        try:
+            return read_secret(namespace, ref["name"], ref["key"])
+        except SecretMissing:
+            if ref.get("optional"):
+                return ""  # unset to the runtime, which names the Secret key it misses
+            raise
     raise LocalRunError(f"env {item['name']}: only value, fieldRef and secretKeyRef are supported locally")
 
 
@@ -197,9 +207,10 @@ def api_secret_reader() -> SecretReader:
         try:
             secret = client.CoreV1Api().read_namespaced_secret(name, namespace)
         except client.exceptions.ApiException as exc:
-            raise LocalRunError(f"Secret {namespace}/{name} could not be read ({exc.reason}); create it") from exc
+            error = SecretMissing if exc.status == 404 else LocalRunError
+            raise error(f"Secret {namespace}/{name} could not be read ({exc.reason}); create it") from exc
         if key not in (secret.data or {}):
-            raise LocalRunError(f"Secret {namespace}/{name} has no key {key!r}")
+            raise SecretMissing(f"Secret {namespace}/{name} has no key {key!r}")
         return base64.b64decode(secret.data[key]).decode()
 
     return read

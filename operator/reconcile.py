@@ -17,9 +17,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
+from floe_jobs import config, pem
 from floe_operator import (
     cassandra,
     conditions,
@@ -197,13 +198,41 @@ async def _check_secrets(app: model.StreamingApp, deps: Deps) -> tuple[SecretsSe
         data, version = found
         missing = [k for k in keys if k not in data]
         if missing:
+            refs = render.secret_refs(render.process(app)["env"])
+            read_into = sorted(v for v, ref in refs.items() if ref.name == name and ref.key in missing)
+            into = f" (read into {', '.join(read_into)})" if read_into else ""
             return seen, conditions.Fault(
                 conditions.SECRET_KEY_NOT_FOUND,
-                f"Secret {name} has no key {', '.join(missing)}; add it or fix the key in the spec reference",
+                f"Secret {name} has no key {', '.join(missing)}{into}; add it or fix the key in the spec reference",
             )
         seen.data[name] = data
         seen.versions[name] = version
     return seen, None
+
+
+def _check_material(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> conditions.Fault | None:
+    """The TLS material the app's Secrets hold, read as its replicas will read it: a certificate
+    past its date, an encrypted or unreadable key, text that is no certificate. Reported before
+    any client is made from it (a broker answers an expired certificate with a bare alert)."""
+    kafka_tls = kafka.target_of(app, secrets).security
+    cassandra_ca = cassandra.target_of(app, secrets).ca_pem
+    material: tuple[tuple[tuple[str, str], str | None, Literal["ca", "certificate", "key"], str], ...] = (
+        (("kafka", "ssl_ca_pem"), kafka_tls.ca_pem, "ca", conditions.KAFKA_TLS_FAILED),
+        (("kafka", "ssl_cert_pem"), kafka_tls.cert_pem, "certificate", conditions.KAFKA_TLS_FAILED),
+        (("kafka", "ssl_key_pem"), kafka_tls.key_pem, "key", conditions.KAFKA_TLS_FAILED),
+        (("cassandra", "tls_ca_pem"), cassandra_ca, "ca", conditions.CASSANDRA_TLS_FAILED),
+    )
+    for path, text, kind, reason in material:
+        if text is not None and (problem := pem.problem(text, kind=kind)) is not None:
+            where = f"{'.'.join(path)} ({config.env_name(*path)})"
+            return conditions.Fault(reason, _sourced(app, f"{where}: {problem}"))
+    return None
+
+
+def _sourced(app: model.StreamingApp, message: str) -> str:
+    """A refusal's message with each variable it names followed by the Secret and key the pods set
+    it from, as the replicas say it (`floe_jobs.config.sourced`)."""
+    return config.sourced(message, render.secret_refs(render.process(app)["env"]))
 
 
 def _unreadable(name: str, namespace: str, exc: k8s.ApiError) -> str:
@@ -222,7 +251,8 @@ async def _check_kafka(
     try:
         counts = await deps.kafka.partitions(target, list(app.spec.kafka.topics))
     except kafka.CredentialsRejected as exc:
-        return None, conditions.Fault(conditions.KAFKA_CREDENTIALS_REJECTED, str(exc))
+        reason = conditions.KAFKA_TLS_FAILED if exc.tls else conditions.KAFKA_CREDENTIALS_REJECTED
+        return None, conditions.Fault(reason, _sourced(app, str(exc)))
     except kafka.KafkaUnavailable as exc:
         return None, conditions.Fault(conditions.KAFKA_UNAVAILABLE, str(exc))
     missing = [t for t, n in counts.items() if n is None]
@@ -244,16 +274,25 @@ async def _provision(
     app: model.StreamingApp, deps: Deps, secrets: Mapping[str, Mapping[str, str]]
 ) -> tuple[str | None, conditions.Fault | None]:
     want = cassandra.layout_hash(app)
-    if app.status.get("provisionedHash") == want or deps.provisioned.get(app.uid) == want:
-        return want, None
+    target = cassandra.target_of(app, secrets)
+    provisioned = app.status.get("provisionedHash") == want or deps.provisioned.get(app.uid) == want
     try:
-        await deps.provisioner.provision(cassandra.target_of(app, secrets), app)
+        if provisioned:
+            # only whether the app's credentials still get in (its Secret may have changed)
+            await deps.provisioner.check(target)
+        else:
+            await deps.provisioner.provision(target, app)
     except cassandra.CredentialsRejected as exc:
-        return None, conditions.Fault(conditions.CASSANDRA_CREDENTIALS_REJECTED, str(exc))
+        reason = conditions.CASSANDRA_TLS_FAILED if exc.tls else conditions.CASSANDRA_CREDENTIALS_REJECTED
+        return None, conditions.Fault(reason, _sourced(app, str(exc)))
     except cassandra.CassandraUnavailable as exc:
+        if provisioned:
+            return want, None  # the replicas wait an unreachable Cassandra out; nothing to provision
         return None, conditions.Fault(conditions.CASSANDRA_UNAVAILABLE, str(exc))
     except cassandra.ProvisioningRejected as exc:
         return None, conditions.Fault(conditions.PROVISIONING_FAILED, f"{exc}; fix spec.state")
+    if provisioned:
+        return want, None
     deps.provisioned[app.uid] = want
     log.info(
         "Provisioned state app=%s/%s keyspace=%s stores=%d",
@@ -319,6 +358,8 @@ async def _reconcile(
     secrets = SecretsSeen()
     if fault is None:
         secrets, fault = await _check_secrets(app, deps)
+    if fault is None:
+        fault = _check_material(app, secrets.data)
     if fault is None:
         # Independent round trips, so a new app waits for the slower of the two, not their sum.
         # A Kafka fault is reported first; tables made meanwhile are kept (provisioning is idempotent).

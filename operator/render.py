@@ -308,7 +308,26 @@ def config_hash(cm: Manifest) -> str:
 
 
 def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+    # optional: a missing Secret or key leaves the variable unset instead of keeping the container
+    # from being created, so the replica starts and says which setting and Secret key to fix
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+
+
+def secret_refs(env: list[dict[str, Any]]) -> dict[str, config.SecretRef]:
+    """Variable → the Secret name and key it is set from, for each Secret reference of `env`."""
+    return {
+        item["name"]: config.SecretRef(name=ref["name"], key=ref["key"])
+        for item in env
+        if (ref := item.get("valueFrom", {}).get("secretKeyRef")) is not None
+    }
+
+
+def _secret_refs_env(env: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The variable that names the Secret references of `env` for the runtime (never a value)."""
+    refs = {name: ref.model_dump() for name, ref in secret_refs(env).items()}
+    if not refs:
+        return None
+    return {"name": config.env_name("secret_refs"), "value": json.dumps(refs, sort_keys=True, separators=(",", ":"))}
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -350,6 +369,8 @@ def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Proce
     if cass.tls.ca_secret_ref is not None:
         ca = cass.tls.ca_secret_ref
         env.append(_secret_env(config.env_name("cassandra", "tls_ca_pem"), ca.name, ca.key))
+    if (refs := _secret_refs_env(env)) is not None:
+        env.append(refs)
     env.extend(dict(e) for e in spec.env)
     return {"command": ["floe-job"], "args": [], "env": env}
 

@@ -6,6 +6,10 @@ the runtime's clients against listeners that do the same, with hostname verifica
 server certificate names localhost, 127.0.0.1 and the hosts the services advertise). Keys are
 PKCS#8, which both librdkafka and the Java clients read as PEM. Passwords of the stack's users
 are random per checkout and kept in a 0600 file, never in the env file.
+
+`client` and `expired_ca` make what users hand over in Secrets and the tests of bad input need:
+client certificates with RSA or EC keys in PKCS#8, PKCS#1 or SEC1 form, certificates whose
+notAfter has passed, and the stack's CA re-issued (same key and name) with dates in the past.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import secrets
 import socket
 import subprocess
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from floe_stack import component
 from floe_stack.layout import Layout
@@ -95,3 +101,75 @@ def passwords(layout: Layout) -> dict[str, str]:
     path.touch(mode=0o600)
     path.write_text(json.dumps(made, indent=2) + "\n")
     return made
+
+
+KeyForm = Literal["pkcs8", "pkcs1", "ec", "ec-sec1"]
+"""How a client key is written: RSA as PKCS#8 or PKCS#1 (`BEGIN RSA PRIVATE KEY`), EC P-256 as
+PKCS#8 or SEC1 (`BEGIN EC PRIVATE KEY`, with openssl's EC PARAMETERS block before it)."""
+
+
+def _key(path: Path, form: KeyForm) -> None:
+    if form in ("pkcs8", "pkcs1"):
+        _openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(path))
+        if form == "pkcs1":
+            _openssl("rsa", "-in", str(path), "-traditional", "-out", str(path))
+    elif form == "ec":
+        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(path))
+    else:
+        _openssl("ecparam", "-name", "prime256v1", "-genkey", "-out", str(path))
+    path.chmod(0o600)
+
+
+def _past() -> tuple[str, str]:
+    """A validity that ended yesterday (openssl ca's date format)."""
+    now = datetime.now(UTC)
+    start, end = now - timedelta(days=30), now - timedelta(days=1)
+    return start.strftime("%Y%m%d%H%M%SZ"), end.strftime("%Y%m%d%H%M%SZ")
+
+
+def _sign_in_the_past(ca: Path, out: Path, name: str, *, extensions: str, self_signed: bool) -> Path:
+    """Sign `out/<name>.csr` with dates in the past (`openssl ca`, which alone takes both dates)."""
+    (out / f"{name}.index").write_text("")
+    (out / f"{name}.ext").write_text(extensions)
+    conf = out / f"{name}.cnf"
+    conf.write_text(
+        "[ca]\ndefault_ca = floe\n[floe]\n"
+        f"database = {out / f'{name}.index'}\nnew_certs_dir = {out}\nserial = {out / f'{name}.serial'}\n"
+        "default_md = sha256\npolicy = any\nunique_subject = no\n[any]\ncommonName = supplied\n"
+    )
+    (out / f"{name}.serial").write_text(f"{secrets.randbits(64):016X}\n")
+    start, end = _past()
+    signer = ["-selfsign", "-keyfile", str(ca / "ca.key")] if self_signed else [
+        "-cert", str(ca / "ca.crt"), "-keyfile", str(ca / "ca.key")]
+    _openssl("ca", "-batch", "-notext", "-config", str(conf), *signer, "-in", str(out / f"{name}.csr"),
+             "-startdate", start, "-enddate", end, "-extfile", str(out / f"{name}.ext"),
+             "-out", str(out / f"{name}.crt"))
+    return out / f"{name}.crt"
+
+
+def client(ca: Path, out: Path, *, name: str = "client", form: KeyForm = "pkcs8", expired: bool = False,
+           subject: str = "/CN=floe") -> tuple[str, str]:
+    """(certificate PEM, key PEM) of a client certificate that the CA in directory `ca` signed,
+    made under `out`; `expired`: its notAfter was yesterday."""
+    out.mkdir(parents=True, exist_ok=True)
+    _key(out / f"{name}.key", form)
+    extensions = "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n"
+    _openssl("req", "-new", "-key", str(out / f"{name}.key"), "-subj", subject, "-out", str(out / f"{name}.csr"))
+    if expired:
+        cert = _sign_in_the_past(ca, out, name, extensions=extensions, self_signed=False)
+    else:
+        (out / f"{name}.ext").write_text(extensions)
+        _openssl("x509", "-req", "-in", str(out / f"{name}.csr"), "-CA", str(ca / "ca.crt"), "-CAkey",
+                 str(ca / "ca.key"), "-CAcreateserial", "-days", "30", "-sha256", "-extfile",
+                 str(out / f"{name}.ext"), "-out", str(out / f"{name}.crt"))
+        cert = out / f"{name}.crt"
+    return cert.read_text(), (out / f"{name}.key").read_text()
+
+
+def expired_ca(ca: Path, out: Path) -> str:
+    """The CA of directory `ca` issued again with the same key and name but a notAfter of
+    yesterday: what a CA Secret holds once its CA certificate has run out."""
+    out.mkdir(parents=True, exist_ok=True)
+    _openssl("req", "-new", "-key", str(ca / "ca.key"), "-subj", "/CN=floe-local-tls-ca", "-out", str(out / "ca.csr"))
+    extensions = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n"
+    return _sign_in_the_past(ca, out, "ca", extensions=extensions, self_signed=True).read_text()

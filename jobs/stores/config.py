@@ -230,6 +230,20 @@ def execution_profiles(config: CassandraConfig) -> dict[object, ExecutionProfile
     }
 
 
+def tls_failure(error: BaseException) -> bool:
+    """Whether a node's connect error is its TLS handshake failing (an unknown CA, an expired or
+    misnamed certificate): the driver reports a failed verification as an OSError carrying
+    ssl's text, not as an ssl.SSLError."""
+    return isinstance(error, ssl.SSLError) or (isinstance(error, OSError) and "[SSL" in str(error))
+
+
+def refused_by_every_node(exc: NoHostAvailable) -> bool:
+    """Whether every node answered and refused the credentials or the TLS handshake: settings to
+    change, not an outage to wait out."""
+    errors = list(exc.errors.values()) if isinstance(exc.errors, dict) else []
+    return bool(errors) and all(isinstance(e, AuthenticationFailed) or tls_failure(e) for e in errors)
+
+
 def _refused(config: CassandraConfig, exc: NoHostAvailable) -> str | None:
     """What to fix when every node refused the credentials or the TLS handshake (retrying will
     not help), naming the settings; None when some node was merely unreachable."""
@@ -250,7 +264,7 @@ def _refused(config: CassandraConfig, exc: NoHostAvailable) -> str | None:
             "cassandra.username and cassandra.password (FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD; the "
             "StreamingApp's spec.state.cassandra.credentialsSecretRef)"
         )
-    if all(isinstance(e, ssl.SSLError) for e in errors):
+    if all(tls_failure(e) for e in errors):
         return (
             f"{where}: TLS handshake failed ({errors[0]}); check cassandra.tls_ca_pem (FLOE_CASSANDRA_TLS_CA_PEM; "
             "spec.state.cassandra.tls.caSecretRef): the CA must have signed the nodes' certificates, which must name "

@@ -73,7 +73,9 @@ def test_missing_secret_then_key_then_recovery(kube: Kubectl, spec_args: dict[st
     )
     dep = wait_for(lambda: kube.get("deployment", "needs-secret", ns), what="the Deployment after the fix")
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["FLOE_CASSANDRA_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "cass-creds", "key": "password"}
+    assert env["FLOE_CASSANDRA_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
+        "name": "cass-creds", "key": "password", "optional": True
+    }
     cm = kube.get("configmap", "needs-secret-config", ns)
     assert cm is not None and "password" not in cm["data"]["floe.yaml"]
     obj = wait_for(

@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_jobs import config
+from floe_jobs import config, pem
 from floe_operator import model, render
 from pydantic import SecretStr
+
+from tests import material
 
 from .conftest import CASES, load_case
 
@@ -31,14 +33,20 @@ FROM_ENVIRONMENT_ONLY = set(config.SECRET_KEYS) | {("pod", "name"), ("pod", "nam
 
 
 def stand_in(name: str, ref: Mapping[str, Any]) -> str:
-    """What the kubelet would put in a variable: unique per reference, and PEM-shaped so that
-    every setting accepts it (a username may hold any text)."""
+    """What the kubelet would put in a variable: unique per reference, and a certificate or a key
+    where the setting reads one (a username may hold any text)."""
     if "secretKeyRef" in ref:
         key = ref["secretKeyRef"]
         body = f"secret {key['name']}/{key['key']} for {name}"
     else:
         body = f"field {ref['fieldRef']['fieldPath']} for {name}"
-    return f"-----BEGIN STAND-IN-----\n{body}\n-----END STAND-IN-----\n"
+    material_of = material.KEY if name.endswith("KEY_PEM") else material.CERT if name.endswith("_PEM") else ""
+    return material.tagged(material_of, body)
+
+
+def arrives_as(name: str, value: str) -> str:
+    """What a setting holds for a variable's value: a key rewrapped as PKCS#8, the rest as given."""
+    return pem.pkcs8(value) if name.endswith("KEY_PEM") else value
 
 
 def leaves(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -75,7 +83,8 @@ def violations(app: model.StreamingApp, tmp: Path, *, process: Render = render.p
         if "value" in item:
             env[name] = str(item["value"])
         else:
-            env[name] = expected[name] = stand_in(name, item["valueFrom"])
+            env[name] = stand_in(name, item["valueFrom"])
+            expected[name] = arrives_as(name, env[name])
     known = {env_name: path for path, (env_name, _) in config.ENV_KEYS.items()}
     for name in env:
         if name != config.CONFIG_ENV and name not in known:

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from floe_operator import cassandra, conditions, k8s, kafka, model, reconcile, render
 
+from tests import material
+
 from .conftest import load_case
 
 
@@ -74,14 +76,21 @@ class FakeKafka:
 
 
 class FakeProvisioner:
-    def __init__(self, error: Exception | None = None) -> None:
+    def __init__(self, error: Exception | None = None, *, check_error: Exception | None = None) -> None:
         self.calls = 0
+        self.checks = 0
         self.error = error
+        self.check_error = check_error
 
     async def provision(self, target: cassandra.Target, app: model.StreamingApp) -> None:
         self.calls += 1
         if self.error is not None:
             raise self.error
+
+    async def check(self, target: cassandra.Target) -> None:
+        self.checks += 1
+        if self.check_error is not None:
+            raise self.check_error
 
 
 def _deps(**kw: Any) -> reconcile.Deps:
@@ -207,8 +216,62 @@ def test_missing_secret_and_key() -> None:
     )
     cluster = FakeCluster({"rollup-kafka": {"username": "u"}})
     outcome = _run(body, _deps(cluster=cluster, kafka=FakeKafka({"metrics.raw": 3})), {})
-    assert outcome.fault is not None and outcome.fault.reason == conditions.SECRET_KEY_NOT_FOUND
-    assert "password" in outcome.fault.message
+    assert outcome.fault == conditions.Fault(
+        conditions.SECRET_KEY_NOT_FOUND,
+        "Secret rollup-kafka has no key password (read into FLOE_KAFKA_SASL_PASSWORD); add it or fix the key in "
+        "the spec reference",
+    )
+
+
+class RefusingKafka(FakeKafka):
+    def __init__(self, *, tls: bool) -> None:
+        super().__init__()
+        self.tls = tls
+
+    async def partitions(self, target: kafka.Target, topics: list[str]) -> dict[str, int | None]:
+        raise kafka.CredentialsRejected(
+            "Kafka at k:9093 refused the connection: ...; check kafka.sasl_password (FLOE_KAFKA_SASL_PASSWORD)",
+            tls=self.tls,
+        )
+
+
+@pytest.mark.parametrize(
+    ("deps_kw", "reason"),
+    [
+        ({"kafka": RefusingKafka(tls=False)}, conditions.KAFKA_CREDENTIALS_REJECTED),
+        ({"kafka": RefusingKafka(tls=True)}, conditions.KAFKA_TLS_FAILED),
+        (
+            {"provisioner": FakeProvisioner(cassandra.CredentialsRejected("refused (FLOE_KAFKA_SASL_PASSWORD)"))},
+            conditions.CASSANDRA_CREDENTIALS_REJECTED,
+        ),
+        (
+            {"provisioner": FakeProvisioner(cassandra.CredentialsRejected("handshake", tls=True))},
+            conditions.CASSANDRA_TLS_FAILED,
+        ),
+    ],
+)
+def test_a_refusal_names_the_secret_key_the_pods_read(deps_kw: dict[str, Any], reason: str) -> None:
+    cluster = FakeCluster({"rollup-kafka": {"username": "u", "password": "p"}})
+    kw = {"kafka": FakeKafka({"metrics.raw": 3}), **deps_kw}
+    outcome = _run(load_case("sasl-plaintext"), _deps(cluster=cluster, **kw), {})
+    assert outcome.fault is not None and outcome.fault.reason == reason
+    assert cluster.applied == []
+    if "FLOE_KAFKA_SASL_PASSWORD" in outcome.fault.message:
+        assert "(FLOE_KAFKA_SASL_PASSWORD from Secret rollup-kafka key password)" in outcome.fault.message
+
+
+def test_a_provisioned_app_whose_credentials_stop_working_is_degraded_but_not_for_an_outage() -> None:
+    body = load_case("minimal")
+    first = _run(body, _deps(), {})
+    body["status"] = first.status_patch
+    refused = FakeProvisioner(check_error=cassandra.CredentialsRejected("refused the credentials"))
+    outcome = _run(body, _deps(provisioner=refused), {})
+    assert refused.calls == 0 and refused.checks == 1
+    assert outcome.fault is not None and outcome.fault.reason == conditions.CASSANDRA_CREDENTIALS_REJECTED
+    # unreachable: the replicas wait it out; the app is not degraded for it
+    down = FakeProvisioner(check_error=cassandra.CassandraUnavailable("no host"))
+    outcome = _run(body, _deps(provisioner=down), {})
+    assert outcome.fault is None and down.checks == 1
 
 
 class RefusingCluster(FakeCluster):
@@ -431,3 +494,28 @@ def test_a_k8s_master_without_the_spark_rbac_names_the_missing_permission() -> N
     cluster.refused = {"Service"}
     outcome = _run(load_case("minimal"), _deps(cluster=cluster), {})
     assert outcome.fault is not None and outcome.fault.reason == conditions.APPLY_FAILED
+
+
+@pytest.mark.parametrize(
+    ("secret", "data", "named"),
+    [
+        (
+            "kafka-ca",
+            {"ca.crt": "hunter2, no certificate"},
+            "kafka.ssl_ca_pem (FLOE_KAFKA_SSL_CA_PEM from Secret kafka-ca key ca.crt): no BEGIN CERTIFICATE block",
+        ),
+        ("audit-client-cert", {"tls.crt": material.CERT, "tls.key": material.CERT},
+         "kafka.ssl_key_pem (FLOE_KAFKA_SSL_KEY_PEM from Secret audit-client-cert key tls.key): no private key in it"),
+    ],
+)
+def test_unusable_tls_material_degrades_the_app_before_any_client_reads_it(
+    secret: str, data: dict[str, str], named: str
+) -> None:
+    secrets = {"kafka-ca": {"ca.crt": material.CERT}, "audit-client-cert": {"tls.crt": material.CERT,
+                                                                             "tls.key": material.KEY}}
+    cluster = FakeCluster({**secrets, secret: data})
+    kafka_check = FakeKafka({"audit.events": 3})
+    outcome = _run(load_case("kafka-mtls"), _deps(cluster=cluster, kafka=kafka_check), {})
+    assert outcome.fault is not None and outcome.fault.reason == conditions.KAFKA_TLS_FAILED
+    assert outcome.fault.message.startswith(named)
+    assert "hunter2" not in outcome.fault.message and cluster.applied == []

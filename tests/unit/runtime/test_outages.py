@@ -4,9 +4,10 @@ towards giving up; the wait's backoff, log lines and readiness."""
 from __future__ import annotations
 
 import logging
+import ssl
 
 import pytest
-from cassandra import OperationTimedOut, Unavailable, WriteTimeout
+from cassandra import AuthenticationFailed, OperationTimedOut, Unavailable, WriteTimeout
 from cassandra.cluster import NoHostAvailable
 from confluent_kafka import KafkaError, KafkaException
 from floe_jobs import health, kafkaio, outages
@@ -73,10 +74,32 @@ def test_kafka_unreachable_is_waited_for(error: BaseException) -> None:
         kafkaio.ReadError("records of topic=t partition=0 in the planned range are gone"),
         Py4JJavaError("java.lang.ArithmeticException: / by zero"),
         _raised(ValueError, ZeroDivisionError()),
+        # a cluster that answers and refuses this replica's credentials or certificates
+        NoHostAvailable("Unable to connect", {"127.0.0.1:9142": AuthenticationFailed("Provided username and/or "
+                                                                                        "password are incorrect")}),
+        _raised(RuntimeError, NoHostAvailable("Unable to connect", {
+            "127.0.0.1:9142": ssl.SSLCertVerificationError(1, "certificate verify failed: certificate has expired"),
+            "127.0.0.2:9142": AuthenticationFailed("bad credentials"),
+        })),
+        # how the driver reports a CA that did not sign the node's certificate
+        NoHostAvailable("Unable to connect", {"127.0.0.1:9142": PermissionError(
+            1, "Tried connecting to [...]. Last error: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+        )}),
+        KafkaException(KafkaError(KafkaError.SASL_AUTHENTICATION_FAILED)),
+        KafkaException(KafkaError(KafkaError._SSL, "certificate verify failed")),
+        Py4JJavaError("org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed"),
     ],
 )
 def test_other_failures_are_counted(error: BaseException) -> None:
     assert outages.unavailable(error) is None
+
+
+def test_a_cluster_only_partly_refusing_is_still_waited_for() -> None:
+    # one node refused (a restarted node still loading its roles), another is down: wait
+    error = NoHostAvailable("Unable to connect", {
+        "127.0.0.1:9142": AuthenticationFailed("bad credentials"), "127.0.0.2:9142": ConnectionRefusedError(111),
+    })
+    assert outages.unavailable(error) == outages.CASSANDRA
 
 
 def test_context_counts_unless_suppressed() -> None:

@@ -9,8 +9,9 @@ import pytest
 from floe_jobs import config, kafkaio
 from floe_jobs.kafkasec import KafkaSecurity
 
-PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-KEY = "-----BEGIN PRIVATE KEY-----\nsecret-key-body\n-----END PRIVATE KEY-----\n"
+from tests.material import CERT as PEM
+from tests.material import KEY
+
 BASE = {
     "FLOE_APP_ID": "app",
     "FLOE_KAFKA_BOOTSTRAP_SERVERS": "b:9094",
