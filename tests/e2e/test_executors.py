@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import yaml
 from floe_jobs import localrun
+from floe_stack import demo
 
 from ..integration.waiting import wait_for
 from ..nodekit import kubectl
 from .test_pods import (  # noqa: F401  (node_env and namespaces are fixtures)
-    _app_body,
     _conditions,
     _describe,
     _metrics,
@@ -144,7 +144,7 @@ def test_word_count_with_executors_on_kubernetes(
     lines = localrun.word_lines(LINES, seed=23)
     localrun.produce(bootstrap, topic_in, lines)
 
-    body = _app_body(env, app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
+    body = demo.app_body(ROOT, env, namespace=app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
     name = body["metadata"]["name"]
     spec = body["spec"]
     spec["replicas"] = 1

@@ -70,6 +70,13 @@ def _metrics_url(pod_ip: str, port: int) -> str:
     return f"http://{pod_ip}:{port}/metrics"
 
 
+def _metrics(pod_ip: str, port: int) -> str:
+    """A pod's /metrics text (the host reaches pods on the node's bridge)."""
+    with urllib.request.urlopen(_metrics_url(pod_ip, port), timeout=5) as r:
+        text: str = r.read().decode()
+    return text
+
+
 @pytest.fixture(scope="module")
 def node_env(stack_env: dict[str, str]) -> dict[str, str]:
     return require_node(stack_env)
@@ -137,8 +144,7 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         assert sa == release, f"the operator runs as {sa}, not the chart's ServiceAccount"
         op_ip = op_pod["status"]["podIP"]
         assert op_ip.startswith(env["FLOE_POD_CIDR"].rsplit(".", 1)[0] + ".")
-        with urllib.request.urlopen(_metrics_url(op_ip, metrics_port), timeout=5) as r:
-            assert b"# HELP floe_" in r.read(), "the operator pod's /metrics has no Floe metric"
+        assert "# HELP floe_" in _metrics(op_ip, metrics_port), "the operator pod's /metrics has no Floe metric"
         print(f"operator: helm install → pod Ready in {op_ready_s:.1f} s ({op_pod['metadata']['name']}, {op_ip})")
 
         # 2. The word-count app in the restricted namespace.

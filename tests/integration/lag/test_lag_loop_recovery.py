@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import yaml
 from floe_operator import k8s, kafka, lag, lag_handlers, lag_metrics, model
-from floe_stack.demo import token_kubeconfig
 from prometheus_client import CollectorRegistry
 
 from .conftest import OffsetsRows, produce
@@ -26,6 +25,23 @@ pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 
 ROOT = Path(__file__).resolve().parents[3]
 ACCOUNT = "lag-reader"
+
+
+def token_kubeconfig(env: dict[str, str], kubectl: str, path: Path, *, namespace: str, account: str) -> Path:
+    """A kubeconfig that authenticates as ServiceAccount `namespace/account`, so the loop runs with
+    exactly the RBAC granted to it."""
+    token = subprocess.run([kubectl, f"--kubeconfig={env['KUBECONFIG']}", "-n", namespace, "create", "token", account,
+                            "--duration=1h"], capture_output=True, text=True, check=True).stdout.strip()
+    admin = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
+    cluster = admin["clusters"][0]
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": "floe", "context": {"cluster": cluster["name"], "user": account}}],
+        "current-context": "floe",
+    }))
+    path.chmod(0o600)
+    return path
 
 
 def kube(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
