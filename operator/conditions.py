@@ -87,6 +87,8 @@ class Observed:
     # Why the app's pods do not run (image, scheduling, crash loop): Degraded, but never a block
     # on applying the children, since the fix is a spec change that must be applied.
     pods_fault: Fault | None = None
+    # Container restarts of the app's pods (None: not known, the status keeps what it had).
+    restarts: int | None = None
     provisioned_keyspace: str | None = None
     provisioned_hash: str | None = None
     partitions: int | None = None
@@ -333,6 +335,10 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         "availableReplicas": rollout.available if rollout else 0,
         "labelSelector": render.label_selector(app),
     }
+    if observed.restarts is not None:
+        status["restarts"] = observed.restarts
+    elif "restarts" in app.status:
+        status["restarts"] = app.status["restarts"]
     if observed.partitions is not None:
         status["partitions"] = observed.partitions
     elif "partitions" in app.status:

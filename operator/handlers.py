@@ -335,7 +335,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             return
         await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), kwargs)
 
-    pod_marks: dict[tuple[str, str], tuple[Any, ...]] = {}
+    pod_marks: dict[tuple[str, str], podfaults.Mark] = {}
 
     @kopf.on.event("", "v1", "pods", labels=MANAGED, registry=registry, id="pod_changed")
     async def pod_changed(
@@ -347,8 +347,8 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         memo: kopf.Memo,
         **kwargs: Any,
     ) -> None:
-        """A pod started or stopped giving a reason not to run (image, scheduling, crash loop):
-        reconcile its app, so that Degraded says so within a watch event, not a resync."""
+        """A pod started or stopped giving a reason not to run (image, scheduling, crash loop), or
+        restarted: reconcile its app, so that its status says so within a watch event, not a resync."""
         app = labels.get(render.APP_LABEL)
         deps: reconcile.Deps | None = getattr(memo, "deps", None)
         if not app or not namespace or not name or deps is None:
@@ -358,8 +358,8 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         mark = None if type == "DELETED" else podfaults.mark(body)
         if mark is not None:
             pod_marks[key] = mark
-        # Nothing to report before or now (a new healthy pod, Kopf's initial listing): no reconcile.
-        if mark == before or not (podfaults.troubled(before) or podfaults.troubled(mark)):
+        # A new healthy pod, Kopf's initial listing, a phase change: nothing the status shows.
+        if not podfaults.changes_status(before, mark):
             return
         apps = kwargs.get("apps_idx")
         if apps is None or _indexed(apps, namespace, app) is None:

@@ -109,17 +109,36 @@ def rejected(deployment: Mapping[str, Any] | None) -> Fault | None:
     )
 
 
-def mark(pod: Mapping[str, Any]) -> tuple[bool, bool, bool, bool]:
-    """(deleting, unschedulable, an image failure, a crash loop): the parts of a pod that can
-    change `fault`; a change asks for a reconcile of its app."""
+Mark = tuple[bool, bool, bool, bool, int]
+
+
+def mark(pod: Mapping[str, Any]) -> Mark:
+    """(deleting, unschedulable, an image failure, a crash loop, restarts): the parts of a pod
+    that the app's status reads."""
     s = summary(pod)
     waiting = {c["waiting"] for c in s["containers"]}
-    return (s["deleting"], s["unschedulable"], bool(waiting & IMAGE_REASONS), "CrashLoopBackOff" in waiting)
+    return (s["deleting"], s["unschedulable"], bool(waiting & IMAGE_REASONS), "CrashLoopBackOff" in waiting,
+            sum(c["restarts"] for c in s["containers"]))
 
 
-def troubled(mark: tuple[bool, bool, bool, bool] | None) -> bool:
+def troubled(mark: Mark | None) -> bool:
     """Whether a pod with this mark gives its app a reason not to run."""
-    return mark is not None and not mark[0] and any(mark[1:])
+    return mark is not None and not mark[0] and any(mark[1:4])
+
+
+def changes_status(before: Mark | None, after: Mark | None) -> bool:
+    """Whether a pod going from `before` to `after` (None: not there) changes its app's status:
+    a fault starts or ends, or its restarts count changes. A new healthy pod does not."""
+    if before == after:
+        return False
+    if troubled(before) or troubled(after):
+        return True
+    return (before[4] if before else 0) != (after[4] if after else 0)
+
+
+def restarts(pods: Iterable[Mapping[str, Any]]) -> int:
+    """Container restarts of the app's pods together (pods being deleted left out)."""
+    return sum(c["restarts"] for p in pods if not p.get("deleting") for c in p["containers"])
 
 
 def _detail(message: str) -> str:

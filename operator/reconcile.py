@@ -421,6 +421,7 @@ async def _reconcile(
         deployment=deployment,
         fault=fault,
         pods_fault=podfaults.fault(children.get("Pod", ()), image=app.spec.image) or podfaults.rejected(deployment),
+        restarts=podfaults.restarts(children.get("Pod", ())) if "Pod" in children else None,
         provisioned_keyspace=app.spec.state.cassandra.keyspace if provisioned else None,
         provisioned_hash=provisioned,
         partitions=partitions,

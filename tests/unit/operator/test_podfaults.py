@@ -70,9 +70,9 @@ def test_pods_being_deleted_do_not_count() -> None:
     assert fault_of(pod(waiting="ErrImagePull", deleting=True)) is None
 
 
-def test_marks_change_only_with_what_fault_reads() -> None:
+def test_marks_change_only_with_what_the_status_reads() -> None:
     healthy = podfaults.mark(pod())
-    assert healthy == podfaults.mark(pod(restarts=1, last=(0, "Completed")))
+    assert healthy == podfaults.mark(pod(message="ignored"))
     assert not podfaults.troubled(healthy) and not podfaults.troubled(None)
     assert podfaults.troubled(podfaults.mark(pod(waiting="ErrImageNeverPull")))
     assert podfaults.troubled(podfaults.mark(pod(unschedulable="no")))
@@ -104,3 +104,16 @@ def test_a_pod_fault_makes_the_app_degraded_and_not_ready_but_not_blocked() -> N
     assert by_type["Degraded"]["status"] == "True" and by_type["Degraded"]["reason"] == podfaults.IMAGE_UNAVAILABLE
     assert by_type["Ready"]["status"] == "False" and by_type["Ready"]["reason"] == podfaults.IMAGE_UNAVAILABLE
     assert by_type["Progressing"]["reason"] == conditions.ROLLING_OUT
+
+
+def test_restarts_reach_the_status_and_only_status_changes_ask_for_a_reconcile() -> None:
+    pods = [podfaults.summary(pod("a", restarts=2, last=(137, "Error"))), podfaults.summary(pod("b", restarts=1)),
+            podfaults.summary(pod("c", restarts=5, deleting=True))]
+    assert podfaults.restarts(pods) == 3
+    new, restarted = podfaults.mark(pod()), podfaults.mark(pod(restarts=1, last=(137, "Error")))
+    assert not podfaults.changes_status(None, new)  # a new healthy pod
+    assert not podfaults.changes_status(new, new)
+    assert podfaults.changes_status(new, restarted)
+    assert podfaults.changes_status(restarted, None)  # its restarts leave the sum
+    assert not podfaults.changes_status(new, None)
+    assert podfaults.changes_status(None, podfaults.mark(pod(waiting="ErrImagePull")))

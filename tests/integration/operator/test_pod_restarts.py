@@ -1,0 +1,122 @@
+"""Crash restarts on the stack's node: the runtime process of a replica's pod is SIGKILLed (from the
+host, as the OOM killer or a node problem would: a container's own PID 1 ignores it from inside)
+several times while text is produced. The kubelet restarts the container each time, the pod is
+Ready again, the app's status counts the restarts, and the word counts stay exact in Cassandra
+and in the output topic."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from floe_jobs import localrun
+from floe_stack import demo
+
+from ...nodekit import require_node
+from ..waiting import wait_for
+from .kube import Kubectl
+
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[3]
+REPLICAS = 2
+KILLS = int(os.environ.get("FLOE_POD_KILLS", "3"))
+LINES_PER_WAVE = 1000
+
+
+def _pods(kube: Kubectl, ns: str, app: str) -> list[dict[str, Any]]:
+    return [p for p in kube.list("pod", ns, f"app.kubernetes.io/instance={app}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def _restarts(pod: dict[str, Any]) -> int:
+    return sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses") or [])
+
+
+def _main_pid(env: dict[str, str], pod: dict[str, Any]) -> int:
+    """The host pid of the pod's app container's first process, from containerd's task list."""
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "app")
+    container = status["containerID"].split("://", 1)[1]
+    out = subprocess.run(["ctr", "--address", env["FLOE_CONTAINERD_ADDRESS"], "-n", "k8s.io", "task", "ls"],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines()[1:]:
+        task, pid, state = line.split()[:3]
+        if task == container and state == "RUNNING":
+            return int(pid)
+    raise AssertionError(f"no running task {container} in containerd:\n{out}")
+
+
+def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str]
+) -> None:
+    env = require_node(stack_env)
+    run = uuid.uuid4().hex[:8]
+    topic_in, topic_out, keyspace = f"crash-in-{run}", f"crash-out-{run}", f"crash_{run}"
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
+    localrun.create_topic(bootstrap, topic_in, 6)
+    localrun.create_topic(bootstrap, topic_out, 6)
+    body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
+                         replicas=REPLICAS)
+    body["metadata"]["name"] = app = f"crash-{run}"
+    body["spec"]["resources"] = {"requests": {"cpu": "300m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    kube.apply(body)
+
+    def ready() -> list[dict[str, Any]] | None:
+        pods = _pods(kube, namespace, app)
+        return pods if len(pods) == REPLICAS and all(demo.is_ready(p) for p in pods) else None
+
+    wait_for(ready, timeout=480, what=f"{REPLICAS} Ready pods", every=2)
+
+    rng = random.Random(run)
+    lines: list[str] = []
+    for wave in range(KILLS):
+        batch = localrun.word_lines(LINES_PER_WAVE, seed=wave + 1)
+        lines += batch
+        localrun.produce(bootstrap, topic_in, batch)
+        time.sleep(rng.uniform(0.5, 4.0))  # somewhere inside the batches of this wave
+        victim = rng.choice(_pods(kube, namespace, app))
+        before = _restarts(victim)
+        os.kill(_main_pid(env, victim), signal.SIGKILL)
+        name = victim["metadata"]["name"]
+
+        def back(name: str = name, before: int = before) -> bool:
+            pod = kube.get("pod", name, namespace)
+            return pod is not None and _restarts(pod) > before and demo.is_ready(pod)
+
+        wait_for(back, timeout=300, what=f"{name} restarted by the kubelet and Ready again (kill {wave + 1})", every=2)
+
+    truth = dict(localrun.word_truth(lines))
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    try:
+        session = cluster.connect()
+
+        def counted() -> dict[Any, Any] | None:
+            try:
+                got = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
+            except Exception:  # the table is not there yet
+                return None
+            return got if got == truth else None
+
+        wait_for(counted, timeout=300, what="exact counts in Cassandra after the kills", every=2)
+    finally:
+        cluster.shutdown()
+
+    def topic_exact() -> bool:
+        emitted = localrun.last_values(localrun.read_topic(bootstrap, topic_out, timeout=10))
+        return localrun.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
+
+    wait_for(topic_exact, timeout=120, what="every final count in the output topic", every=2)
+    status = wait_for(lambda: (o := kube.get("streamingapp", app, namespace)) and
+                      (o.get("status") or {}).get("restarts", 0) >= KILLS and o["status"],
+                      timeout=60, what=f"status.restarts >= {KILLS}")
+    print(f"{KILLS} SIGKILLs of {REPLICAS} pods: counts exact, status.restarts {status['restarts']}")
+    kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
