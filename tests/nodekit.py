@@ -4,6 +4,8 @@ stack's admin, and the node's settings from the stack's env file."""
 from __future__ import annotations
 
 import subprocess
+import time
+from collections.abc import Callable
 
 
 def kubectl(env: dict[str, str], *args: str, input: str | None = None, timeout: float = 120) -> str:
@@ -20,3 +22,40 @@ def require_node(env: dict[str, str]) -> dict[str, str]:
         raise AssertionError("the stack has no node (it was started with NODE=0): run `make down && make up`, "
                              "or deselect these tests with `make test NODE=0`")
     return env
+
+
+def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, truth: dict[str, int],
+                      timeout: float = 420, explain: Callable[[], str] = str) -> float:
+    """Wait until the word-count store in Cassandra, then the output topic's latest values, equal
+    `truth`; seconds until Cassandra matched. `explain` adds what the pods did to a failure."""
+    from cassandra.cluster import Cluster
+    from floe_jobs import localrun
+
+    from .integration.waiting import wait_for
+
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    try:
+        session = cluster.connect()
+
+        def counted() -> bool:
+            try:
+                got = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
+            except Exception:  # the table is not there yet
+                return False
+            return got == truth
+
+        start = time.monotonic()
+        try:
+            wait_for(counted, timeout=timeout, what="the counts in Cassandra to match the text", every=2)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{explain()}") from None
+        took = time.monotonic() - start
+    finally:
+        cluster.shutdown()
+
+    def topic_exact() -> bool:
+        emitted = localrun.last_values(localrun.read_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, timeout=10))
+        return localrun.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
+
+    wait_for(topic_exact, timeout=120, what="the output topic to carry every final count", every=2)
+    return took

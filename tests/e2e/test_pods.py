@@ -25,7 +25,7 @@ from floe_jobs import localrun
 from floe_stack import demo
 
 from ..integration.waiting import wait_for
-from ..nodekit import kubectl, require_node
+from ..nodekit import kubectl, require_node, wait_exact_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 LINES = 3000
@@ -172,35 +172,8 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         truth = dict(localrun.word_truth(lines))
         localrun.produce(bootstrap, topic_in, lines)
 
-        from cassandra.cluster import Cluster
-
-        cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
-        session = cluster.connect()
-        try:
-            def counted() -> dict[Any, Any] | None:
-                try:
-                    got = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
-                except Exception:  # the table is not there yet
-                    return None
-                return got if got == truth else None
-
-            t2 = time.monotonic()
-            try:
-                wait_for(counted, timeout=420, what="the counts in Cassandra to match the text", every=2)
-            except AssertionError as exc:
-                raise AssertionError(f"{exc}\n{_describe(env, app_ns)}") from None
-            count_s = time.monotonic() - t2
-            diff = localrun.counters_equal(
-                localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long"), truth)
-            assert diff is None, diff
-        finally:
-            cluster.shutdown()
-
-        def topic_exact() -> bool:
-            emitted = localrun.last_values(localrun.read_topic(bootstrap, topic_out, timeout=10))
-            return localrun.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
-
-        wait_for(topic_exact, timeout=120, what="the output topic to carry every final count", every=2)
+        count_s = wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=truth,
+                                    explain=lambda: _describe(env, app_ns))
         print(f"counts: {len(truth)} words, {sum(truth.values())} occurrences exact in Cassandra and "
               f"{topic_out} ({count_s:.1f} s after producing)")
 

@@ -19,7 +19,7 @@ import pytest
 from floe_jobs import localrun
 from floe_stack import demo
 
-from ...nodekit import require_node
+from ...nodekit import require_node, wait_exact_counts
 from ..waiting import wait_for
 from .kube import Kubectl
 
@@ -93,28 +93,7 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
         wait_for(back, timeout=300, what=f"{name} restarted by the kubelet and Ready again (kill {wave + 1})", every=2)
 
     truth = dict(localrun.word_truth(lines))
-    from cassandra.cluster import Cluster
-
-    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
-    try:
-        session = cluster.connect()
-
-        def counted() -> dict[Any, Any] | None:
-            try:
-                got = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
-            except Exception:  # the table is not there yet
-                return None
-            return got if got == truth else None
-
-        wait_for(counted, timeout=300, what="exact counts in Cassandra after the kills", every=2)
-    finally:
-        cluster.shutdown()
-
-    def topic_exact() -> bool:
-        emitted = localrun.last_values(localrun.read_topic(bootstrap, topic_out, timeout=10))
-        return localrun.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
-
-    wait_for(topic_exact, timeout=120, what="every final count in the output topic", every=2)
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=truth, timeout=300)
     status = wait_for(lambda: (o := kube.get("streamingapp", app, namespace)) and
                       (o.get("status") or {}).get("restarts", 0) >= KILLS and o["status"],
                       timeout=60, what=f"status.restarts >= {KILLS}")
