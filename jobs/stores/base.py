@@ -184,8 +184,10 @@ class BaseStore(Generic[K, V]):
                 attempt += 1
 
     # -- serdes ---------------------------------------------------------------------------
+    # Every store type and the views encode and decode through these, so a serde failure is
+    # counted and raised as a typed error naming the store, operation, partition and key.
 
-    def _encode_key(self, key: K, op: str, partition: int | None = None) -> bytes:
+    def encode_key(self, key: K, op: str, partition: int | None = None) -> bytes:
         try:
             return self.key_serde.encode(key)
         except SerdeError as exc:
@@ -195,7 +197,7 @@ class BaseStore(Generic[K, V]):
                 store=self.name, operation=op, partition=partition, key=key,
             ) from exc
 
-    def _encode_value(self, value: V, op: str, partition: int | None, key: K) -> bytes:
+    def encode_value(self, value: V, op: str, partition: int | None, key: K) -> bytes:
         try:
             return self.value_serde.encode(value)
         except SerdeError as exc:
@@ -205,7 +207,7 @@ class BaseStore(Generic[K, V]):
                 store=self.name, operation=op, partition=partition, key=key,
             ) from exc
 
-    def _decode_key(self, data: bytes, op: str, partition: int | None) -> K:
+    def decode_key(self, data: bytes, op: str, partition: int | None) -> K:
         try:
             return self.key_serde.decode(data)
         except SerdeError as exc:
@@ -216,7 +218,7 @@ class BaseStore(Generic[K, V]):
             self.metrics.error(self.name, op, err)
             raise err from exc
 
-    def _decode_value(self, data: bytes, op: str, partition: int | None, key: Any) -> V:
+    def decode_value(self, data: bytes, op: str, partition: int | None, key: Any) -> V:
         try:
             return self.value_serde.decode(data)
         except SerdeError as exc:

@@ -91,14 +91,14 @@ class _KeyValueStore(BaseStore[K, V]):
     # -- reads ----------------------------------------------------------------------------
 
     def _get(self, partition: int | None, key: K) -> V | None:
-        kb = self._encode_key(key, "get", partition)
+        kb = self.encode_key(key, "get", partition)
         cache = self.cache
         if cache is not None:
             # The cache counts its own hits and misses (exported at scrape time); the operation
             # and latency metrics describe the reads that reach Cassandra.
             cached = cache.get((partition, kb) if self._partitioned else kb)
             if cached is not MISS:
-                return None if cached is ABSENT else self._decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
+                return None if cached is ABSENT else self.decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
         started = time.perf_counter()
         m = self._op("get")
         stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
@@ -107,7 +107,7 @@ class _KeyValueStore(BaseStore[K, V]):
         if cache is not None:
             cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
         self._done(m, started)
-        return None if vb is None else self._decode_value(vb, "get", partition, key)
+        return None if vb is None else self.decode_value(vb, "get", partition, key)
 
     def _fetch_many(self, partition: int | None, encoded: dict[bytes, K], op: str,
                     concurrency: int | None, *, fenced: bool = False,
@@ -152,7 +152,7 @@ class _KeyValueStore(BaseStore[K, V]):
     def _get_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> dict[K, V]:
         started = time.perf_counter()
         m = self._op("get_many")
-        encoded = {self._encode_key(k, "get_many", partition): k for k in keys}
+        encoded = {self.encode_key(k, "get_many", partition): k for k in keys}
         out: dict[K, V] = {}
         cache = self.cache
         todo = encoded
@@ -163,14 +163,14 @@ class _KeyValueStore(BaseStore[K, V]):
                 if cached is MISS:
                     todo[kb] = key
                 elif cached is not ABSENT:
-                    out[key] = self._decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
+                    out[key] = self.decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
         found = self._fetch_many(partition, todo, "get_many", concurrency)
         for kb, key in todo.items():
             vb = found.get(kb, (None, None))[0]
             if cache is not None:
                 cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
             if vb is not None:
-                out[key] = self._decode_value(vb, "get_many", partition, key)
+                out[key] = self.decode_value(vb, "get_many", partition, key)
         self._done(m, started, len(encoded))
         return out
 
@@ -182,8 +182,8 @@ class _KeyValueStore(BaseStore[K, V]):
                 continue  # a fenced delete
             if upper is not None and kb >= upper:
                 continue
-            key = self._decode_key(kb, op, partition)
-            yield key, self._decode_value(vb, op, partition, key)
+            key = self.decode_key(kb, op, partition)
+            yield key, self.decode_value(vb, op, partition, key)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -194,8 +194,8 @@ class _KeyValueStore(BaseStore[K, V]):
         started = time.perf_counter()
         m = self._op("put")
         self._check_ttl(ttl, "put")
-        kb = self._encode_key(key, "put", partition)
-        vb = self._encode_value(value, "put", partition, key)
+        kb = self.encode_key(key, "put", partition)
+        vb = self.encode_value(value, "put", partition, key)
         self._write_through(
             "put", partition, key, kb, vb,
             lambda: self.executor.execute(
@@ -221,7 +221,7 @@ class _KeyValueStore(BaseStore[K, V]):
     def _delete(self, partition: int | None, key: K) -> None:
         started = time.perf_counter()
         m = self._op("delete")
-        kb = self._encode_key(key, "delete", partition)
+        kb = self.encode_key(key, "delete", partition)
         stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
         self._write_through(
             "delete", partition, key, kb, None,
@@ -234,7 +234,7 @@ class _KeyValueStore(BaseStore[K, V]):
     def _delete_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> None:
         started = time.perf_counter()
         m = self._op("delete_many")
-        encoded = [(self._encode_key(k, "delete_many", partition), k) for k in keys]
+        encoded = [(self.encode_key(k, "delete_many", partition), k) for k in keys]
         stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
         calls: list[Call] = [(stmt, (*self._pk(partition), kb)) for kb, _ in encoded]
         self._run_writes("delete_many", partition, calls, [k for _, k in encoded],
@@ -266,8 +266,8 @@ class _KeyValueStore(BaseStore[K, V]):
         # The last write of a key in `items` wins, as it would applying them one by one.
         latest: dict[bytes, tuple[K, bytes | None]] = {}
         for key, value in items:
-            kb = self._encode_key(key, op, partition)
-            latest[kb] = (key, None if value is None else self._encode_value(value, op, partition, key))
+            kb = self.encode_key(key, op, partition)
+            latest[kb] = (key, None if value is None else self.encode_value(value, op, partition, key))
         pk = self._pk(partition)
         stmts: list[tuple[Any, tuple[Any, ...], Any, int]] = []  # statement, params, key, bytes
         if fence is None:
@@ -334,8 +334,8 @@ class _KeyValueStore(BaseStore[K, V]):
         started = time.perf_counter()
         m = self._op("put_if_absent")
         self._check_ttl(ttl, "put_if_absent")
-        kb = self._encode_key(key, "put_if_absent", partition)
-        vb = self._encode_value(value, "put_if_absent", partition, key)
+        kb = self.encode_key(key, "put_if_absent", partition)
+        vb = self.encode_value(value, "put_if_absent", partition, key)
         if not self.options.lwt_put_if_absent:
             # Read then write, like the Java library: not atomic against concurrent writers.
             stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
@@ -343,7 +343,7 @@ class _KeyValueStore(BaseStore[K, V]):
                                          partition=partition, key=key)
             if rows and rows[0][0] is not None:
                 self._done(m, started)
-                return self._decode_value(rows[0][0], "put_if_absent", partition, key)
+                return self.decode_value(rows[0][0], "put_if_absent", partition, key)
             self._write_through(
                 "put_if_absent", partition, key, kb, vb,
                 lambda: self.executor.execute("put_if_absent", self._insert(ttl),
@@ -356,7 +356,7 @@ class _KeyValueStore(BaseStore[K, V]):
         if self.cache is not None:
             self.cache.set(self._cache_key(partition, kb), vb if existing is None else existing)
         self._done(m, started)
-        return None if existing is None else self._decode_value(existing, "put_if_absent", partition, key)
+        return None if existing is None else self.decode_value(existing, "put_if_absent", partition, key)
 
     def _lwt_insert(self, partition: int | None, key: K, kb: bytes, vb: bytes, ttl: int | None) -> bytes | None:
         """INSERT IF NOT EXISTS; a fenced-delete row (value null) counts as absent. Returns the
@@ -463,12 +463,12 @@ class PartitionedStore(_KeyValueStore[K, V]):
         """
         started = time.perf_counter()
         m = self._op("get_many_fenced")
-        encoded = {self._encode_key(k, "get_many_fenced", partition): k for k in keys}
+        encoded = {self.encode_key(k, "get_many_fenced", partition): k for k in keys}
         found = self._fetch_many(partition, encoded, "get_many_fenced", concurrency, fenced=True)
         out: dict[K, tuple[V | None, int | None]] = {}
         for kb, key in encoded.items():
             vb, fence = found.get(kb, (None, None))
-            value = None if vb is None else self._decode_value(vb, "get_many_fenced", partition, key)
+            value = None if vb is None else self.decode_value(vb, "get_many_fenced", partition, key)
             out[key] = (value, fence)
         self._done(m, started, len(encoded))
         return out
@@ -518,8 +518,8 @@ class PartitionedStore(_KeyValueStore[K, V]):
 
     def _range(self, op: str, partition: int, from_key: K | None, to_key: K | None,
                *, reverse: bool) -> Iterator[tuple[K, V]]:
-        lower = None if from_key is None else self._encode_key(from_key, op, partition)
-        upper = None if to_key is None else self._encode_key(to_key, op, partition)
+        lower = None if from_key is None else self.encode_key(from_key, op, partition)
+        upper = None if to_key is None else self.encode_key(to_key, op, partition)
         return self._range_bytes(op, partition, lower, upper, upper_inclusive=True, reverse=reverse)
 
     def _range_bytes(self, op: str, partition: int, lower: bytes | None, upper: bytes | None,

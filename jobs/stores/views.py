@@ -70,7 +70,7 @@ class PartitionedView(Generic[K, V]):
     def locate(self, key: K) -> tuple[int, V] | None:
         """(partition, value) of `key`, asking every partition at once."""
         store = self.store
-        kb = store._encode_key(key, "view_get")
+        kb = store.encode_key(key, "view_get")
         stmt = store._statement(
             "get:False", f"SELECT value FROM {store.qualified_table} WHERE partition = ? AND key = ?"
         )
@@ -81,7 +81,7 @@ class PartitionedView(Generic[K, V]):
         )
         for partition, rows in zip(parts, results, strict=True):
             if rows and rows[0][0] is not None:
-                return partition, store._decode_value(rows[0][0], "view_get", partition, key)
+                return partition, store.decode_value(rows[0][0], "view_get", partition, key)
         return None
 
     def _merge(self, streams: list[Iterator[tuple[K, V]]], partitions: list[int], reverse: bool,
