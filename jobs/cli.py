@@ -22,10 +22,9 @@ from floe_jobs import config as config_mod
 from floe_jobs.exitcodes import EXIT_CONFIG, EXIT_OK, EXIT_UNREACHABLE
 
 # Python's cycle collector runs a young collection every 700 net allocations by default; a batch
-# allocates a few objects per record (messages, tuples, encoded keys), so batches of 50,000
-# records ran it thousands of times each. Word count over 100,000 lines with 479,077 distinct
-# words took 35.1-35.7 s at (10,000, 10, 10) and (50,000, 20, 100) against 44.6 s at the
-# default, one replica on 2 cores. Garbage without cycles is freed at once either way.
+# allocates a few objects per record (messages, tuples, encoded keys), so a large batch would run
+# it thousands of times. Garbage without cycles is freed at once either way, so collecting cycles
+# less often costs little memory. Figures: docs/runtime.md, "What a batch costs".
 GC_THRESHOLDS = (50_000, 20, 100)
 
 

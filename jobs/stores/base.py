@@ -58,11 +58,10 @@ class StoreOptions:
     in_chunk_size: int = 100
     """Keys per `IN` query of a partitioned get_many (1: one statement per key). ScyllaDB refuses
     more than `max_clustering_key_restrictions_per_query` (100 by default) keys in one query;
-    on Cassandra, larger chunks save requests (fenced reads and writes of 200,000 keys took
-    5.1-7.0 s at 500 keys per query against 6.9-7.3 s at 100, one node on 2 shared cores)."""
+    on Cassandra, larger chunks save requests (docs/stores.md, "Figures")."""
     batch_max_rows: int = 1000
-    """Rows per single-partition batch of put_all (1: no batches), within `batch_max_bytes`:
-    the same 200,000 keys took 8.4-10.4 s at 200 rows per batch."""
+    """Rows per single-partition batch of put_all (1: no batches), within `batch_max_bytes`;
+    fewer rows per batch mean more requests for the same keys."""
     batch_max_bytes: int = 256 * 1024
     """Payload bytes per single-partition batch of put_all."""
     lwt_put_if_absent: bool = False
