@@ -257,8 +257,8 @@ class KafkaSink:
 
     Small outputs are collected and produced from the driver (no Kafka client per Spark task).
     Large ones go through Spark's Kafka sink when its connector is on `spark.jars`: collecting
-    rows into Python costs tens of microseconds each (130,000 re-keyed rows with headers: 45 s
-    against about 5 s for the sink). Both partition keyed records with murmur2."""
+    rows into Python costs tens of microseconds each, where Spark's sink keeps them in the JVM
+    (docs/runtime.md, "What a batch costs"). Both partition keyed records with murmur2."""
 
     def __init__(self, cfg: FloeConfig, *, client_id: str, timeout: float = 120.0) -> None:
         self.timeout = timeout
