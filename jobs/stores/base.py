@@ -148,7 +148,7 @@ class BaseStore(Generic[K, V]):
 
     # -- statements -----------------------------------------------------------------------
 
-    def _statement(self, name: str, cql: str) -> PreparedStatement:
+    def statement(self, name: str, cql: str) -> PreparedStatement:
         """The prepared statement `name`, preparing `cql` on first use."""
         prepared = self._prepared.get(name)
         if prepared is not None:
@@ -241,7 +241,7 @@ class BaseStore(Generic[K, V]):
         if keys:
             m.keys.inc(keys)
 
-    def _unsupported(self, op: str) -> UnsupportedOperationError:
+    def unsupported_error(self, op: str) -> UnsupportedOperationError:
         return UnsupportedOperationError(
             f"{op} is not supported by {self.store_type} stores: their primary key is the record "
             "key alone, so Cassandra cannot order or range over it; use a partitioned store",

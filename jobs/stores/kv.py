@@ -73,8 +73,8 @@ class _KeyValueStore(BaseStore[K, V]):
 
     def _insert(self, ttl: int | None) -> Any:
         if ttl is None:
-            return self._statement("insert", self._insert_cql(ttl=False))
-        return self._statement("insert_ttl", self._insert_cql(ttl=True))
+            return self.statement("insert", self._insert_cql(ttl=False))
+        return self.statement("insert_ttl", self._insert_cql(ttl=True))
 
     def _insert_params(self, partition: int | None, kb: bytes, vb: bytes | None, ttl: int | None) -> tuple[Any, ...]:
         params = (*self._pk(partition), kb, vb)
@@ -101,7 +101,7 @@ class _KeyValueStore(BaseStore[K, V]):
                 return None if cached is ABSENT else self.decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
         started = time.perf_counter()
         m = self._op("get")
-        stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+        stmt = self.statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
         rows = self.executor.execute("get", stmt, (*self._pk(partition), kb), partition=partition, key=key)
         vb = rows[0][0] if rows else None
         if cache is not None:
@@ -121,7 +121,7 @@ class _KeyValueStore(BaseStore[K, V]):
         columns = f"value, {FENCE_COLUMN}" if fenced else "value"
         results: list[list[Row]]
         if self._partitioned and self.options.in_chunk_size > 1:
-            stmt = self._statement(
+            stmt = self.statement(
                 f"get_in:{fenced}",
                 f"SELECT key, {columns} FROM {self.qualified_table} WHERE partition = ? AND key IN ?",
             )
@@ -136,7 +136,7 @@ class _KeyValueStore(BaseStore[K, V]):
                     found[row[0]] = (row[1], row[2] if fenced else None)
             return found
         # One statement per key: the same statement as a single get.
-        stmt = self._statement(
+        stmt = self.statement(
             f"get:{fenced}", f"SELECT {columns} FROM {self.qualified_table} WHERE {self._where()}"
         )
         pk = self._pk(partition)
@@ -222,7 +222,7 @@ class _KeyValueStore(BaseStore[K, V]):
         started = time.perf_counter()
         m = self._op("delete")
         kb = self.encode_key(key, "delete", partition)
-        stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
+        stmt = self.statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
         self._write_through(
             "delete", partition, key, kb, None,
             lambda: self.executor.execute(
@@ -235,7 +235,7 @@ class _KeyValueStore(BaseStore[K, V]):
         started = time.perf_counter()
         m = self._op("delete_many")
         encoded = [(self.encode_key(k, "delete_many", partition), k) for k in keys]
-        stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
+        stmt = self.statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
         calls: list[Call] = [(stmt, (*self._pk(partition), kb)) for kb, _ in encoded]
         self._run_writes("delete_many", partition, calls, [k for _, k in encoded],
                          [(kb, None) for kb, _ in encoded], concurrency)
@@ -278,14 +278,14 @@ class _KeyValueStore(BaseStore[K, V]):
                 if vb is not None:
                     stmts.append((insert, (*pk, kb, vb, *tail), k, len(kb) + len(vb)))
                 else:
-                    delete = delete or self._statement(
+                    delete = delete or self.statement(
                         "delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}"
                     )
                     stmts.append((delete, (*pk, kb), k, len(kb)))
         else:
             stamped = stamp is not None
             at: tuple[Any, ...] = (stamp,) if stamped else ()
-            fenced = self._statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
+            fenced = self.statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
                                                                                  stamped=stamped))
             fenced_ttl = None
             for kb, (k, vb) in latest.items():
@@ -293,7 +293,7 @@ class _KeyValueStore(BaseStore[K, V]):
                 if row_ttl is None:
                     stmts.append((fenced, (partition, kb, vb, fence, *at), k, len(kb) + len(vb or b"")))
                 else:
-                    fenced_ttl = fenced_ttl or self._statement(
+                    fenced_ttl = fenced_ttl or self.statement(
                         f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
                     )
                     stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *at), k,
@@ -338,7 +338,7 @@ class _KeyValueStore(BaseStore[K, V]):
         vb = self.encode_value(value, "put_if_absent", partition, key)
         if not self.options.lwt_put_if_absent:
             # Read then write, like the Java library: not atomic against concurrent writers.
-            stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+            stmt = self.statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
             rows = self.executor.execute("put_if_absent", stmt, (*self._pk(partition), kb),
                                          partition=partition, key=key)
             if rows and rows[0][0] is not None:
@@ -361,7 +361,7 @@ class _KeyValueStore(BaseStore[K, V]):
     def _lwt_insert(self, partition: int | None, key: K, kb: bytes, vb: bytes, ttl: int | None) -> bytes | None:
         """INSERT IF NOT EXISTS; a fenced-delete row (value null) counts as absent. Returns the
         value found when nothing was written."""
-        insert = self._statement(
+        insert = self.statement(
             "insert_lwt_ttl" if ttl is not None else "insert_lwt",
             self._insert_cql(ttl=ttl is not None, lwt=True),
         )
@@ -369,7 +369,7 @@ class _KeyValueStore(BaseStore[K, V]):
         if ttl is not None:
             update_cql += " USING TTL ?"
         update_cql += f" SET value = ?, time = {_NOW} WHERE {self._where()} IF value = null"
-        update = self._statement("update_lwt_ttl" if ttl is not None else "update_lwt", update_cql)
+        update = self.statement("update_lwt_ttl" if ttl is not None else "update_lwt", update_cql)
         for _ in range(3):
             rs = self.executor.execute_result(
                 "put_if_absent", insert, self._insert_params(partition, kb, vb, ttl), partition=partition, key=key
@@ -402,10 +402,10 @@ class _KeyValueStore(BaseStore[K, V]):
         m = self._op("approximate_num_entries")
         # COUNT(value) skips fenced-delete rows, whose value is null.
         if partition is None:
-            stmt = self._statement("count_all", f"SELECT COUNT(value) FROM {self.qualified_table}")
+            stmt = self.statement("count_all", f"SELECT COUNT(value) FROM {self.qualified_table}")
             rows = self.executor.execute("approximate_num_entries", stmt, ())
         else:
-            stmt = self._statement(
+            stmt = self.statement(
                 "count", f"SELECT COUNT(value) FROM {self.qualified_table} WHERE partition = ?"
             )
             rows = self.executor.execute("approximate_num_entries", stmt, (partition,), partition=partition)
@@ -541,7 +541,7 @@ class PartitionedStore(_KeyValueStore[K, V]):
             params.append(upper)
         order = " ORDER BY key DESC" if reverse else ""
         name = f"range:{lower is not None}:{upper is not None}:{upper_inclusive}:{reverse}"
-        stmt = self._statement(
+        stmt = self.statement(
             name, f"SELECT key, value FROM {self.qualified_table} WHERE {' AND '.join(conditions)}{order}"
         )
         return self._iterate(op, partition, stmt, params)
@@ -567,14 +567,14 @@ class PartitionedStore(_KeyValueStore[K, V]):
         """Whether `partition` holds any row, fenced deletes included (one row read at most)."""
         started = time.perf_counter()
         m = self._op("has_rows")
-        stmt = self._statement("has_rows", f"SELECT key FROM {self.qualified_table} WHERE partition = ? LIMIT 1")
+        stmt = self.statement("has_rows", f"SELECT key FROM {self.qualified_table} WHERE partition = ? LIMIT 1")
         rows = self.executor.execute("has_rows", stmt, (partition,), partition=partition)
         self._done(m, started, 0)
         return bool(rows)
 
     def partitions(self) -> list[int]:
         """The input partitions that have rows (SELECT DISTINCT partition: a scan of partition keys)."""
-        stmt = self._statement("partitions", f"SELECT DISTINCT partition FROM {self.qualified_table}")
+        stmt = self.statement("partitions", f"SELECT DISTINCT partition FROM {self.qualified_table}")
         return sorted(int(r[0]) for r in self.executor.pages("partitions", stmt, [], page_size=1000))
 
 
@@ -615,7 +615,7 @@ class GlobalStore(_KeyValueStore[K, V]):
 
     def all(self) -> Iterator[tuple[K, V]]:
         """Every entry, paged, in Cassandra's token order (not key order)."""
-        stmt = self._statement("all", f"SELECT key, value FROM {self.qualified_table}")
+        stmt = self.statement("all", f"SELECT key, value FROM {self.qualified_table}")
         started = time.perf_counter()
         m = self._op("all")
         count = 0
@@ -631,16 +631,16 @@ class GlobalStore(_KeyValueStore[K, V]):
         return self._count(None)
 
     def range(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("range")
+        raise self.unsupported_error("range")
 
     def reverse_range(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("reverse_range")
+        raise self.unsupported_error("reverse_range")
 
     def reverse_all(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("reverse_all")
+        raise self.unsupported_error("reverse_all")
 
     def prefix_scan(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("prefix_scan")
+        raise self.unsupported_error("prefix_scan")
 
 
 def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int) -> None:

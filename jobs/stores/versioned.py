@@ -77,14 +77,14 @@ class _VersionedStore(BaseStore[K, V]):
                 f"FROM {self.qualified_table} WHERE {self._where()}")
 
     def _latest_row(self, op: str, partition: int | None, key: K, kb: bytes) -> _Row | None:
-        stmt = self._statement("latest", self._select() + " AND validTo = ?")
+        stmt = self.statement("latest", self._select() + " AND validTo = ?")
         rows = self.executor.execute(op, stmt, (*self._pk(partition, kb), VALID_TO_UNDEFINED),
                                      partition=partition, key=key)
         return _Row(rows[0][0], int(rows[0][1]), int(rows[0][2])) if rows else None
 
     def _row_after(self, op: str, partition: int | None, key: K, kb: bytes, ts: int) -> _Row | None:
         """The history version with the smallest validTo > ts (the one valid at ts, or the next)."""
-        stmt = self._statement("after", self._select() + " AND validTo > ? LIMIT 1")
+        stmt = self.statement("after", self._select() + " AND validTo > ? LIMIT 1")
         rows = self.executor.execute(op, stmt, (*self._pk(partition, kb), ts), partition=partition, key=key)
         return _Row(rows[0][0], int(rows[0][1]), int(rows[0][2])) if rows else None
 
@@ -129,7 +129,7 @@ class _VersionedStore(BaseStore[K, V]):
         started = time.perf_counter()
         m = self._op("get_many")
         encoded = [(self.encode_key(k, "get_many", partition), k) for k in keys]
-        stmt = self._statement("latest", self._select() + " AND validTo = ?")
+        stmt = self.statement("latest", self._select() + " AND validTo = ?")
         calls: list[Call] = [(stmt, (*self._pk(partition, kb), VALID_TO_UNDEFINED)) for kb, _ in encoded]
         results = self.executor.execute_concurrent(
             "get_many", calls, concurrency=concurrency or self.options.concurrency, partition=partition,
@@ -182,12 +182,12 @@ class _VersionedStore(BaseStore[K, V]):
     def _write(self, op: str, partition: int | None, key: K, kb: bytes, rows: list[_Row], cutoff: int) -> None:
         cols = "partition, key" if self._partitioned else "key"
         marks = "?, ?" if self._partitioned else "?"
-        insert = self._statement(
+        insert = self.statement(
             "insert",
             f"INSERT INTO {self.qualified_table} ({cols}, validFrom, validTo, time, value) "
             f"VALUES ({marks}, ?, ?, {_NOW}, ?)",
         )
-        cleanup = self._statement(
+        cleanup = self.statement(
             "cleanup", f"DELETE FROM {self.qualified_table} WHERE {self._where()} AND validTo < ? AND validTo >= 0"
         )
         batch = BatchStatement(batch_type=BatchType.UNLOGGED)

@@ -71,7 +71,7 @@ class PartitionedView(Generic[K, V]):
         """(partition, value) of `key`, asking every partition at once."""
         store = self.store
         kb = store.encode_key(key, "view_get")
-        stmt = store._statement(
+        stmt = store.statement(
             "get:False", f"SELECT value FROM {store.qualified_table} WHERE partition = ? AND key = ?"
         )
         parts = self.partitions()
@@ -145,13 +145,13 @@ class GlobalView(Generic[K, V]):
 
     def all(self, *, reverse: bool = False) -> Iterator[tuple[int | None, K, V]]:
         if reverse:
-            raise self.store._unsupported("reverse_all")
+            raise self.store.unsupported_error("reverse_all")
         for key, value in self.store.all():
             yield None, key, value
 
     def prefix_scan(self, prefix: Any, *, prefix_serde: Serde[Any] | None = None,
                     reverse: bool = False) -> Iterator[tuple[int | None, K, V]]:
-        raise self.store._unsupported("prefix_scan")
+        raise self.store.unsupported_error("prefix_scan")
 
 
 _END = object()
