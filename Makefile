@@ -40,9 +40,10 @@ down: ## Stop every process `make up` started (by pid file)
 status: venv ## Say what is up, with memory
 	$(BIN)/floe-stack status
 
-lint: venv ## ruff and mypy (strict)
+lint: venv ## ruff, mypy (strict) and the import contracts of docs/architecture.md
 	$(BIN)/ruff check .
 	$(BIN)/mypy -p floe_stack -p floe_jobs -p floe_operator
+	$(BIN)/lint-imports
 
 unit: venv ## Unit tests only (pure functions, no stack)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

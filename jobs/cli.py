@@ -6,7 +6,8 @@
 
 Exit codes: 0 stopped gracefully; 1 batches kept failing; 2 invalid configuration;
 3 Kafka or Cassandra unreachable (or an input topic missing) at start; 4 aborted during a
-drain (deadline or second SIGTERM; the batch is replayed by the next owner).
+drain (deadline or second SIGTERM; the batch is replayed by the next owner). They are
+defined in `floe_jobs.exitcodes`.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import os
 import sys
 
 from floe_jobs import config as config_mod
+from floe_jobs.exitcodes import EXIT_CONFIG, EXIT_OK, EXIT_UNREACHABLE
 
 # Python's cycle collector runs a young collection every 700 net allocations by default; a batch
-# allocates a few objects per record (messages, tuples, encoded keys), so batches of 50,000
-# records ran it thousands of times each. Word count over 100,000 lines with 479,077 distinct
-# words took 35.1-35.7 s at (10,000, 10, 10) and (50,000, 20, 100) against 44.6 s at the
-# default, one replica on 2 cores. Garbage without cycles is freed at once either way.
+# allocates a few objects per record (messages, tuples, encoded keys), so a large batch would run
+# it thousands of times. Garbage without cycles is freed at once either way, so collecting cycles
+# less often costs little memory. Figures: docs/runtime.md, "What a batch costs".
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.help_config:
         print(config_mod.describe())
-        return 0
+        return EXIT_OK
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_mod.load(path=args.config, environ=env)
     except config_mod.ConfigError as exc:
         print(f"floe-job: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     # the configuration holds them now: Spark's JVM and Python workers, started below, must not
     config_mod.scrub_secrets(os.environ)
 
@@ -77,14 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         job = api.as_job(target)
         if args.check:
             print(f"floe-job: configuration valid; job stages: {[s.name for s in job.stages]}")
-            return 0
+            return EXIT_OK
         r = runner.Runner(cfg, job)
         r.install_signals()
         r.start()
     except (runner.StartupError, StoreConfigError, TypeError, ValueError) as exc:
         # a refused credential or certificate names its variable: say which Secret key it came from
         print(f"floe-job: {cfg.sourced(str(exc))}", file=sys.stderr)
-        return 3 if isinstance(exc, runner.StartupError) else 2
+        return EXIT_UNREACHABLE if isinstance(exc, runner.StartupError) else EXIT_CONFIG
     return r.run()
 
 

@@ -626,13 +626,6 @@ def secret_env_names() -> frozenset[str]:
     return frozenset(_ENV_OF[p] for p in SECRET_KEYS if _ENV_OF[p].endswith(("PASSWORD", "KEY_PEM")))
 
 
-_LITERAL_HINTS = {
-    ("kafka", "starting_offsets"): "earliest | latest",
-    ("kafka", "group_protocol"): "consumer | classic | auto",
-    ("stores", "type"): "partitioned | global | versioned-partitioned | versioned-global",
-}
-
-
 def _env_var_for(loc: tuple[str | int, ...]) -> str | None:
     for length in range(len(loc), 0, -1):
         key = tuple(str(p) for p in loc[:length])

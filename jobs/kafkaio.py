@@ -257,8 +257,8 @@ class KafkaSink:
 
     Small outputs are collected and produced from the driver (no Kafka client per Spark task).
     Large ones go through Spark's Kafka sink when its connector is on `spark.jars`: collecting
-    rows into Python costs tens of microseconds each (130,000 re-keyed rows with headers: 45 s
-    against about 5 s for the sink). Both partition keyed records with murmur2."""
+    rows into Python costs tens of microseconds each, where Spark's sink keeps them in the JVM
+    (docs/runtime.md, "What a batch costs"). Both partition keyed records with murmur2."""
 
     def __init__(self, cfg: FloeConfig, *, client_id: str, timeout: float = 120.0) -> None:
         self.timeout = timeout
@@ -274,8 +274,8 @@ class KafkaSink:
             # a batch's output is produced in one go: room for it all (librdkafka's default,
             # 100,000, made the loop wait for deliveries mid-batch)
             "queue.buffering.max.messages": 2_000_000,
-            # delivery callbacks only for failures: producing 300,000 re-keyed records from Python
-            # took 1.27-1.53 s with a callback per record, 1.06-1.18 s without
+            # delivery callbacks only for failures: a callback per record is Python work per
+            # record, and success needs no handling (the flush waits for every acknowledgement)
             "delivery.report.only.error": True,
         }
         if cfg.kafka.idempotent_output:

@@ -223,8 +223,8 @@ class RepeatedClientErrors(logging.Filter):
     """Passes one line of each librdkafka facility per client every `every` seconds.
 
     While a broker is down, librdkafka logs every failed connect attempt of every client (a
-    replica has a reader, a sink per lane and the group member): measured, 1,600 lines a minute
-    per client, which buried the one line that says the replica waits. The first line of a kind
+    replica has a reader, a sink per lane and the group member), many lines a minute per client,
+    which buried the one line that says the replica waits. The first line of a kind
     goes through at once; the next one after `every` seconds says how many were left out.
     """
 

@@ -67,15 +67,10 @@ from floe_jobs import (
     statecache,
 )
 from floe_jobs.config import FloeConfig
+from floe_jobs.exitcodes import EXIT_ABORTED, EXIT_FAILED, EXIT_OK
 from floe_jobs.stores.errors import StoreConfigError
 
 log = logging.getLogger("floe_jobs")
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_CONFIG = 2
-EXIT_UNREACHABLE = 3
-EXIT_ABORTED = 4
 
 # records a stage's warm-up runs over (the last ones of one partition of its topics)
 WARM_UP_RECORDS = 50

@@ -1,9 +1,9 @@
 """Re-keyed rows packed into runs: many rows of one source partition in one Kafka record.
 
 At high key cardinality a re-key sends nearly every row on its own, and one Kafka record per
-row costs the driver's Python at every step: a produce with three headers (3-4 µs), a
-consume, a header parse, a tuple for the frame. At 480,000 distinct words that was about a
-third of a word-count replica's Python time. A run carries up to `RUN_MAX_ROWS` rows (and
+row costs the driver's Python at every step: a produce with three headers, a consume, a
+header parse, a tuple for the frame; at high cardinality that is a large share of a replica's
+Python time (docs/runtime.md, "Figures behind single settings"). A run carries up to `RUN_MAX_ROWS` rows (and
 about `RUN_MAX_BYTES`) as one Arrow IPC stream, so writing, reading, filtering and framing
 them are column operations.
 

@@ -54,20 +54,18 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",
         # small batches: adaptive execution re-plans every shuffle as a job of its own, which
-        # costs more than it saves here (measured ~0.3 s per shuffle on 2 cores)
+        # costs more than it saves on batches this size
         "spark.sql.adaptive.enabled": "false",
         # The client JIT only (C1): a replica's JVM runs small jobs whose code is compiled again
-        # and again as plans change, and C2's compiler threads took 11 of the JVM's 29 CPU seconds
-        # in word count over 100,000 lines, on the cores the batches need. Over 300,000 lines,
-        # 11,074-11,148 lines/s against 9,687-10,620 with C2 (2 runs each, 2 shared cores).
+        # and again as plans change, and C2's compiler threads take a large share of the JVM's
+        # CPU, on the cores the batches need (docs/runtime.md, "Where the CPU goes").
         "spark.driver.extraJavaOptions": "-XX:+UseG1GC -XX:TieredStopAtLevel=1",
         # DataFrames the driver makes from Arrow tables (a batch's records, a helper's results)
         # stay Arrow record batches in an RDD. Below this threshold (48 MiB by default) Spark
         # would turn them into a local relation: the optimizer then runs each projection over
         # the rows in interpreted code, and every job ships the rows inside its tasks through
-        # Java serialization. For 44,000 re-keyed words through word count's `count` stage (frame,
-        # aggregate input, result, emitted rows): 0.19 s and 0.19 JVM CPU seconds per batch
-        # against 0.44 s and 0.50; at 500 and 5,000 rows, no slower.
+        # Java serialization. Kept as record batches, a large batch costs less than half as much
+        # and a small one no more (docs/runtime.md, "DataFrames made from Arrow stay Arrow").
         "spark.sql.execution.arrow.localRelationThreshold": "0",
         "spark.python.worker.reuse": "true",
         "spark.task.maxFailures": "1",

@@ -171,8 +171,8 @@ class Provisioner:
         with self._guard:
             return self._locks.setdefault(target, threading.Lock())
 
-    def _session(self, target: Target) -> Any:
-
+    def session(self, target: Target) -> Any:
+        """The one session of `target`'s cluster, opened on first use (also for the lag reads)."""
         with self._lock(target):
             session = self._sessions.get(target)
             if session is not None and not session.is_shutdown:
@@ -220,7 +220,7 @@ class Provisioner:
         if failed is not None and time.monotonic() - failed < RECHECK_SECONDS:
             raise CassandraUnavailable(f"Cassandra at {','.join(target.hosts)}:{target.port} was unreachable")
         try:
-            await asyncio.to_thread(self._session, target)
+            await asyncio.to_thread(self.session, target)
         except CredentialsRejected:
             raise
         except CassandraUnavailable:
@@ -244,7 +244,7 @@ class Provisioner:
             )
             for s in app.spec.state.stores
         ]
-        session = self._session(target)
+        session = self.session(target)
         known = (target, keyspace)
         try:
             tables = schema.columns_of(session, keyspace, _needed_tables(app))
@@ -295,7 +295,7 @@ class Provisioner:
         from floe_jobs.stores import errors, schema
 
         schema.check_identifier(keyspace, "keyspace")
-        session = self._session(target)
+        session = self.session(target)
         for table in tables:
             schema.check_identifier(table, "table")
             try:
@@ -308,7 +308,7 @@ class Provisioner:
         from cassandra import DriverException
         from cassandra.cluster import NoHostAvailable, OperationTimedOut
 
-        session = self._session(target)
+        session = self.session(target)
         try:
             return call(session, keyspace=app.spec.state.cassandra.keyspace, app_id=app.app_id)
         except (NoHostAvailable, OperationTimedOut, DriverException) as exc:

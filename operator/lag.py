@@ -397,14 +397,14 @@ class KafkaOffsets:
         self, requests: Mapping[tuple[str, str], tuple[kafka.Target, str, Sequence[TP]]]
     ) -> dict[tuple[str, str], dict[TP, int] | kafka.KafkaUnavailable]:
         """`group_offsets` of many apps (key → cluster, group, partitions), side by side. Each is
-        a consumer's own connection and round trips, about 40 ms against a local broker: one after
-        another, 200 apps that had not committed to Cassandra yet made a scrape last 6 s.
+        a consumer's own connection and round trips: one after another, a burst of apps that have
+        not committed to Cassandra yet would make a scrape last seconds.
 
         A group that had no commit for the partitions asked is taken as still empty until
         `empty_recheck_seconds` have passed. Such apps have not committed a batch yet (a replica
         commits to Cassandra first, so once it has, the group is no longer asked), and a burst of
-        them would otherwise start a Kafka client per app at every scrape (with 500 such apps
-        scraped every 10 s, one run of the operator held 262 MiB, and 249 MiB with no group read)."""
+        them would otherwise start a Kafka client per app at every scrape, and the operator's
+        memory grows with them (docs/lag-and-autoscaling.md, "How lag is measured")."""
         now = self._clock()
         reads = {key: (target, group, tuple(tps)) for key, (target, group, tps) in requests.items()}
         out: dict[tuple[str, str], dict[TP, int] | kafka.KafkaUnavailable] = {

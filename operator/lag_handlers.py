@@ -396,7 +396,7 @@ def session_source(provisioner: cassandra.Provisioner) -> lag.SessionFor:
     """Sessions from the provisioner, so lag reads share the one connection pool per cluster."""
 
     def session_for(target: cassandra.Target) -> Any:
-        return provisioner._session(target)
+        return provisioner.session(target)
 
     return session_for
 

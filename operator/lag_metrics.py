@@ -22,9 +22,9 @@ Series of partitions and apps that are gone are removed, so the label set stays 
 On a failed scrape the last values of the app are kept and `floe_lag_metrics_stale` says so.
 
 The per-partition and per-app series are not client-library Gauge children: a collector builds
-them from the last scrape when Prometheus asks. With 500 apps of 3 partitions that is 15,500
-series, and as Gauge children (each with its own lock and value object) they held 12 MiB of
-the operator's memory; the scrape already holds every value they carried.
+them from the last scrape when Prometheus asks. Gauge children (each with its own lock and value
+object) would hold a second copy of every value the scrape already holds, growing with apps times
+partitions (docs/lag-and-autoscaling.md, "How lag is measured").
 """
 
 from __future__ import annotations

@@ -108,7 +108,9 @@ def owner_reference(app: model.StreamingApp) -> dict[str, Any]:
     }
 
 
-def _metadata(app: model.StreamingApp, name: str, *, labels: Mapping[str, str] | None = None) -> Manifest:
+def object_meta(app: model.StreamingApp, name: str, *, labels: Mapping[str, str] | None = None) -> Manifest:
+    """The metadata of every child: its deterministic name, the app's namespace and labels, and
+    the owner reference that lets the garbage collector remove it with the app."""
     return {
         "name": name,
         "namespace": app.namespace,
@@ -246,7 +248,7 @@ def config_map(app: model.StreamingApp) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(app, config_map_name(app)),
+        "metadata": object_meta(app, config_map_name(app)),
         "data": data,
     }
 
@@ -479,7 +481,7 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(app, deployment_name(app)),
+        "metadata": object_meta(app, deployment_name(app)),
         "spec": {
             "replicas": spec.running_replicas,
             "revisionHistoryLimit": 5,
@@ -529,7 +531,7 @@ def service(app: model.StreamingApp) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(app, service_name(app)),
+        "metadata": object_meta(app, service_name(app)),
         "spec": {"type": "ClusterIP", "clusterIP": "None", "selector": selector_labels(app), "ports": ports},
     }
 
@@ -539,7 +541,7 @@ def pod_disruption_budget(app: model.StreamingApp) -> Manifest:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": _metadata(app, app.name),
+        "metadata": object_meta(app, app.name),
         "spec": {
             "maxUnavailable": 1,
             "selector": {"matchLabels": selector_labels(app)},
@@ -553,7 +555,7 @@ def service_monitor(app: model.StreamingApp) -> Manifest:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": _metadata(app, app.name, labels={**sm.labels, **common_labels(app)}),
+        "metadata": object_meta(app, app.name, labels={**sm.labels, **common_labels(app)}),
         "spec": {
             "selector": {"matchLabels": selector_labels(app)},
             "endpoints": [{"port": "http", "path": "/metrics", "interval": sm.interval}],
@@ -580,12 +582,12 @@ def spark_rbac(app: model.StreamingApp) -> list[Manifest]:
     name = spark_service_account_name(app)
     objects: list[Manifest] = []
     if not app.spec.pod.service_account_name:
-        objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(app, name)})
+        objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_meta(app, name)})
     objects.append(
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": _metadata(app, name),
+            "metadata": object_meta(app, name),
             "rules": SPARK_DRIVER_RULES,
         }
     )
@@ -593,7 +595,7 @@ def spark_rbac(app: model.StreamingApp) -> list[Manifest]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": _metadata(app, name),
+            "metadata": object_meta(app, name),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
             "subjects": [
                 {"kind": "ServiceAccount", "name": pod_service_account(app) or name, "namespace": app.namespace}
@@ -608,7 +610,7 @@ def driver_service(app: model.StreamingApp) -> Manifest:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(app, driver_service_name(app)),
+        "metadata": object_meta(app, driver_service_name(app)),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,

@@ -119,7 +119,7 @@ def hpa(app: model.StreamingApp, *, partitions: int | None = None) -> Manifest:
     return {
         "apiVersion": HPA_API,
         "kind": "HorizontalPodAutoscaler",
-        "metadata": render._metadata(app, hpa_name(app)),
+        "metadata": render.object_meta(app, hpa_name(app)),
         "spec": {
             "scaleTargetRef": _target_ref(app),
             # The HPA cannot go below one replica (without the HPAScaleToZero feature gate).
@@ -166,7 +166,7 @@ def trigger_authentication(app: model.StreamingApp) -> Manifest:
     return {
         "apiVersion": KEDA_API,
         "kind": "TriggerAuthentication",
-        "metadata": render._metadata(app, trigger_auth_name(app)),
+        "metadata": render.object_meta(app, trigger_auth_name(app)),
         "spec": {"secretTargetRef": refs},
     }
 
@@ -194,7 +194,7 @@ def scaled_object(app: model.StreamingApp) -> Manifest:
     trigger: dict[str, Any] = {"type": "kafka", "name": "lag", "metadata": metadata}
     if _needs_auth(app):
         trigger["authenticationRef"] = {"name": trigger_auth_name(app)}
-    meta = render._metadata(app, scaled_object_name(app))
+    meta = render.object_meta(app, scaled_object_name(app))
     if app.spec.suspend:
         meta["annotations"] = {KEDA_PAUSED: "true"}
     return {

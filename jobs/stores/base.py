@@ -58,11 +58,10 @@ class StoreOptions:
     in_chunk_size: int = 100
     """Keys per `IN` query of a partitioned get_many (1: one statement per key). ScyllaDB refuses
     more than `max_clustering_key_restrictions_per_query` (100 by default) keys in one query;
-    on Cassandra, larger chunks save requests (fenced reads and writes of 200,000 keys took
-    5.1-7.0 s at 500 keys per query against 6.9-7.3 s at 100, one node on 2 shared cores)."""
+    on Cassandra, larger chunks save requests (docs/stores.md, "Figures")."""
     batch_max_rows: int = 1000
-    """Rows per single-partition batch of put_all (1: no batches), within `batch_max_bytes`:
-    the same 200,000 keys took 8.4-10.4 s at 200 rows per batch."""
+    """Rows per single-partition batch of put_all (1: no batches), within `batch_max_bytes`;
+    fewer rows per batch mean more requests for the same keys."""
     batch_max_bytes: int = 256 * 1024
     """Payload bytes per single-partition batch of put_all."""
     lwt_put_if_absent: bool = False
@@ -149,7 +148,7 @@ class BaseStore(Generic[K, V]):
 
     # -- statements -----------------------------------------------------------------------
 
-    def _statement(self, name: str, cql: str) -> PreparedStatement:
+    def statement(self, name: str, cql: str) -> PreparedStatement:
         """The prepared statement `name`, preparing `cql` on first use."""
         prepared = self._prepared.get(name)
         if prepared is not None:
@@ -184,8 +183,10 @@ class BaseStore(Generic[K, V]):
                 attempt += 1
 
     # -- serdes ---------------------------------------------------------------------------
+    # Every store type and the views encode and decode through these, so a serde failure is
+    # counted and raised as a typed error naming the store, operation, partition and key.
 
-    def _encode_key(self, key: K, op: str, partition: int | None = None) -> bytes:
+    def encode_key(self, key: K, op: str, partition: int | None = None) -> bytes:
         try:
             return self.key_serde.encode(key)
         except SerdeError as exc:
@@ -195,7 +196,7 @@ class BaseStore(Generic[K, V]):
                 store=self.name, operation=op, partition=partition, key=key,
             ) from exc
 
-    def _encode_value(self, value: V, op: str, partition: int | None, key: K) -> bytes:
+    def encode_value(self, value: V, op: str, partition: int | None, key: K) -> bytes:
         try:
             return self.value_serde.encode(value)
         except SerdeError as exc:
@@ -205,7 +206,7 @@ class BaseStore(Generic[K, V]):
                 store=self.name, operation=op, partition=partition, key=key,
             ) from exc
 
-    def _decode_key(self, data: bytes, op: str, partition: int | None) -> K:
+    def decode_key(self, data: bytes, op: str, partition: int | None) -> K:
         try:
             return self.key_serde.decode(data)
         except SerdeError as exc:
@@ -216,7 +217,7 @@ class BaseStore(Generic[K, V]):
             self.metrics.error(self.name, op, err)
             raise err from exc
 
-    def _decode_value(self, data: bytes, op: str, partition: int | None, key: Any) -> V:
+    def decode_value(self, data: bytes, op: str, partition: int | None, key: Any) -> V:
         try:
             return self.value_serde.decode(data)
         except SerdeError as exc:
@@ -240,7 +241,7 @@ class BaseStore(Generic[K, V]):
         if keys:
             m.keys.inc(keys)
 
-    def _unsupported(self, op: str) -> UnsupportedOperationError:
+    def unsupported_error(self, op: str) -> UnsupportedOperationError:
         return UnsupportedOperationError(
             f"{op} is not supported by {self.store_type} stores: their primary key is the record "
             "key alone, so Cassandra cannot order or range over it; use a partitioned store",

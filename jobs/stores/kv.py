@@ -73,8 +73,8 @@ class _KeyValueStore(BaseStore[K, V]):
 
     def _insert(self, ttl: int | None) -> Any:
         if ttl is None:
-            return self._statement("insert", self._insert_cql(ttl=False))
-        return self._statement("insert_ttl", self._insert_cql(ttl=True))
+            return self.statement("insert", self._insert_cql(ttl=False))
+        return self.statement("insert_ttl", self._insert_cql(ttl=True))
 
     def _insert_params(self, partition: int | None, kb: bytes, vb: bytes | None, ttl: int | None) -> tuple[Any, ...]:
         params = (*self._pk(partition), kb, vb)
@@ -91,23 +91,23 @@ class _KeyValueStore(BaseStore[K, V]):
     # -- reads ----------------------------------------------------------------------------
 
     def _get(self, partition: int | None, key: K) -> V | None:
-        kb = self._encode_key(key, "get", partition)
+        kb = self.encode_key(key, "get", partition)
         cache = self.cache
         if cache is not None:
             # The cache counts its own hits and misses (exported at scrape time); the operation
             # and latency metrics describe the reads that reach Cassandra.
             cached = cache.get((partition, kb) if self._partitioned else kb)
             if cached is not MISS:
-                return None if cached is ABSENT else self._decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
+                return None if cached is ABSENT else self.decode_value(cached, "get", partition, key)  # type: ignore[arg-type]
         started = time.perf_counter()
         m = self._op("get")
-        stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+        stmt = self.statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
         rows = self.executor.execute("get", stmt, (*self._pk(partition), kb), partition=partition, key=key)
         vb = rows[0][0] if rows else None
         if cache is not None:
             cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
         self._done(m, started)
-        return None if vb is None else self._decode_value(vb, "get", partition, key)
+        return None if vb is None else self.decode_value(vb, "get", partition, key)
 
     def _fetch_many(self, partition: int | None, encoded: dict[bytes, K], op: str,
                     concurrency: int | None, *, fenced: bool = False,
@@ -121,7 +121,7 @@ class _KeyValueStore(BaseStore[K, V]):
         columns = f"value, {FENCE_COLUMN}" if fenced else "value"
         results: list[list[Row]]
         if self._partitioned and self.options.in_chunk_size > 1:
-            stmt = self._statement(
+            stmt = self.statement(
                 f"get_in:{fenced}",
                 f"SELECT key, {columns} FROM {self.qualified_table} WHERE partition = ? AND key IN ?",
             )
@@ -136,7 +136,7 @@ class _KeyValueStore(BaseStore[K, V]):
                     found[row[0]] = (row[1], row[2] if fenced else None)
             return found
         # One statement per key: the same statement as a single get.
-        stmt = self._statement(
+        stmt = self.statement(
             f"get:{fenced}", f"SELECT {columns} FROM {self.qualified_table} WHERE {self._where()}"
         )
         pk = self._pk(partition)
@@ -152,7 +152,7 @@ class _KeyValueStore(BaseStore[K, V]):
     def _get_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> dict[K, V]:
         started = time.perf_counter()
         m = self._op("get_many")
-        encoded = {self._encode_key(k, "get_many", partition): k for k in keys}
+        encoded = {self.encode_key(k, "get_many", partition): k for k in keys}
         out: dict[K, V] = {}
         cache = self.cache
         todo = encoded
@@ -163,14 +163,14 @@ class _KeyValueStore(BaseStore[K, V]):
                 if cached is MISS:
                     todo[kb] = key
                 elif cached is not ABSENT:
-                    out[key] = self._decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
+                    out[key] = self.decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
         found = self._fetch_many(partition, todo, "get_many", concurrency)
         for kb, key in todo.items():
             vb = found.get(kb, (None, None))[0]
             if cache is not None:
                 cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
             if vb is not None:
-                out[key] = self._decode_value(vb, "get_many", partition, key)
+                out[key] = self.decode_value(vb, "get_many", partition, key)
         self._done(m, started, len(encoded))
         return out
 
@@ -182,8 +182,8 @@ class _KeyValueStore(BaseStore[K, V]):
                 continue  # a fenced delete
             if upper is not None and kb >= upper:
                 continue
-            key = self._decode_key(kb, op, partition)
-            yield key, self._decode_value(vb, op, partition, key)
+            key = self.decode_key(kb, op, partition)
+            yield key, self.decode_value(vb, op, partition, key)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -194,8 +194,8 @@ class _KeyValueStore(BaseStore[K, V]):
         started = time.perf_counter()
         m = self._op("put")
         self._check_ttl(ttl, "put")
-        kb = self._encode_key(key, "put", partition)
-        vb = self._encode_value(value, "put", partition, key)
+        kb = self.encode_key(key, "put", partition)
+        vb = self.encode_value(value, "put", partition, key)
         self._write_through(
             "put", partition, key, kb, vb,
             lambda: self.executor.execute(
@@ -221,8 +221,8 @@ class _KeyValueStore(BaseStore[K, V]):
     def _delete(self, partition: int | None, key: K) -> None:
         started = time.perf_counter()
         m = self._op("delete")
-        kb = self._encode_key(key, "delete", partition)
-        stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
+        kb = self.encode_key(key, "delete", partition)
+        stmt = self.statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
         self._write_through(
             "delete", partition, key, kb, None,
             lambda: self.executor.execute(
@@ -234,8 +234,8 @@ class _KeyValueStore(BaseStore[K, V]):
     def _delete_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> None:
         started = time.perf_counter()
         m = self._op("delete_many")
-        encoded = [(self._encode_key(k, "delete_many", partition), k) for k in keys]
-        stmt = self._statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
+        encoded = [(self.encode_key(k, "delete_many", partition), k) for k in keys]
+        stmt = self.statement("delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}")
         calls: list[Call] = [(stmt, (*self._pk(partition), kb)) for kb, _ in encoded]
         self._run_writes("delete_many", partition, calls, [k for _, k in encoded],
                          [(kb, None) for kb, _ in encoded], concurrency)
@@ -266,8 +266,8 @@ class _KeyValueStore(BaseStore[K, V]):
         # The last write of a key in `items` wins, as it would applying them one by one.
         latest: dict[bytes, tuple[K, bytes | None]] = {}
         for key, value in items:
-            kb = self._encode_key(key, op, partition)
-            latest[kb] = (key, None if value is None else self._encode_value(value, op, partition, key))
+            kb = self.encode_key(key, op, partition)
+            latest[kb] = (key, None if value is None else self.encode_value(value, op, partition, key))
         pk = self._pk(partition)
         stmts: list[tuple[Any, tuple[Any, ...], Any, int]] = []  # statement, params, key, bytes
         if fence is None:
@@ -278,14 +278,14 @@ class _KeyValueStore(BaseStore[K, V]):
                 if vb is not None:
                     stmts.append((insert, (*pk, kb, vb, *tail), k, len(kb) + len(vb)))
                 else:
-                    delete = delete or self._statement(
+                    delete = delete or self.statement(
                         "delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}"
                     )
                     stmts.append((delete, (*pk, kb), k, len(kb)))
         else:
             stamped = stamp is not None
             at: tuple[Any, ...] = (stamp,) if stamped else ()
-            fenced = self._statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
+            fenced = self.statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
                                                                                  stamped=stamped))
             fenced_ttl = None
             for kb, (k, vb) in latest.items():
@@ -293,7 +293,7 @@ class _KeyValueStore(BaseStore[K, V]):
                 if row_ttl is None:
                     stmts.append((fenced, (partition, kb, vb, fence, *at), k, len(kb) + len(vb or b"")))
                 else:
-                    fenced_ttl = fenced_ttl or self._statement(
+                    fenced_ttl = fenced_ttl or self.statement(
                         f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
                     )
                     stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *at), k,
@@ -334,16 +334,16 @@ class _KeyValueStore(BaseStore[K, V]):
         started = time.perf_counter()
         m = self._op("put_if_absent")
         self._check_ttl(ttl, "put_if_absent")
-        kb = self._encode_key(key, "put_if_absent", partition)
-        vb = self._encode_value(value, "put_if_absent", partition, key)
+        kb = self.encode_key(key, "put_if_absent", partition)
+        vb = self.encode_value(value, "put_if_absent", partition, key)
         if not self.options.lwt_put_if_absent:
             # Read then write, like the Java library: not atomic against concurrent writers.
-            stmt = self._statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
+            stmt = self.statement("get:False", f"SELECT value FROM {self.qualified_table} WHERE {self._where()}")
             rows = self.executor.execute("put_if_absent", stmt, (*self._pk(partition), kb),
                                          partition=partition, key=key)
             if rows and rows[0][0] is not None:
                 self._done(m, started)
-                return self._decode_value(rows[0][0], "put_if_absent", partition, key)
+                return self.decode_value(rows[0][0], "put_if_absent", partition, key)
             self._write_through(
                 "put_if_absent", partition, key, kb, vb,
                 lambda: self.executor.execute("put_if_absent", self._insert(ttl),
@@ -356,12 +356,12 @@ class _KeyValueStore(BaseStore[K, V]):
         if self.cache is not None:
             self.cache.set(self._cache_key(partition, kb), vb if existing is None else existing)
         self._done(m, started)
-        return None if existing is None else self._decode_value(existing, "put_if_absent", partition, key)
+        return None if existing is None else self.decode_value(existing, "put_if_absent", partition, key)
 
     def _lwt_insert(self, partition: int | None, key: K, kb: bytes, vb: bytes, ttl: int | None) -> bytes | None:
         """INSERT IF NOT EXISTS; a fenced-delete row (value null) counts as absent. Returns the
         value found when nothing was written."""
-        insert = self._statement(
+        insert = self.statement(
             "insert_lwt_ttl" if ttl is not None else "insert_lwt",
             self._insert_cql(ttl=ttl is not None, lwt=True),
         )
@@ -369,7 +369,7 @@ class _KeyValueStore(BaseStore[K, V]):
         if ttl is not None:
             update_cql += " USING TTL ?"
         update_cql += f" SET value = ?, time = {_NOW} WHERE {self._where()} IF value = null"
-        update = self._statement("update_lwt_ttl" if ttl is not None else "update_lwt", update_cql)
+        update = self.statement("update_lwt_ttl" if ttl is not None else "update_lwt", update_cql)
         for _ in range(3):
             rs = self.executor.execute_result(
                 "put_if_absent", insert, self._insert_params(partition, kb, vb, ttl), partition=partition, key=key
@@ -402,10 +402,10 @@ class _KeyValueStore(BaseStore[K, V]):
         m = self._op("approximate_num_entries")
         # COUNT(value) skips fenced-delete rows, whose value is null.
         if partition is None:
-            stmt = self._statement("count_all", f"SELECT COUNT(value) FROM {self.qualified_table}")
+            stmt = self.statement("count_all", f"SELECT COUNT(value) FROM {self.qualified_table}")
             rows = self.executor.execute("approximate_num_entries", stmt, ())
         else:
-            stmt = self._statement(
+            stmt = self.statement(
                 "count", f"SELECT COUNT(value) FROM {self.qualified_table} WHERE partition = ?"
             )
             rows = self.executor.execute("approximate_num_entries", stmt, (partition,), partition=partition)
@@ -463,12 +463,12 @@ class PartitionedStore(_KeyValueStore[K, V]):
         """
         started = time.perf_counter()
         m = self._op("get_many_fenced")
-        encoded = {self._encode_key(k, "get_many_fenced", partition): k for k in keys}
+        encoded = {self.encode_key(k, "get_many_fenced", partition): k for k in keys}
         found = self._fetch_many(partition, encoded, "get_many_fenced", concurrency, fenced=True)
         out: dict[K, tuple[V | None, int | None]] = {}
         for kb, key in encoded.items():
             vb, fence = found.get(kb, (None, None))
-            value = None if vb is None else self._decode_value(vb, "get_many_fenced", partition, key)
+            value = None if vb is None else self.decode_value(vb, "get_many_fenced", partition, key)
             out[key] = (value, fence)
         self._done(m, started, len(encoded))
         return out
@@ -518,8 +518,8 @@ class PartitionedStore(_KeyValueStore[K, V]):
 
     def _range(self, op: str, partition: int, from_key: K | None, to_key: K | None,
                *, reverse: bool) -> Iterator[tuple[K, V]]:
-        lower = None if from_key is None else self._encode_key(from_key, op, partition)
-        upper = None if to_key is None else self._encode_key(to_key, op, partition)
+        lower = None if from_key is None else self.encode_key(from_key, op, partition)
+        upper = None if to_key is None else self.encode_key(to_key, op, partition)
         return self._range_bytes(op, partition, lower, upper, upper_inclusive=True, reverse=reverse)
 
     def _range_bytes(self, op: str, partition: int, lower: bytes | None, upper: bytes | None,
@@ -541,7 +541,7 @@ class PartitionedStore(_KeyValueStore[K, V]):
             params.append(upper)
         order = " ORDER BY key DESC" if reverse else ""
         name = f"range:{lower is not None}:{upper is not None}:{upper_inclusive}:{reverse}"
-        stmt = self._statement(
+        stmt = self.statement(
             name, f"SELECT key, value FROM {self.qualified_table} WHERE {' AND '.join(conditions)}{order}"
         )
         return self._iterate(op, partition, stmt, params)
@@ -567,14 +567,14 @@ class PartitionedStore(_KeyValueStore[K, V]):
         """Whether `partition` holds any row, fenced deletes included (one row read at most)."""
         started = time.perf_counter()
         m = self._op("has_rows")
-        stmt = self._statement("has_rows", f"SELECT key FROM {self.qualified_table} WHERE partition = ? LIMIT 1")
+        stmt = self.statement("has_rows", f"SELECT key FROM {self.qualified_table} WHERE partition = ? LIMIT 1")
         rows = self.executor.execute("has_rows", stmt, (partition,), partition=partition)
         self._done(m, started, 0)
         return bool(rows)
 
     def partitions(self) -> list[int]:
         """The input partitions that have rows (SELECT DISTINCT partition: a scan of partition keys)."""
-        stmt = self._statement("partitions", f"SELECT DISTINCT partition FROM {self.qualified_table}")
+        stmt = self.statement("partitions", f"SELECT DISTINCT partition FROM {self.qualified_table}")
         return sorted(int(r[0]) for r in self.executor.pages("partitions", stmt, [], page_size=1000))
 
 
@@ -615,7 +615,7 @@ class GlobalStore(_KeyValueStore[K, V]):
 
     def all(self) -> Iterator[tuple[K, V]]:
         """Every entry, paged, in Cassandra's token order (not key order)."""
-        stmt = self._statement("all", f"SELECT key, value FROM {self.qualified_table}")
+        stmt = self.statement("all", f"SELECT key, value FROM {self.qualified_table}")
         started = time.perf_counter()
         m = self._op("all")
         count = 0
@@ -631,16 +631,16 @@ class GlobalStore(_KeyValueStore[K, V]):
         return self._count(None)
 
     def range(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("range")
+        raise self.unsupported_error("range")
 
     def reverse_range(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("reverse_range")
+        raise self.unsupported_error("reverse_range")
 
     def reverse_all(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("reverse_all")
+        raise self.unsupported_error("reverse_all")
 
     def prefix_scan(self, *_args: Any, **_kwargs: Any) -> Iterator[tuple[K, V]]:
-        raise self._unsupported("prefix_scan")
+        raise self.unsupported_error("prefix_scan")
 
 
 def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int) -> None:
@@ -649,8 +649,10 @@ def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: in
     The first row goes through `BatchStatement.add`, which also gives the batch its routing key
     and keyspace; the others skip the `BoundStatement` that `add` builds per row (with a named
     tuple per value for its column-encryption lookup) and go in as their values serialized by
-    the statement's column types, which is what `add` sends. At 50,000 state rows a batch: 0.08 s
-    against 0.17 s. The stores configure no column encryption, and their tables' only blob
+    the statement's column types, which is what `add` sends, for less Python work per row
+    (docs/runtime.md, "Figures behind single settings"). The driver has no public call for
+    this, so this is the one place that uses its private `_add_statement_and_params`. The
+    stores configure no column encryption, and their tables' only blob
     columns (key, value) take bytes as they are."""
     if not len(batch):
         batch.add(stmt, params)

@@ -77,21 +77,21 @@ class _VersionedStore(BaseStore[K, V]):
                 f"FROM {self.qualified_table} WHERE {self._where()}")
 
     def _latest_row(self, op: str, partition: int | None, key: K, kb: bytes) -> _Row | None:
-        stmt = self._statement("latest", self._select() + " AND validTo = ?")
+        stmt = self.statement("latest", self._select() + " AND validTo = ?")
         rows = self.executor.execute(op, stmt, (*self._pk(partition, kb), VALID_TO_UNDEFINED),
                                      partition=partition, key=key)
         return _Row(rows[0][0], int(rows[0][1]), int(rows[0][2])) if rows else None
 
     def _row_after(self, op: str, partition: int | None, key: K, kb: bytes, ts: int) -> _Row | None:
         """The history version with the smallest validTo > ts (the one valid at ts, or the next)."""
-        stmt = self._statement("after", self._select() + " AND validTo > ? LIMIT 1")
+        stmt = self.statement("after", self._select() + " AND validTo > ? LIMIT 1")
         rows = self.executor.execute(op, stmt, (*self._pk(partition, kb), ts), partition=partition, key=key)
         return _Row(rows[0][0], int(rows[0][1]), int(rows[0][2])) if rows else None
 
     def _record(self, row: _Row | None, op: str, partition: int | None, key: K) -> VersionedRecord[V] | None:
         if row is None or row.value is None:
             return None
-        value = self._decode_value(row.value, op, partition, key)
+        value = self.decode_value(row.value, op, partition, key)
         valid_to = None if row.valid_to == VALID_TO_UNDEFINED else row.valid_to
         return VersionedRecord(value=value, timestamp=row.valid_from, valid_to=valid_to)
 
@@ -106,7 +106,7 @@ class _VersionedStore(BaseStore[K, V]):
         started = time.perf_counter()
         op = "get" if as_of is None else "get_as_of"
         m = self._op(op)
-        kb = self._encode_key(key, op, partition)
+        kb = self.encode_key(key, op, partition)
         latest = self._latest_row(op, partition, key, kb)
         try:
             if as_of is None:
@@ -128,8 +128,8 @@ class _VersionedStore(BaseStore[K, V]):
     ) -> dict[K, VersionedRecord[V]]:
         started = time.perf_counter()
         m = self._op("get_many")
-        encoded = [(self._encode_key(k, "get_many", partition), k) for k in keys]
-        stmt = self._statement("latest", self._select() + " AND validTo = ?")
+        encoded = [(self.encode_key(k, "get_many", partition), k) for k in keys]
+        stmt = self.statement("latest", self._select() + " AND validTo = ?")
         calls: list[Call] = [(stmt, (*self._pk(partition, kb), VALID_TO_UNDEFINED)) for kb, _ in encoded]
         results = self.executor.execute_concurrent(
             "get_many", calls, concurrency=concurrency or self.options.concurrency, partition=partition,
@@ -149,8 +149,8 @@ class _VersionedStore(BaseStore[K, V]):
     def _put(self, partition: int | None, key: K, value: V | None, ts: int, op: str = "put") -> int:
         started = time.perf_counter()
         m = self._op(op)
-        kb = self._encode_key(key, op, partition)
-        vb = None if value is None else self._encode_value(value, op, partition, key)
+        kb = self.encode_key(key, op, partition)
+        vb = None if value is None else self.encode_value(value, op, partition, key)
         latest = self._latest_row(op, partition, key, kb)
         stream_time = self._observe(partition, max(ts, latest.valid_from if latest else ts))
         cutoff = stream_time - self.history_retention_ms
@@ -182,12 +182,12 @@ class _VersionedStore(BaseStore[K, V]):
     def _write(self, op: str, partition: int | None, key: K, kb: bytes, rows: list[_Row], cutoff: int) -> None:
         cols = "partition, key" if self._partitioned else "key"
         marks = "?, ?" if self._partitioned else "?"
-        insert = self._statement(
+        insert = self.statement(
             "insert",
             f"INSERT INTO {self.qualified_table} ({cols}, validFrom, validTo, time, value) "
             f"VALUES ({marks}, ?, ?, {_NOW}, ?)",
         )
-        cleanup = self._statement(
+        cleanup = self.statement(
             "cleanup", f"DELETE FROM {self.qualified_table} WHERE {self._where()} AND validTo < ? AND validTo >= 0"
         )
         batch = BatchStatement(batch_type=BatchType.UNLOGGED)

@@ -70,8 +70,8 @@ class PartitionedView(Generic[K, V]):
     def locate(self, key: K) -> tuple[int, V] | None:
         """(partition, value) of `key`, asking every partition at once."""
         store = self.store
-        kb = store._encode_key(key, "view_get")
-        stmt = store._statement(
+        kb = store.encode_key(key, "view_get")
+        stmt = store.statement(
             "get:False", f"SELECT value FROM {store.qualified_table} WHERE partition = ? AND key = ?"
         )
         parts = self.partitions()
@@ -81,7 +81,7 @@ class PartitionedView(Generic[K, V]):
         )
         for partition, rows in zip(parts, results, strict=True):
             if rows and rows[0][0] is not None:
-                return partition, store._decode_value(rows[0][0], "view_get", partition, key)
+                return partition, store.decode_value(rows[0][0], "view_get", partition, key)
         return None
 
     def _merge(self, streams: list[Iterator[tuple[K, V]]], partitions: list[int], reverse: bool,
@@ -145,13 +145,13 @@ class GlobalView(Generic[K, V]):
 
     def all(self, *, reverse: bool = False) -> Iterator[tuple[int | None, K, V]]:
         if reverse:
-            raise self.store._unsupported("reverse_all")
+            raise self.store.unsupported_error("reverse_all")
         for key, value in self.store.all():
             yield None, key, value
 
     def prefix_scan(self, prefix: Any, *, prefix_serde: Serde[Any] | None = None,
                     reverse: bool = False) -> Iterator[tuple[int | None, K, V]]:
-        raise self.store._unsupported("prefix_scan")
+        raise self.store.unsupported_error("prefix_scan")
 
 
 _END = object()

@@ -212,7 +212,7 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(lab: Lab, ca
             return lab.cql
         if target.port in sessions:
             return sessions[target.port]
-        return provisioner._session(target)  # raises CassandraUnavailable
+        return provisioner.session(target)  # raises CassandraUnavailable
 
     scraper = lag.Scraper(
         kafka_offsets=lag.KafkaOffsets(timeout=2.0),

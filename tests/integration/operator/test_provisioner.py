@@ -75,7 +75,7 @@ def test_apps_arriving_together_share_one_provisioning(
     assert set(tables) == {offsets.TABLE, "word_count_kstreams_store"}
     assert schema.FENCE_COLUMN in tables["word_count_kstreams_store"]
     # The operator's own session mirrors no schema, so connecting to a shared cluster stays cheap.
-    assert provisioner._session(target).cluster.metadata.keyspaces == {}
+    assert provisioner.session(target).cluster.metadata.keyspaces == {}
 
 
 def test_a_new_store_or_a_dropped_table_is_provisioned_again(

@@ -65,7 +65,7 @@ def test_word_count_exact_over_secured_kafka_and_cassandra(
     try:
         scraper = lag.Scraper(
             kafka_offsets=lag.KafkaOffsets(timeout=5.0),
-            cassandra_offsets=lag.CassandraOffsets(provisioner._session),
+            cassandra_offsets=lag.CassandraOffsets(provisioner.session),
             partitions_of=kafka.Inspector(ttl=0.0, timeout=5.0).partitions_sync,
         )
         (measured,) = scraper.scrape([ref]).apps
