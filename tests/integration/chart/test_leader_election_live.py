@@ -6,10 +6,8 @@ that leaves nothing behind."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from .livekit import CHART, ROOT, Run
-from .test_operator_rbac_live import free_port, service_account_kubeconfig
+from ..processes import start_operator
+from .livekit import CHART, Run
+from .test_operator_rbac_live import release_watching_a_namespace
 
 pytestmark = [pytest.mark.helm, pytest.mark.k8s]
 
@@ -42,11 +41,9 @@ def test_lease_is_the_charts_limited_to_its_name_and_gone_after_uninstall(
     install: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
-    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
-    ns = namespaces("floe-lease")
-    apps = namespaces("floe-lease-apps")
-    release = install("lease", ns, "--set", f"crds.enabled=false,replicaCount=2,operator.watchNamespaces={{{apps}}}")
+    release, ns, apps, sa_kubeconfig = release_watching_a_namespace(
+        run, kubectl, kubeconfig, namespaces, install, tmp_path, prefix="lease", values="replicaCount=2"
+    )
     fullname = f"{release}-floe"
     lease = get_json(run, kubectl, "lease", fullname, "-n", ns)
     assert lease is not None, "the chart did not create the Lease"
@@ -62,26 +59,19 @@ def test_lease_is_the_charts_limited_to_its_name_and_gone_after_uninstall(
         assert not can_i(run, kubectl, sa, verb, "leases.coordination.k8s.io", ns), verb
 
     # The operator, logged in as the chart's ServiceAccount, takes the chart's Lease.
-    token = run(kubectl, "create", "token", fullname, "-n", ns, "--duration=1h").stdout.strip()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOE_", "POD_"))}
-    env.update(
-        KUBECONFIG=str(service_account_kubeconfig(kubeconfig, token, tmp_path / "operator.kubeconfig")),
+    log = tmp_path / "operator.log"
+    proc = start_operator(
+        sa_kubeconfig,
+        log,
         FLOE_WATCH_NAMESPACES=apps,
-        FLOE_METRICS_PORT=str(free_port()),
-        FLOE_LIVENESS_PORT=str(free_port()),
         FLOE_LAG_INTERVAL_SECONDS="0",
         FLOE_CHECK_KAFKA="false",
         FLOE_LEADER_ELECTION="true",
         FLOE_LEASE_NAME=fullname,
+        FLOE_RETRY_PERIOD_SECONDS="0.5",
         POD_NAMESPACE=ns,
         POD_NAME=f"{fullname}-0",
-        FLOE_RETRY_PERIOD_SECONDS="0.5",
-    )
-    log = tmp_path / "operator.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "floe-operator")], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+    ).proc
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "Started floe-operator" not in log.read_text():

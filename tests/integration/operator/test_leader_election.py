@@ -10,12 +10,9 @@ the Lease, so the standby takes over at once. A leader whose Lease another holde
 from __future__ import annotations
 
 import itertools
-import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -28,6 +25,7 @@ from typing import Any
 import kubernetes
 import pytest
 
+from ..processes import OperatorProcess, start_operator
 from ..waiting import wait_for
 from .conftest import app_manifest
 from .kube import Kubectl
@@ -39,22 +37,18 @@ LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 4.0, 3.0, 0.5
 BECAME = re.compile(r"^(\S+ \S+) INFO floe_operator\.leader Became leader", re.M)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Operator:
     identity: str
-    log: Path
-    metrics_port: int
-    proc: subprocess.Popen[bytes]
+    run: OperatorProcess
     ended: float | None = None  # time.time() when it stopped leading (killed, stopped, fenced)
 
+    @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        return self.run.proc
+
     def text(self) -> str:
-        return self.log.read_text(errors="replace")
+        return self.run.text()
 
     def became_leader(self) -> list[float]:
         return [datetime.strptime(m, "%Y-%m-%d %H:%M:%S,%f").timestamp() for m in BECAME.findall(self.text())]
@@ -62,7 +56,7 @@ class Operator:
     def leads(self) -> bool:
         """This process's own view (its gauge); a process that is gone leads nothing."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=1) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.run.metrics_port}/metrics", timeout=1) as r:
                 body = r.read().decode()
         except OSError:
             return False
@@ -100,13 +94,10 @@ def cluster(kube: Kubectl, namespace: str, tmp_path: Path) -> Iterator[tuple[Clu
 
 
 def start(state: Cluster, tmp_path: Path, kubeconfig: str, namespace: str, identity: str) -> Operator:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLOE_", "POD_"))}
-    metrics = free_port()
-    env.update(
-        KUBECONFIG=kubeconfig,
+    run = start_operator(
+        kubeconfig,
+        tmp_path / f"{identity}-{len(state.operators)}.log",
         FLOE_WATCH_NAMESPACES=namespace,
-        FLOE_METRICS_PORT=str(metrics),
-        FLOE_LIVENESS_PORT=str(free_port()),
         FLOE_RESYNC_SECONDS="2",
         FLOE_LAG_INTERVAL_SECONDS="0",
         FLOE_CHECK_KAFKA="false",
@@ -118,11 +109,7 @@ def start(state: Cluster, tmp_path: Path, kubeconfig: str, namespace: str, ident
         FLOE_RENEW_DEADLINE_SECONDS=str(RENEW_DEADLINE),
         FLOE_RETRY_PERIOD_SECONDS=str(RETRY_PERIOD),
     )
-    log = tmp_path / f"{identity}-{len(state.operators)}.log"
-    script = Path(sys.executable).parent / "floe-operator"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(script)], env=env, stdout=out, stderr=subprocess.STDOUT)
-    op = Operator(identity=identity, log=log, metrics_port=metrics, proc=proc)
+    op = Operator(identity=identity, run=run)
     state.operators.append(op)
     return op
 
