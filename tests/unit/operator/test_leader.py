@@ -240,3 +240,25 @@ def test_lease_flags_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
         10.0,
         2.0,
     )
+
+
+def test_a_standby_answers_the_liveness_probe_and_frees_the_port_for_kopf() -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with main.standby_health(port), urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+        assert answer.status == 200
+    with socket.socket() as s:  # Kopf binds it next
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+
+
+def test_leader_election_and_peering_exclude_each_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(main, "_return_freed_memory", lambda: None)
+    with pytest.raises(SystemExit, match="exclude each other"):
+        main.main(["--leader-election", "--peering", "--lease-namespace", "ops"])
+    with pytest.raises(SystemExit, match="namespace"):
+        main.main(["--leader-election", "--lease-namespace", ""])
