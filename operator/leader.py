@@ -236,9 +236,9 @@ class Elector:
         decision = decide(record, identity=cfg.identity, expired=expired(self._observed, record, now=self._clock()))
         if decision == "wait":
             assert record is not None
-            if record.holder != self._last_holder:
+            if record.holder != self._last_holder and self._renewed is None:
                 log.info("Standing by lease=%s/%s holder=%s", cfg.namespace, cfg.name, record.holder)
-                self._last_holder = record.holder
+            self._last_holder = record.holder
             return False
         spec = lease_spec(record, identity=cfg.identity, lease_duration=cfg.lease_duration, now=self._wall())
         try:

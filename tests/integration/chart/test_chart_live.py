@@ -275,7 +275,7 @@ def test_two_replicas_meet_in_the_peering_object(
         "peer",
         ns,
         "--set",
-        f"replicaCount=2,peering.enabled=true,operator.watchNamespaces={{{watched}}}",
+        f"replicaCount=2,leaderElection.enabled=false,peering.enabled=true,operator.watchNamespaces={{{watched}}}",
         before=lambda name: crd_owner(name, ns),
     )
     # The peering kinds exist, and the hook created the object the pods meet in.

@@ -180,10 +180,19 @@ def test_standby_takes_over_from_a_killed_leader_and_a_fenced_leader_exits(
     b.ended = released
 
     # Fencing: someone else holds the Lease now; the leader exits at its next renewal.
-    lease = api.read_namespaced_lease(LEASE, namespace)
-    lease.spec.holder_identity = "thief"
-    lease.spec.renew_time = datetime.now().astimezone()
-    api.replace_namespaced_lease(LEASE, namespace, lease)
+    def steal() -> bool:
+        lease = api.read_namespaced_lease(LEASE, namespace)
+        lease.spec.holder_identity = "thief"
+        lease.spec.renew_time = datetime.now().astimezone()
+        try:
+            api.replace_namespaced_lease(LEASE, namespace, lease)
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 409:  # the leader renewed in between
+                return False
+            raise
+        return True
+
+    wait_for(steal, timeout=10, what="a write of the Lease that wins over the leader's renewals", every=0.05)
     stolen = time.time()
     assert c.proc.wait(timeout=RETRY_PERIOD + 10) == 3, c.text()[-3000:]
     c.ended = time.time()
