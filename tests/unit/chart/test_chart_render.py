@@ -132,10 +132,17 @@ def test_objects_of_crd_kinds_are_well_formed(render: chartkit.Render) -> None:
         anchor = r["annotations"]["runbook_url"].rsplit("#", 1)[1]
         assert anchor == r["alert"].lower() and f"## {r['alert'].lower()}" in runbooks, r["alert"]
     assert by_kind(render(), "PrometheusRule") == []
-    peering = one(docs, "ClusterKopfPeering")
-    assert peering["apiVersion"] == "kopf.dev/v1"
-    assert peering["metadata"]["name"] == "default"
-    assert "post-install" in peering["metadata"]["annotations"]["helm.sh/hook"]
+    # The object the pods meet in, and its pre-delete twin that makes Helm delete it on uninstall.
+    hooks = {}
+    for peering in by_kind(docs, "ClusterKopfPeering"):
+        assert peering["apiVersion"] == "kopf.dev/v1"
+        assert peering["metadata"]["name"] == "default"
+        annotations = peering["metadata"]["annotations"]
+        hooks[annotations["helm.sh/hook"]] = annotations["helm.sh/hook-delete-policy"]
+    assert hooks == {
+        "post-install,post-upgrade": "before-hook-creation",
+        "pre-delete": "before-hook-creation,hook-succeeded",
+    }
 
 
 def test_names_are_cut_to_63_characters(render: chartkit.Render) -> None:
