@@ -55,6 +55,8 @@ _RESOURCES: dict[tuple[str, str], str] = {
     ("keda.sh/v1alpha1", "ScaledObject"): "/apis/keda.sh/v1alpha1/namespaces/{ns}/scaledobjects",
     ("keda.sh/v1alpha1", "TriggerAuthentication"): "/apis/keda.sh/v1alpha1/namespaces/{ns}/triggerauthentications",
     (model.API_VERSION, model.KIND): f"/apis/{model.API_VERSION}/namespaces/{{ns}}/{model.PLURAL}",
+    # The operator's own leader-election Lease (`leader`), in the operator's namespace.
+    ("coordination.k8s.io/v1", "Lease"): "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
 }
 
 
@@ -172,13 +174,14 @@ class Cluster:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
+        timeout: float = 30,
     ) -> tuple[int, Any]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         method, url, headers, body, _ = self._client.param_serialize(
             method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"]
         )
         try:
-            response = self._client.call_api(method, url, headers, body, _request_timeout=30)
+            response = self._client.call_api(method, url, headers, body, _request_timeout=timeout)
             data = response.read()  # type: ignore[no-untyped-call]
         except (kubernetes.client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             # No HTTP answer at all (connection refused, timeout, TLS): status 0, retried by the caller.
@@ -272,11 +275,35 @@ class Cluster:
         """Delete a child; absent is fine."""
         await asyncio.to_thread(self.delete_sync, api_version, kind, namespace, name)
 
+    def create_sync(self, obj: Mapping[str, Any], *, timeout: float = 30) -> dict[str, Any]:
+        """Create an object (POST); 409 when it exists already."""
+        meta = obj["metadata"]
+        WRITES.labels(kind=obj["kind"], verb="create").inc()
+        status, parsed = self._call(
+            "POST", path_of(obj["apiVersion"], obj["kind"], meta["namespace"]), body=dict(obj), timeout=timeout
+        )
+        return self._checked(status, parsed, kind=obj["kind"], name=meta["name"])
+
+    def replace_sync(self, obj: Mapping[str, Any], *, timeout: float = 30) -> dict[str, Any]:
+        """Replace an object (PUT). With `metadata.resourceVersion` set this is optimistic
+        concurrency: 409 when someone else wrote the object since that version was read."""
+        meta = obj["metadata"]
+        WRITES.labels(kind=obj["kind"], verb="update").inc()
+        status, parsed = self._call(
+            "PUT",
+            path_of(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]),
+            body=dict(obj),
+            timeout=timeout,
+        )
+        return self._checked(status, parsed, kind=obj["kind"], name=meta["name"])
+
     # --- reads ------------------------------------------------------------------------
 
-    def get_sync(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_sync(
+        self, api_version: str, kind: str, namespace: str, name: str, *, timeout: float = 30
+    ) -> dict[str, Any] | None:
         READS.labels(kind=kind).inc()
-        status, parsed = self._call("GET", path_of(api_version, kind, namespace, name))
+        status, parsed = self._call("GET", path_of(api_version, kind, namespace, name), timeout=timeout)
         if status == 404:
             return None
         return self._checked(status, parsed, kind=kind, name=name)
@@ -291,9 +318,7 @@ class Cluster:
         items: list[dict[str, Any]] = self._checked(status, parsed, kind=kind, name=selector).get("items") or []
         return items
 
-    async def list_objects(
-        self, api_version: str, kind: str, namespace: str, *, selector: str
-    ) -> list[dict[str, Any]]:
+    async def list_objects(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:
         """The objects of a kind in a namespace that match a label selector."""
         return await asyncio.to_thread(self.list_sync, api_version, kind, namespace, selector=selector)
 

@@ -9,20 +9,26 @@ from __future__ import annotations
 import argparse
 import ctypes
 import hashlib
+import http.server
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import kopf
-from floe_operator import handlers, k8s, model
+from floe_operator import handlers, k8s, leader, model
 from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
+
+# Exit status of a leader that lost its Lease: it stops at once, and its restart is a standby.
+LOST_LEASE_EXIT = 3
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -84,6 +90,43 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=int(env["FLOE_PEERING_PRIORITY"]) if env.get("FLOE_PEERING_PRIORITY") else None,
         help="This replica's peering priority; the highest live replica works, the others stand by "
         "(env FLOE_PEERING_PRIORITY; default derived from POD_ID, so replicas differ).",
+    )
+    parser.add_argument(
+        "--leader-election",
+        action="store_true",
+        default=_env_bool("FLOE_LEADER_ELECTION", False),
+        help="Run only while holding a coordination.k8s.io Lease, so that of several replicas one works "
+        "and the others stand by (env FLOE_LEADER_ELECTION). Not together with --peering.",
+    )
+    parser.add_argument(
+        "--lease-name",
+        default=env.get("FLOE_LEASE_NAME", "floe-operator"),
+        help="Name of the Lease (env FLOE_LEASE_NAME, default 'floe-operator').",
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=env.get("FLOE_LEASE_NAMESPACE") or env.get("POD_NAMESPACE", ""),
+        help="Namespace of the Lease (env FLOE_LEASE_NAMESPACE, default the pod's POD_NAMESPACE).",
+    )
+    parser.add_argument(
+        "--lease-duration-seconds",
+        type=float,
+        default=float(env.get("FLOE_LEASE_DURATION_SECONDS", "15")),
+        help="How long standbys wait after the leader's last renewal before taking the Lease "
+        "(env FLOE_LEASE_DURATION_SECONDS, default 15).",
+    )
+    parser.add_argument(
+        "--renew-deadline-seconds",
+        type=float,
+        default=float(env.get("FLOE_RENEW_DEADLINE_SECONDS", "10")),
+        help="How long the leader keeps working without a renewal before it exits "
+        "(env FLOE_RENEW_DEADLINE_SECONDS, default 10; shorter than the lease duration).",
+    )
+    parser.add_argument(
+        "--retry-period-seconds",
+        type=float,
+        default=float(env.get("FLOE_RETRY_PERIOD_SECONDS", "2")),
+        help="Seconds between renewals, and between a standby's tries (env FLOE_RETRY_PERIOD_SECONDS, default 2).",
     )
     parser.add_argument(
         "--lag-interval-seconds",
@@ -173,6 +216,88 @@ def peering_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"peering_name": args.peering_name, "priority": priority}
 
 
+def leader_identity(environ: Mapping[str, str] | None = None) -> str:
+    """This replica's name in the Lease: its pod's name, else host and process id."""
+    env = os.environ if environ is None else environ
+    return (
+        env.get("FLOE_LEADER_IDENTITY")
+        or env.get("POD_NAME")
+        or env.get("POD_ID")
+        or f"{socket.gethostname()}-{os.getpid()}"
+    )
+
+
+def lease_config(args: argparse.Namespace) -> leader.Config:
+    return leader.Config(
+        name=args.lease_name,
+        namespace=args.lease_namespace,
+        identity=leader_identity(),
+        lease_duration=args.lease_duration_seconds,
+        renew_deadline=args.renew_deadline_seconds,
+        retry_period=args.retry_period_seconds,
+    )
+
+
+@contextmanager
+def standby_health(port: int) -> Iterator[None]:
+    """Answer the liveness probe while standing by: Kopf serves /healthz only once it runs."""
+    if not port:
+        yield
+        return
+
+    class Healthz(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path.startswith("/healthz") else 404)
+            self.end_headers()
+            self.wfile.write(b"standby\n")
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", port), Healthz)
+    thread = threading.Thread(target=server.serve_forever, name="floe-standby-health", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def lose_lease(reason: str) -> None:
+    """Fencing: a leader that lost its Lease must not write again, and Kopf's handlers and the lag
+    loop cannot all be stopped mid-call; end the process now (Kubernetes restarts it as a standby)."""
+    log.critical("Lost the leader Lease (%s); exiting so that nothing more is written", reason)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(LOST_LEASE_EXIT)
+
+
+def lead(elector: leader.Elector, *, liveness_port: int) -> bool:
+    """Stand by until this replica holds the Lease (True), or until SIGTERM/SIGINT (False)."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    cfg = elector.config
+    log.info(
+        "Taking part in leader election lease=%s/%s identity=%s lease_duration=%g renew_deadline=%g retry_period=%g",
+        cfg.namespace,
+        cfg.name,
+        cfg.identity,
+        cfg.lease_duration,
+        cfg.renew_deadline,
+        cfg.retry_period,
+    )
+    try:
+        with standby_health(liveness_port):
+            acquired = elector.acquire(stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if acquired:
+        elector.hold(lose_lease)
+    return acquired
+
+
 def wait_until_served(
     cluster: k8s.Cluster, namespace: str | None, *, timeout: float = 120.0, pause: float = 1.0
 ) -> None:
@@ -203,18 +328,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("kopf.objects").addFilter(_QuietRoutine())
     namespaces = [n.strip() for n in args.namespace if n.strip()]
+    elector: leader.Elector | None = None
+    if args.leader_election:
+        config = lease_config(args)
+        problems = (["--peering and --leader-election exclude each other"] if args.peering else []) + config.problems()
+        if problems:
+            sys.exit(f"floe-operator: leader election: {'; '.join(problems)}")
+        elector = leader.Elector(config, k8s.Cluster(k8s.load_client(pool_size=2)))
     wait_until_served(k8s.Cluster(k8s.load_client(pool_size=1)), namespaces[0] if namespaces else None)
     registry = build_registry(args)
     if args.metrics_port:
         start_http_server(args.metrics_port)
-    kopf.run(
-        registry=registry,
-        standalone=not args.peering,
-        **peering_options(args),
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,
-    )
+    if elector is not None and not lead(elector, liveness_port=args.liveness_port):
+        log.info("Stopped while standing by")
+        return
+    try:
+        kopf.run(
+            registry=registry,
+            standalone=not args.peering,
+            **peering_options(args),
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None,
+        )
+    finally:
+        # Kopf has stopped every handler and loop: nothing writes any more, a standby may take over now.
+        if elector is not None:
+            elector.release()
 
 
 if __name__ == "__main__":

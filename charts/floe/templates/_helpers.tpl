@@ -88,7 +88,14 @@ Whether the operator watches a list of namespaces ("true") or the whole cluster 
 Checks that values which are each valid make sense together; fails the render otherwise.
 */}}
 {{- define "floe.validate" -}}
-{{- if and (gt (int .Values.replicaCount) 1) (not .Values.peering.enabled) }}
-{{- fail "replicaCount > 1 needs peering.enabled=true, or every operator pod would handle every app" }}
+{{- $le := .Values.leaderElection }}
+{{- if and $le.enabled .Values.peering.enabled }}
+{{- fail "leaderElection.enabled and peering.enabled exclude each other: choose one way for the operator pods to pick the one that works (leaderElection fences a pod that lost its Lease; Kopf peering has no fencing)" }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not $le.enabled) (not .Values.peering.enabled) }}
+{{- fail "replicaCount > 1 needs leaderElection.enabled=true (or peering.enabled=true), or every operator pod would handle every app" }}
+{{- end }}
+{{- if and $le.enabled (not (and (gt (float64 $le.leaseDurationSeconds) (float64 $le.renewDeadlineSeconds)) (gt (float64 $le.renewDeadlineSeconds) (float64 $le.retryPeriodSeconds)))) }}
+{{- fail "leaderElection needs leaseDurationSeconds > renewDeadlineSeconds > retryPeriodSeconds, so that a leader stops before a standby may take over" }}
 {{- end }}
 {{- end }}

@@ -263,6 +263,7 @@ def test_operator_pod_is_admitted_under_restricted_pod_security(
 
 
 def test_two_replicas_meet_in_the_peering_object(
+    helm: str,
     kubectl: str,
     run: Run,
     namespaces: Callable[[str], str],
@@ -275,7 +276,7 @@ def test_two_replicas_meet_in_the_peering_object(
         "peer",
         ns,
         "--set",
-        f"replicaCount=2,peering.enabled=true,operator.watchNamespaces={{{watched}}}",
+        f"replicaCount=2,leaderElection.enabled=false,peering.enabled=true,operator.watchNamespaces={{{watched}}}",
         before=lambda name: crd_owner(name, ns),
     )
     # The peering kinds exist, and the hook created the object the pods meet in.
@@ -292,3 +293,6 @@ def test_two_replicas_meet_in_the_peering_object(
     sa = f"system:serviceaccount:{ns}:{release}-floe"
     assert can_i(run, kubectl, sa, "patch", "kopfpeerings.kopf.dev", watched)
     assert not can_i(run, kubectl, sa, "patch", "kopfpeerings.kopf.dev", ns)
+    # Helm keeps hook objects after uninstall; the pre-delete twin takes the peering object along.
+    run(helm, "uninstall", release, "--namespace", ns, "--wait")
+    assert get_json(run, kubectl, "kopfpeerings.kopf.dev", "default", "-n", watched) is None

@@ -10,11 +10,8 @@ deletion, without a single request the RBAC refuses.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,15 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
+from ..processes import start_operator
 from .livekit import ROOT, Run
 
 pytestmark = [pytest.mark.helm, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def service_account_kubeconfig(admin_kubeconfig: str, token: str, path: Path) -> Path:
@@ -53,6 +45,30 @@ def service_account_kubeconfig(admin_kubeconfig: str, token: str, path: Path) ->
     }
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def release_watching_a_namespace(
+    run: Run,
+    kubectl: str,
+    kubeconfig: str,
+    namespaces: Callable[[str], str],
+    install: Callable[..., str],
+    tmp_path: Path,
+    *,
+    prefix: str,
+    values: str = "",
+) -> tuple[str, str, str, Path]:
+    """The CRD applied and a release of the chart in a namespace of its own, watching another one:
+    (release, its namespace, the watched namespace, a kubeconfig with its ServiceAccount's token)."""
+    run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
+    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+    operator_ns = namespaces(f"floe-{prefix}")
+    apps_ns = namespaces(f"floe-{prefix}-apps")
+    sets = f"crds.enabled=false,operator.watchNamespaces={{{apps_ns}}}" + (f",{values}" if values else "")
+    release = install(prefix, operator_ns, "--set", sets)
+    token = run(kubectl, "create", "token", f"{release}-floe", "-n", operator_ns, "--duration=1h").stdout.strip()
+    sa_kubeconfig = service_account_kubeconfig(kubeconfig, token, tmp_path / "operator.kubeconfig")
+    return release, operator_ns, apps_ns, sa_kubeconfig
 
 
 @pytest.fixture
@@ -108,13 +124,9 @@ def test_operator_manages_an_app_with_only_the_charts_rbac(
     keyspace: str,
     tmp_path: Path,
 ) -> None:
-    run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
-    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
-    operator_ns = namespaces("floe-op")
-    apps_ns = namespaces("floe-apps")
-    release = install("oprbac", operator_ns, "--set", f"crds.enabled=false,operator.watchNamespaces={{{apps_ns}}}")
-    token = run(kubectl, "create", "token", f"{release}-floe", "-n", operator_ns, "--duration=1h").stdout.strip()
-    sa_kubeconfig = service_account_kubeconfig(kubeconfig, token, tmp_path / "operator.kubeconfig")
+    _, _, apps_ns, sa_kubeconfig = release_watching_a_namespace(
+        run, kubectl, kubeconfig, namespaces, install, tmp_path, prefix="oprbac"
+    )
 
     app = f"wc-{uuid.uuid4().hex[:6]}"
     kafka_topics(f"{app}-input", 3)
@@ -129,18 +141,9 @@ def test_operator_manages_an_app_with_only_the_charts_rbac(
     (tmp_path / "app.yaml").write_text(yaml.safe_dump(manifest))
 
     log = tmp_path / "operator.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
-    env.update(
-        KUBECONFIG=str(sa_kubeconfig),
-        FLOE_WATCH_NAMESPACES=apps_ns,
-        FLOE_METRICS_PORT=str(free_port()),
-        FLOE_LIVENESS_PORT=str(free_port()),
-        FLOE_RESYNC_SECONDS="5",
-        FLOE_LAG_INTERVAL_SECONDS="5",
-    )
-    script = Path(sys.executable).parent / "floe-operator"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([str(script)], env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc = start_operator(
+        sa_kubeconfig, log, FLOE_WATCH_NAMESPACES=apps_ns, FLOE_RESYNC_SECONDS="5", FLOE_LAG_INTERVAL_SECONDS="5"
+    ).proc
     try:
         run(kubectl, "apply", "-f", str(tmp_path / "app.yaml"))
 

@@ -32,7 +32,6 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "crds-disabled": {"crds": {"enabled": False}},
     "two-replicas": {
         "replicaCount": 2,
-        "peering": {"enabled": True},
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
         "podDisruptionBudget": {"enabled": True},
         "topologySpreadConstraints": [
@@ -41,6 +40,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     },
     "two-replicas-namespaced": {
         "replicaCount": 2,
+        "leaderElection": {"enabled": False},
         "peering": {"enabled": True},
         "operator": {"watchNamespaces": ["team-a", "team-b"]},
     },
@@ -105,7 +105,7 @@ def test_every_object_carries_the_standard_labels(render: chartkit.Render, name:
 
 
 def test_objects_of_crd_kinds_are_well_formed(render: chartkit.Render) -> None:
-    docs = render(VALUE_SETS["everything"] | {"peering": {"enabled": True}})
+    docs = render(VALUE_SETS["everything"] | {"leaderElection": {"enabled": False}, "peering": {"enabled": True}})
     sm = one(docs, "ServiceMonitor")
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
     endpoint = sm["spec"]["endpoints"][0]
@@ -132,10 +132,17 @@ def test_objects_of_crd_kinds_are_well_formed(render: chartkit.Render) -> None:
         anchor = r["annotations"]["runbook_url"].rsplit("#", 1)[1]
         assert anchor == r["alert"].lower() and f"## {r['alert'].lower()}" in runbooks, r["alert"]
     assert by_kind(render(), "PrometheusRule") == []
-    peering = one(docs, "ClusterKopfPeering")
-    assert peering["apiVersion"] == "kopf.dev/v1"
-    assert peering["metadata"]["name"] == "default"
-    assert "post-install" in peering["metadata"]["annotations"]["helm.sh/hook"]
+    # The object the pods meet in, and its pre-delete twin that makes Helm delete it on uninstall.
+    hooks = {}
+    for peering in by_kind(docs, "ClusterKopfPeering"):
+        assert peering["apiVersion"] == "kopf.dev/v1"
+        assert peering["metadata"]["name"] == "default"
+        annotations = peering["metadata"]["annotations"]
+        hooks[annotations["helm.sh/hook"]] = annotations["helm.sh/hook-delete-policy"]
+    assert hooks == {
+        "post-install,post-upgrade": "before-hook-creation",
+        "pre-delete": "before-hook-creation,hook-succeeded",
+    }
 
 
 def test_names_are_cut_to_63_characters(render: chartkit.Render) -> None:
@@ -172,27 +179,59 @@ def test_crd_keep_off_and_crds_off(render: chartkit.Render) -> None:
     assert by_kind(render({"crds": {"enabled": False}}), "CustomResourceDefinition") == []
     assert (
         by_kind(
-            render({"crds": {"enabled": False}, "peering": {"enabled": True}, "replicaCount": 2}),
+            render(
+                {
+                    "crds": {"enabled": False},
+                    "leaderElection": {"enabled": False},
+                    "peering": {"enabled": True},
+                    "replicaCount": 2,
+                }
+            ),
             "CustomResourceDefinition",
         )
         == []
     ), "crds.enabled=false must also leave out the peering CRDs"
 
 
-def test_two_replicas_need_peering(render: chartkit.Render) -> None:
-    with pytest.raises(chartkit.RenderError, match=r"replicaCount > 1 needs peering.enabled=true"):
-        render({"replicaCount": 2})
+def test_two_replicas_need_leader_election_or_peering(render: chartkit.Render) -> None:
+    with pytest.raises(chartkit.RenderError, match=r"replicaCount > 1 needs leaderElection.enabled=true"):
+        render({"replicaCount": 2, "leaderElection": {"enabled": False}})
+    with pytest.raises(chartkit.RenderError, match=r"exclude each other"):
+        render({"peering": {"enabled": True}})
+    docs = render(VALUE_SETS["two-replicas-namespaced"])
+    dep = one(docs, "Deployment")
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["FLOE_PEERING"]["value"] == "true"
+    assert env["FLOE_LEADER_ELECTION"]["value"] == "false"
+    assert env["POD_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    crds = {c["metadata"]["name"] for c in by_kind(docs, "CustomResourceDefinition")}
+    assert {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"} <= crds
+    assert by_kind(docs, "Lease") == []
+
+
+def test_two_replicas_elect_a_leader_through_the_charts_lease(render: chartkit.Render) -> None:
     docs = render(VALUE_SETS["two-replicas"])
     dep = one(docs, "Deployment")
     assert dep["spec"]["replicas"] == 2
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["FLOE_PEERING"]["value"] == "true"
-    assert env["POD_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-    crds = {c["metadata"]["name"] for c in by_kind(docs, "CustomResourceDefinition")}
-    assert {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"} <= crds
+    assert env["FLOE_PEERING"]["value"] == "false"
+    assert env["FLOE_LEADER_ELECTION"]["value"] == "true"
+    lease = one(docs, "Lease")
+    assert lease["apiVersion"] == "coordination.k8s.io/v1"
+    assert (lease["metadata"]["name"], lease["metadata"]["namespace"]) == ("floe", chartkit.NAMESPACE)
+    assert lease["spec"] == {}, "the pods own the spec; Helm must not reset it on upgrade"
+    assert "helm.sh/hook" not in (lease["metadata"].get("annotations") or {}), "a hook would outlive the release"
+    assert env["FLOE_LEASE_NAME"]["value"] == lease["metadata"]["name"]
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert [env[k]["value"] for k in ("FLOE_LEASE_DURATION_SECONDS", "FLOE_RENEW_DEADLINE_SECONDS")] == ["15", "10"]
+    assert env["FLOE_RETRY_PERIOD_SECONDS"]["value"] == "2"
+    assert by_kind(docs, "ClusterKopfPeering") == [] and by_kind(docs, "KopfPeering") == []
     assert one(docs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
     tsc = dep["spec"]["template"]["spec"]["topologySpreadConstraints"][0]
     assert tsc["labelSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    with pytest.raises(chartkit.RenderError, match=r"leaseDurationSeconds > renewDeadlineSeconds"):
+        render({"leaderElection": {"renewDeadlineSeconds": 20}})
 
 
 def test_namespaced_peering_objects_live_in_each_watched_namespace(render: chartkit.Render) -> None:

@@ -119,9 +119,9 @@ def test_optional_kinds_follow_their_switches(render: chartkit.Render) -> None:
 
 def test_watch_namespaces_grants_roles_only_there(render: chartkit.Render) -> None:
     docs = render({"operator": {"watchNamespaces": ["team-a", "team-b"]}})
-    roles = by_kind(docs, "Role")
+    roles = [r for r in by_kind(docs, "Role") if not r["metadata"]["name"].endswith("-leader-election")]
     assert {r["metadata"]["namespace"] for r in roles} == {"team-a", "team-b"}
-    bindings = by_kind(docs, "RoleBinding")
+    bindings = [b for b in by_kind(docs, "RoleBinding") if not b["metadata"]["name"].endswith("-leader-election")]
     assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
     for b in bindings:
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "floe", "namespace": chartkit.NAMESPACE}]
@@ -136,12 +136,38 @@ def test_watch_namespaces_grants_roles_only_there(render: chartkit.Render) -> No
 
 
 def test_peering_rules_follow_the_mode(render: chartkit.Render) -> None:
-    docs = render({"peering": {"enabled": True}})
+    peering = {"peering": {"enabled": True}, "leaderElection": {"enabled": False}}
+    docs = render(peering)
     assert grants(one(docs, "ClusterRole")["rules"], "kopf.dev", "clusterkopfpeerings", "patch")
-    docs = render({"peering": {"enabled": True}, "operator": {"watchNamespaces": ["a"]}})
+    docs = render(peering | {"operator": {"watchNamespaces": ["a"]}})
     assert grants(one(docs, "Role")["rules"], "kopf.dev", "kopfpeerings", "patch")
     assert not grants(one(docs, "ClusterRole")["rules"], "kopf.dev", "clusterkopfpeerings", "patch")
     assert not grants(one(render(), "ClusterRole")["rules"], "kopf.dev", "clusterkopfpeerings", "get")
+
+
+def test_leader_election_may_read_and_write_only_its_own_lease(render: chartkit.Render) -> None:
+    for values in ({}, {"operator": {"watchNamespaces": ["a"]}}):
+        docs = render(values)
+        role = next(r for r in by_kind(docs, "Role") if r["metadata"]["name"] == "floe-leader-election")
+        assert role["metadata"]["namespace"] == chartkit.NAMESPACE
+        rules = role["rules"]
+        for verb in ("get", "update"):
+            assert grants(rules, "coordination.k8s.io", "leases", verb, "floe")
+            assert not grants(rules, "coordination.k8s.io", "leases", verb, "kube-scheduler")
+        # The chart creates the Lease; a create right could not be limited to its name.
+        for verb in ("create", "delete", "patch", "list", "watch"):
+            assert not grants(rules, "coordination.k8s.io", "leases", verb)
+        binding = next(b for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "floe-leader-election")
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "floe-leader-election",
+        }
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "floe", "namespace": chartkit.NAMESPACE}]
+        for cluster_role in by_kind(docs, "ClusterRole"):
+            assert not grants(cluster_role["rules"], "coordination.k8s.io", "leases", "get")
+    off = render({"leaderElection": {"enabled": False}})
+    assert [r for r in by_kind(off, "Role") if "leader" in r["metadata"]["name"]] == []
 
 
 def test_rbac_off_renders_no_rbac(render: chartkit.Render) -> None:

@@ -24,6 +24,8 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("unknown pull policy", {"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
     ("malformed digest", {"image": {"digest": "latest"}}, "digest"),
     ("peering as text", {"peering": {"enabled": "true"}}, "peering"),
+    ("leader election as text", {"leaderElection": {"enabled": "yes"}}, "leaderElection"),
+    ("lease duration zero", {"leaderElection": {"leaseDurationSeconds": 0}}, "leaseDurationSeconds"),
     ("scrape interval as number", {"serviceMonitor": {"interval": 30}}, "interval"),
     ("dashboard labels with a number", {"grafanaDashboard": {"labels": {"grafana_dashboard": 1}}}, "grafana_dashboard"),
     ("rbac flag as text", {"rbac": {"sparkOnKubernetes": "on"}}, "sparkOnKubernetes"),
