@@ -243,13 +243,19 @@ def test_rbac_for_a_list_of_namespaces_stays_inside_them(
 
 
 def test_operator_pod_is_admitted_under_restricted_pod_security(
-    kubectl: str, run: Run, namespaces: Callable[[str], str], install: Callable[..., str]
+    kubectl: str, run: Run, namespaces: Callable[[str], str], install: Callable[..., str],
+    stack_env: dict[str, str],
 ) -> None:
     ns = namespaces("floe-psa")
     run(kubectl, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
-    release = install("psa", ns, "--set", "crds.enabled=false")
-    # The ReplicaSet creates the pod only if admission accepts it; there is no kubelet, so it
-    # stays Pending, which is enough.
+    # The stack's node admits only images built here: the operator's, watching only its own
+    # namespace while it runs.
+    image = stack_env.get("FLOE_OPERATOR_IMAGE")
+    local = [] if image is None else [
+        "--set", f"image.repository={image.rsplit(':', 1)[0]},image.tag={image.rsplit(':', 1)[1]}",
+        "--set", f"image.pullPolicy=Never,operator.watchNamespaces={{{ns}}}"]
+    release = install("psa", ns, "--set", "crds.enabled=false", *local)
+    # The ReplicaSet creates the pod only if admission accepts it, which is what is tested here.
     deadline = time.monotonic() + 60
     pods: list[Any] = []
     while time.monotonic() < deadline:
