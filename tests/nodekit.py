@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
 
 def kubectl(env: dict[str, str], *args: str, input: str | None = None, timeout: float = 120) -> str:
@@ -59,3 +60,16 @@ def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, tru
 
     wait_for(topic_exact, timeout=120, what="the output topic to carry every final count", every=2)
     return took
+
+
+def main_pid(env: dict[str, str], pod: dict[str, Any]) -> int:
+    """The host pid of the pod's app container's first process, from containerd's task list."""
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "app")
+    container = status["containerID"].split("://", 1)[1]
+    out = subprocess.run(["ctr", "--address", env["FLOE_CONTAINERD_ADDRESS"], "-n", "k8s.io", "task", "ls"],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines()[1:]:
+        task, pid, state = line.split()[:3]
+        if task == container and state == "RUNNING":
+            return int(pid)
+    raise AssertionError(f"no running task {container} in containerd:\n{out}")

@@ -25,7 +25,7 @@ from floe_jobs import localrun
 from floe_stack import demo
 
 from ..integration.waiting import wait_for
-from ..nodekit import kubectl, require_node, wait_exact_counts
+from ..nodekit import kubectl, main_pid, require_node, wait_exact_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 LINES = 3000
@@ -157,6 +157,12 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         body = demo.app_body(ROOT, env, namespace=app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
                              replicas=REPLICAS)
         name = body["metadata"]["name"]
+        # Cassandra credentials from a Secret (the stack's node accepts any: it checks none); they
+        # must reach the replica's process and nothing else.
+        password = f"pw-{run}"
+        kubectl(env, "create", "secret", "generic", "cass-creds", "-n", app_ns, "--from-literal=username=floe",
+                f"--from-literal=password={password}")
+        body["spec"]["state"]["cassandra"]["credentialsSecretRef"] = {"name": "cass-creds"}
         t1 = time.monotonic()
         kubectl(env, "apply", "-f", "-", input=yaml.safe_dump(body))
         selector = f"app.kubernetes.io/instance={name}"
@@ -167,6 +173,15 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
             raise AssertionError(f"{exc}\n{_describe(env, app_ns)}\n{_describe(env, op_ns)}") from None
         app_ready_s = time.monotonic() - t1
         print(f"app: apply → {REPLICAS} pods Ready in {app_ready_s:.1f} s")
+
+        # The Secret and the ConfigMap reach the process (its environment, its topics), and the
+        # ConfigMap carries no credential.
+        for pod in _pods(env, app_ns, selector):
+            environ = Path(f"/proc/{main_pid(env, pod)}/environ").read_bytes().split(b"\0")
+            assert f"FLOE_CASSANDRA_PASSWORD={password}".encode() in environ, pod["metadata"]["name"]
+            assert any(e.startswith(b"FLOE_CONFIG=") for e in environ)
+        config = kubectl(env, "get", "configmap", f"{name}-config", "-n", app_ns, "-o", "json")
+        assert password not in config and topic_in in config
 
         lines = localrun.word_lines(LINES, seed=21)
         truth = dict(localrun.word_truth(lines))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from floe_jobs import localrun
 from floe_stack import demo
 
-from ...nodekit import require_node, wait_exact_counts
+from ...nodekit import main_pid, require_node, wait_exact_counts
 from ..waiting import wait_for
 from .kube import Kubectl
 
@@ -38,19 +37,6 @@ def _pods(kube: Kubectl, ns: str, app: str) -> list[dict[str, Any]]:
 
 def _restarts(pod: dict[str, Any]) -> int:
     return sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses") or [])
-
-
-def _main_pid(env: dict[str, str], pod: dict[str, Any]) -> int:
-    """The host pid of the pod's app container's first process, from containerd's task list."""
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "app")
-    container = status["containerID"].split("://", 1)[1]
-    out = subprocess.run(["ctr", "--address", env["FLOE_CONTAINERD_ADDRESS"], "-n", "k8s.io", "task", "ls"],
-                         capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines()[1:]:
-        task, pid, state = line.split()[:3]
-        if task == container and state == "RUNNING":
-            return int(pid)
-    raise AssertionError(f"no running task {container} in containerd:\n{out}")
 
 
 def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
@@ -83,7 +69,7 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
         time.sleep(rng.uniform(0.5, 4.0))  # somewhere inside the batches of this wave
         victim = rng.choice(_pods(kube, namespace, app))
         before = _restarts(victim)
-        os.kill(_main_pid(env, victim), signal.SIGKILL)
+        os.kill(main_pid(env, victim), signal.SIGKILL)
         name = victim["metadata"]["name"]
 
         def back(name: str = name, before: int = before) -> bool:
