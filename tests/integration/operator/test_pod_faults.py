@@ -61,6 +61,26 @@ def test_pod_faults_degrade_only_their_app_and_clear_when_fixed(
     assert condition(obj, "Degraded")["status"] == "False"
 
 
+def test_no_registry_is_reached_for_an_image_the_node_lacks(
+    kube: Kubectl, spec_args: dict[str, Any], operator: object, stack_env: dict[str, str]
+) -> None:
+    """An image admission lets through (localhost/…) but the node does not have, pulled because
+    the policy says Always: containerd sends the pull to the closed loopback port its registry
+    configuration names for every registry, and the app says the image is unavailable."""
+    require_node(stack_env)
+    ns = spec_args["namespace"]
+    kube.apply(app_manifest("pulls", **spec_args, replicas=1, image=MISSING, imagePullPolicy="Always"))
+    obj = _reason(kube, "pulls", ns, "Degraded", "ImageUnavailable", timeout=120)
+    assert MISSING in condition(obj, "Degraded")["message"]
+
+    def pull_failures() -> list[str]:
+        return [e["message"] for e in kube.list("event", ns) if e["reason"] == "Failed"
+                and e["involvedObject"]["name"].startswith("pulls-") and "Failed to pull" in e["message"]]
+
+    failures = wait_for(pull_failures, what="the kubelet's pull failure", timeout=60)
+    assert all("127.0.0.1:9" in m for m in failures), failures
+
+
 def test_pods_refused_by_admission_are_named(kube: Kubectl, spec_args: dict[str, Any], operator: object,
                                              stack_env: dict[str, str]) -> None:
     """The stack's node admits only images built here: a Deployment whose pods admission refuses
