@@ -3,6 +3,7 @@ local stack, the CRD installed, and the operator running in-process with Kopf's 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import uuid
@@ -77,8 +78,15 @@ def cql(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]:
     """The operator, in-process, watching the test namespace, resyncing every 2 s."""
+    with running_operator(kube, namespace, resync_seconds=RESYNC_SECONDS) as runner:
+        yield runner
+
+
+@contextlib.contextmanager
+def running_operator(kube: Kubectl, namespace: str, *, resync_seconds: float) -> Iterator[kopf.testing.KopfRunner]:
+    """The operator, in-process, watching `namespace`; its apps are deleted before it stops."""
     started = threading.Event()
-    registry = handlers.build_registry(handlers.Options(resync_seconds=RESYNC_SECONDS, started=started))
+    registry = handlers.build_registry(handlers.Options(resync_seconds=resync_seconds, started=started))
     runner = kopf.testing.KopfRunner(
         ["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60
     )

@@ -1,22 +1,31 @@
 """What only the app's pods know, on the stack's node: an image that is not there, a pod that
 cannot be scheduled, pods that admission refuses. Each makes the app Degraded with a reason
-that names what to change, within a watch event rather than a resync, while its children stay
-applied and the other apps are served; fixing the spec clears it."""
+that names what to change, through the watch of the pods (the operator here resyncs every
+600 s), while its children stay applied and the other apps are served; fixing the spec clears it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from ...nodekit import require_node
 from ..waiting import wait_for
-from .conftest import app_manifest
+from .conftest import app_manifest, running_operator
 from .kube import Kubectl, condition
 
 pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
 
 MISSING = "localhost/floe/missing:0"
+
+
+@pytest.fixture(scope="module")
+def operator(kube: Kubectl, namespace: str) -> Iterator[object]:
+    """The operator with a resync too slow to matter here: what the pods do reaches the apps'
+    status through the watch of their pods."""
+    with running_operator(kube, namespace, resync_seconds=600) as runner:
+        yield runner
 
 
 def _reason(kube: Kubectl, name: str, namespace: str, type_: str, reason: str, timeout: float = 90) -> dict[str, Any]:
