@@ -85,3 +85,48 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
                       timeout=60, what=f"status.restarts >= {KILLS}")
     print(f"{KILLS} SIGKILLs of {REPLICAS} pods: counts exact, status.restarts {status['restarts']}")
     kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
+
+
+def test_a_replica_whose_batches_fail_is_not_ready_until_one_succeeds(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str]
+) -> None:
+    """Its store table dropped under it, a replica's batches fail (not an outage it waits out):
+    its pod leaves readiness; the table back, a batch commits and the pod is Ready again."""
+    from cassandra.cluster import Cluster
+    from floe_jobs.stores import schema
+
+    env = require_node(stack_env)
+    run = uuid.uuid4().hex[:8]
+    topic_in, topic_out, keyspace = f"fail-in-{run}", f"fail-out-{run}", f"fail_{run}"
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
+    localrun.create_topic(bootstrap, topic_in, 2)
+    localrun.create_topic(bootstrap, topic_out, 2)
+    body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
+                         replicas=1)
+    body["metadata"]["name"] = app = f"fail-{run}"
+    body["spec"]["resources"] = {"requests": {"cpu": "300m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    kube.apply(body)
+
+    def the_pod(ready: bool) -> dict[str, Any] | None:
+        pods = _pods(kube, namespace, app)
+        return pods[0] if len(pods) == 1 and demo.is_ready(pods[0]) == ready and _restarts(pods[0]) == 0 else None
+
+    wait_for(lambda: the_pod(True), timeout=480, what="the app's pod Ready", every=2)
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    try:
+        session = cluster.connect()
+        table = schema.table_name("word-count")
+        localrun.produce(bootstrap, topic_in, localrun.word_lines(200, seed=1))
+        wait_for(lambda: localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long"),
+                 timeout=120, what="a first committed batch", every=1)
+        cluster.refresh_schema_metadata()
+        cql = cluster.metadata.keyspaces[keyspace].tables[table].export_as_string()
+        session.execute(f"DROP TABLE {keyspace}.{table}", timeout=60)
+        localrun.produce(bootstrap, topic_in, localrun.word_lines(200, seed=2))
+        wait_for(lambda: the_pod(False), timeout=60, what="the pod out of readiness while its batches fail",
+                 every=1)
+        session.execute(cql, timeout=60)
+        wait_for(lambda: the_pod(True), timeout=120, what="the pod Ready again once a batch commits", every=1)
+    finally:
+        cluster.shutdown()
+    kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
