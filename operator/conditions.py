@@ -92,7 +92,7 @@ class Observed:
     provisioned_keyspace: str | None = None
     provisioned_hash: str | None = None
     partitions: int | None = None
-    # why executor pods wait for a node (`unschedulable_executors`); None: none waits
+    # why executor pods wait for a node (`podfaults.unschedulable_executors`); None: none waits
     executors_unschedulable: str | None = None
 
 
@@ -175,38 +175,6 @@ def rollout_of(deployment: Mapping[str, Any]) -> Rollout:
         observed=int(status.get("observedGeneration", 0)) >= int(meta.get("generation", 1)),
         deadline_exceeded=progressing.get("status") == "False"
         and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED,
-    )
-
-
-def _unschedulable(pod: Mapping[str, Any]) -> str | None:
-    """The scheduler's message for a pod it found no node for; None for any other pod."""
-    status = pod.get("status") or {}
-    if status.get("phase") != "Pending" or (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return None
-    for cond in status.get("conditions") or []:
-        if (cond.get("type"), cond.get("status"), cond.get("reason")) == ("PodScheduled", "False", "Unschedulable"):
-            return str(cond.get("message") or "no node fits")
-    return None
-
-
-def unschedulable_executors(app: model.StreamingApp, pods: Sequence[Mapping[str, Any]]) -> str | None:
-    """Why the app's executor pods (`pods`) wait for a node, naming what each requests and where
-    that comes from; None when none waits. The drivers keep running: batches they group
-    themselves (`spec.spark.driverBatchMaxRecords`) go on, larger ones wait for executors."""
-    waiting = [(pod, message) for pod in pods if (message := _unschedulable(pod)) is not None]
-    if not waiting:
-        return None
-    pod, message = waiting[0]
-    containers = (pod.get("spec") or {}).get("containers") or [{}]
-    requests = (containers[0].get("resources") or {}).get("requests") or {}
-    asked = ", ".join(f"{k} {v}" for k, v in sorted(requests.items())) or "nothing"
-    executor = app.spec.spark.executor or model.SparkExecutor()
-    return (
-        f"{len(waiting)} of {len(pods)} executor pod(s) cannot be scheduled; each requests {asked} "
-        f"(spec.spark.executor: {executor.cores} core(s), memory {executor.memory} plus Spark's memory overhead). "
-        f"The scheduler says of {(pod.get('metadata') or {}).get('name', 'one')}: {message}. Lower spec.spark.executor "
-        "(or spark.kubernetes.executor.request.cores in spec.spark.conf) or make room on the nodes; until then "
-        "batches larger than the drivers group themselves wait for executors"
     )
 
 

@@ -14,9 +14,10 @@ spec (or of the cluster), which a reconcile then applies.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from floe_operator import model
 from floe_operator.conditions import Fault
 
 IMAGE_UNAVAILABLE = "ImageUnavailable"
@@ -49,8 +50,10 @@ def summary(pod: Mapping[str, Any]) -> dict[str, Any]:
     scheduled: Mapping[str, Any] = next(
         (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
     )
+    containers_spec = (pod.get("spec") or {}).get("containers") or [{}]
     return {
         "name": meta.get("name"),
+        "requests": dict((containers_spec[0].get("resources") or {}).get("requests") or {}),
         "created": meta.get("creationTimestamp", ""),
         "deleting": bool(meta.get("deletionTimestamp")),
         "unschedulable": scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable",
@@ -93,6 +96,27 @@ def _fault_of(pod: Mapping[str, Any], *, image: str) -> Fault | None:
             message = f"Pod {pod['name']} keeps exiting: {c['restarts']} restarts, last {last}; {hint}"
             return Fault(CRASH_LOOPING, message)
     return None
+
+
+def unschedulable_executors(app: model.StreamingApp, pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the app's executor pods (`pods`, as the API returns them) wait for a node, naming what
+    each requests and where that comes from; None when none waits. The drivers keep running:
+    batches they group themselves (`spec.spark.driverBatchMaxRecords`) go on, larger ones wait
+    for executors."""
+    live = [summary(p) for p in pods]
+    waiting = [p for p in live if p["unschedulable"] and not p["deleting"]]
+    if not waiting:
+        return None
+    pod = waiting[0]
+    asked = ", ".join(f"{k} {v}" for k, v in sorted(pod["requests"].items())) or "nothing"
+    executor = app.spec.spark.executor or model.SparkExecutor()
+    return (
+        f"{len(waiting)} of {len(pods)} executor pod(s) cannot be scheduled; each requests {asked} "
+        f"(spec.spark.executor: {executor.cores} core(s), memory {executor.memory} plus Spark's memory overhead). "
+        f"The scheduler says of {pod['name'] or 'one'}: {pod['schedulingMessage'] or 'no node fits'}. Lower "
+        "spec.spark.executor (or spark.kubernetes.executor.request.cores in spec.spark.conf) or make room on the "
+        "nodes; until then batches larger than the drivers group themselves wait for executors"
+    )
 
 
 def rejected(deployment: Mapping[str, Any] | None) -> Fault | None:

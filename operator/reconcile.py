@@ -466,7 +466,7 @@ async def _unschedulable_executors(app: model.StreamingApp, deps: Deps) -> str |
     except k8s.ApiError as exc:  # no right to list pods: the drivers cannot have started executors either
         log.debug("Listing executor pods failed app=%s/%s error=%s", app.namespace, app.name, exc)
         return None
-    return conditions.unschedulable_executors(app, pods)
+    return podfaults.unschedulable_executors(app, pods)
 
 
 def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
