@@ -237,8 +237,8 @@ client_encryption_options:
             raise
 
     def ready(self) -> bool:
-        """True once the role `floe` logs in; made with the default superuser (which Cassandra
-        creates a few seconds after start) when it does not yet."""
+        """True once the role `floe` logs in; made, or given this checkout's password, with the
+        default superuser (which Cassandra creates a few seconds after start) when it does not."""
         if not ports.accepts(self.port):
             return False
         password = tls.passwords(self.layout)["floe"]
@@ -249,8 +249,11 @@ client_encryption_options:
                 continue
             try:
                 if username == "cassandra":
+                    # The data outlives the checkout's password file (a fresh clone at the same
+                    # path reuses it), so the role is made or given this checkout's password.
                     session.execute("CREATE ROLE IF NOT EXISTS floe WITH SUPERUSER = true AND LOGIN = true "
                                     "AND PASSWORD = %s", (password,))
+                    session.execute("ALTER ROLE floe WITH PASSWORD = %s", (password,))
                     continue
                 return True
             except Exception:
