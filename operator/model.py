@@ -193,6 +193,7 @@ class ServiceMonitorSpec(_Model):
 class MetricsSpec(_Model):
     port: int = 9400
     query_port: int = 9401
+    stall_seconds: int = 300
     service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
 
 

@@ -131,7 +131,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     sasl_mechanism (with SASL)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
     on)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
     spark.{master, conf, driver_batch_max_records (when set)}, shutdown.drain_timeout_seconds,
-    metrics.{port, query_port}, job.{entrypoint, args}: settings of `floe_jobs.config.FloeConfig`, which loads them.
+    metrics.{port, query_port, stall_seconds}, job.{entrypoint, args}: settings of
+    `floe_jobs.config.FloeConfig`, which loads them.
     Credentials and TLS material reach the runtime as FLOE_* environment variables from
     Secrets (see `process`).
     """
@@ -186,7 +187,11 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
         "spark": {"master": spec.spark.master, "conf": spark_conf(app), **driver_batches},
         **state,
         "shutdown": {"drain_timeout_seconds": spec.shutdown.drain_timeout_seconds},
-        "metrics": {"port": spec.metrics.port, "query_port": spec.metrics.query_port},
+        "metrics": {
+            "port": spec.metrics.port,
+            "query_port": spec.metrics.query_port,
+            "stall_seconds": spec.metrics.stall_seconds,
+        },
         "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args)},
     }
 

@@ -91,15 +91,23 @@ def wait_until(
     alive: Callable[[], bool],
     log: str,
 ) -> None:
-    """Poll ``check`` until it is true; fail fast if the process died, with its log's tail."""
+    """Poll ``check`` until it is true; fail fast if the process died, with its log's tail.
+
+    A process is taken for dead when two looks a second apart miss it: one look can miss a
+    live process (a launcher re-executing itself, /proc read while the machine is loaded)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
             return
-        if not alive():
+        if not alive() and not _alive_after_a_second(alive):
             raise StackError(f"{what} exited during start-up; its log: {log}\n{tail(log)}")
         time.sleep(0.5)
     raise StackError(f"{what} did not become ready within {timeout:.0f} s; its log: {log}\n{tail(log)}")
+
+
+def _alive_after_a_second(alive: Callable[[], bool]) -> bool:
+    time.sleep(1.0)
+    return alive()
 
 
 def tail(path: str, lines: int = 20) -> str:
