@@ -77,6 +77,7 @@ class KafkaSpec(_Model):
     output_topics: list[str] = Field(default_factory=list)
     consumer_group: str | None = None
     starting_offsets: Literal["earliest", "latest"] = "latest"
+    group_protocol: Literal["auto", "consumer", "classic"] = "auto"
     max_records_per_batch: int = 100000
     max_bytes_per_batch: int = 67108864
     spark_read_min_records: int | None = None

@@ -126,8 +126,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     """The runtime's configuration (`floe_jobs.config`), mounted as floe.yaml; never a secret.
 
     Keys: app_id, kafka.{bootstrap_servers, topics, output_topics, group_id,
-    starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records (when
-    set), session_timeout_ms, heartbeat_interval_ms, leave_group_on_close, security_protocol,
+    starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records and
+    group_protocol (when set), session_timeout_ms, heartbeat_interval_ms, leave_group_on_close, security_protocol,
     sasl_mechanism (with SASL)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
     on)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
     spark.{master, conf, driver_batch_max_records (when set)}, shutdown.drain_timeout_seconds,
@@ -148,6 +148,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     if cass.tls.enabled and not cass.tls.verify_hostname:
         tls["tls_verify_hostname"] = False
     reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
+    protocol = {} if kafka.group_protocol == "auto" else {"group_protocol": kafka.group_protocol}
     cache = spec.state.cache_max_keys
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
     limit = spec.spark.driver_batch_max_records
@@ -163,6 +164,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             "max_records_per_batch": kafka.max_records_per_batch,
             "max_bytes_per_batch": kafka.max_bytes_per_batch,
             **reads,
+            **protocol,
             "session_timeout_ms": spec.shutdown.session_timeout_ms,
             "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
             "leave_group_on_close": spec.shutdown.leave_group_on_close,
