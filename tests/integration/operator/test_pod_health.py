@@ -1,0 +1,156 @@
+"""Pod health on the stack's node: what the kubelet does for a replica that is alive but stuck,
+and for one that outgrows its memory limit.
+
+- A replica whose Spark JVM stops answering (SIGSTOP from the host, while a batch needs it) stops
+  turning its batch loop: /healthz fails after spec.metrics.stallSeconds, the liveness probe has
+  the kubelet restart the container, and the restarted replica finishes the work exactly.
+- A replica that allocates past spec.resources.limits.memory is OOM-killed by the kernel, the
+  kubelet says so (OOMKilled) and restarts it, and no committed count is lost or doubled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from floe_jobs import localrun
+from floe_stack import demo
+
+from ...nodekit import main_pid, require_node, wait_exact_counts
+from ..waiting import wait_for
+from .kube import Kubectl
+
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[3]
+HOG_JOB = Path(__file__).parent / "jobs" / "hog_word_count.py"
+STALL_SECONDS = 30
+
+
+def _one_app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, **spec: Any) -> dict[str, Any]:
+    """A one-replica word count on this run's topics, applied; its body."""
+    run = uuid.uuid4().hex[:8]
+    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", f"{name}_{run}"
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, 2)
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, 2)
+    body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
+                         replicas=1)
+    body["metadata"]["name"] = f"{name}-{run}"
+    body["spec"]["resources"] = {"requests": {"cpu": "300m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    for key, value in spec.items():
+        body["spec"][key] = {**body["spec"].get(key, {}), **value}
+    kube.apply(body)
+    return body
+
+
+def _the_pod(kube: Kubectl, namespace: str, app: str) -> dict[str, Any] | None:
+    pods = [p for p in kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+            if not p["metadata"].get("deletionTimestamp")]
+    return pods[0] if len(pods) == 1 else None
+
+
+def _app_container(pod: dict[str, Any]) -> dict[str, Any]:
+    return next(s for s in pod["status"].get("containerStatuses") or [] if s["name"] == "app")
+
+
+def _ready_after(kube: Kubectl, namespace: str, app: str, restarts: int) -> dict[str, Any] | None:
+    pod = _the_pod(kube, namespace, app)
+    if pod is None or not demo.is_ready(pod) or _app_container(pod).get("restartCount", 0) < restarts:
+        return None
+    return pod
+
+
+def _descendants(pid: int) -> list[int]:
+    """Host pids of every process below `pid` (from /proc's parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _jvm_of(pid: int) -> int:
+    jvms = [p for p in _descendants(pid) if Path(f"/proc/{p}/comm").read_text().strip() == "java"]
+    assert len(jvms) == 1, f"expected one Spark JVM below pid {pid}, found {jvms}"
+    return jvms[0]
+
+
+def _events(kube: Kubectl, namespace: str, pod: str) -> list[dict[str, Any]]:
+    return [e for e in kube.list("event", namespace) if e.get("involvedObject", {}).get("name") == pod]
+
+
+def test_a_wedged_runtime_is_restarted_by_its_liveness_probe(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str]
+) -> None:
+    env = require_node(stack_env)
+    # every batch runs Spark jobs, so a batch waits on the JVM the test stops
+    body = _one_app(kube, namespace, env, "wedge", metrics={"stallSeconds": STALL_SECONDS},
+                    spark={"driverBatchMaxRecords": 0})
+    app, spec = body["metadata"]["name"], body["spec"]
+    topic_in, topic_out, keyspace = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], \
+        spec["state"]["cassandra"]["keyspace"]
+    pod = wait_for(lambda: _ready_after(kube, namespace, app, 0), timeout=480, what="the app's pod Ready", every=2)
+    lines = localrun.word_lines(300, seed=1)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)))
+
+    jvm = _jvm_of(main_pid(env, pod))
+    os.kill(jvm, signal.SIGSTOP)
+    more = localrun.word_lines(300, seed=2)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, more)
+    name = pod["metadata"]["name"]
+    # stallSeconds, then 6 failed probes 10 s apart, then the termination grace
+    wait_for(lambda: _ready_after(kube, namespace, app, 1), timeout=420,
+             what=f"{name} restarted by its liveness probe and Ready again", every=2)
+    reasons = [(e.get("reason"), e.get("message", "")) for e in _events(kube, namespace, name)]
+    assert any(r == "Unhealthy" and "Liveness probe failed" in m for r, m in reasons), reasons
+    assert any(r == "Killing" and "liveness" in m for r, m in reasons), reasons
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines + more)))
+    kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
+
+
+def test_a_replica_over_its_memory_limit_is_oom_killed_and_loses_nothing(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str]
+) -> None:
+    env = require_node(stack_env)
+    config = f"hog-job-{uuid.uuid4().hex[:6]}"
+    kube.run("create", "configmap", config, "-n", namespace, f"--from-file={HOG_JOB}")
+    body = _one_app(kube, namespace, env, "oom", job={"entrypoint": f"/opt/floe-test/{HOG_JOB.name}"},
+                    podTemplate={"spec": {
+                        "containers": [{"name": "app", "volumeMounts": [
+                            {"name": "hog-job", "mountPath": "/opt/floe-test", "readOnly": True}]}],
+                        "volumes": [{"name": "hog-job", "configMap": {"name": config}}]}})
+    app, spec = body["metadata"]["name"], body["spec"]
+    topic_in, topic_out, keyspace = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], \
+        spec["state"]["cassandra"]["keyspace"]
+    pod = wait_for(lambda: _ready_after(kube, namespace, app, 0), timeout=480, what="the app's pod Ready", every=2)
+    lines = localrun.word_lines(300, seed=1)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)))
+
+    more = localrun.word_lines(300, seed=2)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, more)
+    Path(f"/proc/{main_pid(env, pod)}/root/tmp/oom-now").touch()
+    name = pod["metadata"]["name"]
+    back = wait_for(lambda: _ready_after(kube, namespace, app, 1), timeout=420,
+                    what=f"{name} OOM-killed, restarted and Ready again", every=2)
+    last = _app_container(back).get("lastState", {}).get("terminated", {})
+    assert last.get("reason") == "OOMKilled", f"the container's last termination: {last}"
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines + more)))
+    status = wait_for(lambda: ((kube.get("streamingapp", app, namespace) or {}).get("status") or {})
+                      .get("restarts", 0) >= 1, timeout=60, what="status.restarts >= 1")
+    assert status
+    kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
