@@ -49,7 +49,7 @@ unit: venv ## Unit tests only (pure functions, no stack)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 test: venv lint up ## Lint, then every test but the slow ones against the real local stack
-	$(BIN)/pytest tests -m "$(TEST_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/pytest tests -m "$(TEST_MARKERS)" --durations=25 $(PYTEST_ARGS)
 
 test-all: venv lint up ## Every test, the slow chaos run included
 	$(BIN)/pytest tests $(PYTEST_ARGS)
