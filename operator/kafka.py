@@ -41,7 +41,11 @@ class Target:
     security: kafkasec.KafkaSecurity = field(default_factory=kafkasec.KafkaSecurity)
 
     def client_config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, **self.security.librdkafka()}
+        """Settings of the operator's clients of this cluster. librdkafka logs only critical
+        lines: a cluster that cannot be reached would otherwise log a line per broker and
+        reconnect for as long as the operator runs. What goes wrong reaches the app's status
+        (KafkaUnavailable and the credential and TLS reasons) through errors and `error_cb`."""
+        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 2, **self.security.librdkafka()}
 
 
 def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
