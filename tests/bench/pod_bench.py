@@ -372,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     env = stack_env()
     if env.get("FLOE_NODE") != "1":
-        sys.exit("the stack runs without its node (NODE=0): run `make down && make up` to bench on pods")
+        # deselected on purpose: `make up NODE=0` left the node out
+        print("pod_bench: skipped, the stack runs without its node (NODE=0); `make down && make up` to bench on pods")
+        return 0
     for area in args.areas:
         {"handover": bench_handover, "rollout": bench_rollout}[area](env, args)
     return 0
