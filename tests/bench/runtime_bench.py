@@ -947,11 +947,22 @@ def main(argv: list[str] | None = None) -> int:
     so.add_argument("--runs", type=int, default=3, help="new replicas per store size, alternated (medians)")
     so.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
     tp = sub.add_parser("throughput")
-    tp.add_argument("--cases", nargs="+", default=[c[0] for c in CASES], choices=[c[0] for c in CASES])
+    tp.add_argument(
+        "--cases",
+        nargs="+",
+        default=os.environ.get("FLOE_BENCH_THROUGHPUT_CASES", " ".join(c[0] for c in CASES)).split(),
+        choices=[c[0] for c in CASES],
+        help="cardinalities to run (default: $FLOE_BENCH_THROUGHPUT_CASES, else all)",
+    )
     tp.add_argument("--tunings", nargs="+", default=list(TUNINGS), choices=list(TUNINGS))
     tp.add_argument("--lines", type=int, default=None, help="lines of every case (default: each case's own)")
     tp.add_argument("--batch", type=int, default=50_000, help="records per batch (both systems)")
-    tp.add_argument("--runs", type=int, default=5, help="runs of each system and tuning, alternated (medians)")
+    tp.add_argument(
+        "--runs",
+        type=int,
+        default=int(os.environ.get("FLOE_BENCH_THROUGHPUT_RUNS", "5")),
+        help="runs of each system and tuning, alternated (medians; default: $FLOE_BENCH_THROUGHPUT_RUNS, else 5)",
+    )
     tp.add_argument("--warm-up", type=int, default=1, help="discarded runs of each system on a fifth of the lines")
     tp.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
     args = p.parse_args(argv)
