@@ -74,6 +74,7 @@ def compared(times: list[float], base: list[float]) -> dict[str, float]:
         "p50_s": round(percentile(times, 0.5), 4),
         "p99_s": round(percentile(times, 0.99), 4),
         "baseline_p50_s": round(percentile(base, 0.5), 4),
+        "spread": {"value": spread(times), "baseline": spread(base)},
     }
 
 
@@ -173,12 +174,14 @@ def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) ->
         f"scrape-{args.apps}x{args.partitions}",
         {
             "metric": f"seconds for one lag scrape of {args.apps} apps x {args.partitions} partitions "
-            "(end offsets, committed offsets from Cassandra, time lag, status); lower is better",
+            f"(end offsets, committed offsets from Cassandra, time lag, status), median of {args.runs} scrapes "
+            "alternated with the baseline's; lower is better, ratio = value / baseline",
             "unit": "s",
             "baseline": "the same offsets gathered app by app: one ListOffsets request and one synchronous "
             "Cassandra read per app",
             "target": "<= 1.0 s",
             **compared(times, base),
+            "target_met": statistics.median(times) <= 1.0,
             "runs": args.runs,
             "memory_points": scraper.memory_points(),
             "command": f".venv/bin/python tests/bench/lag_bench.py --apps {args.apps} --partitions {args.partitions} "
@@ -222,11 +225,13 @@ def bench_not_started(args: argparse.Namespace, env: dict[str, str], session: An
         f"scrape-not-started-{args.idle_apps}",
         {
             "metric": f"seconds for one lag scrape of {args.idle_apps} apps not started yet (no offsets in "
-            "Cassandra, so each app's Kafka group is read), value / baseline; lower is better",
+            f"Cassandra, so each app's Kafka group is read), median of {args.idle_runs} scrapes alternated with the "
+            "baseline's; lower is better, ratio = value / baseline",
             "unit": "s",
             "baseline": "the same scrape reading the groups one after another",
             "target": "ratio <= 0.5",
             **compared(times, base),
+            "target_met": statistics.median(times) / statistics.median(base) <= 0.5,
             "runs": args.idle_runs,
             "reads_in_flight": in_flight,
             "command": f".venv/bin/python tests/bench/lag_bench.py --only not-started --idle-apps {args.idle_apps} "
