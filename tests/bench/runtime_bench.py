@@ -679,6 +679,7 @@ SS_STATE = {
 }
 # (name, vocabulary, default lines): about 10,000, 100,000 and 1,000,000 distinct words
 CASES = (("10k-words", 10_000, 100_000), ("100k-words", 100_000, 100_000), ("1m-words", 2_000_000, 200_000))
+FULL_RUNS = 5  # runs of each side a throughput row should have; fewer are said in the result
 # CPU counted per record for the second ratio: the system's own processes and the broker, not
 # the state store's node (Cassandra shares the two cores here; in production it runs elsewhere)
 OWN_KINDS = ("spark-jvm", "floe-replica", "structured-streaming-driver", "kafka")
@@ -895,7 +896,9 @@ def bench_throughput(args: argparse.Namespace) -> None:
                 {
                     "metric": f"input lines per second, one replica, word count over {count:,} lines ({distinct:,} "
                     f"distinct words), Spark settings: {tuning} on both sides; Floe (value) vs Spark Structured "
-                    f"Streaming (baseline), median of {args.runs} alternated runs each. Clock, both sides: from the "
+                    f"Streaming (baseline), median of {args.runs} alternated runs each"
+                    + ("" if args.runs >= FULL_RUNS else f" (only {args.runs}, not {FULL_RUNS})")
+                    + ". Clock, both sides: from the "
                     "start of the first work on the data (Floe: its stage warm-up, before it joins the group; "
                     "Structured Streaming: its first trigger) to the commit of the last batch (Floe: offsets in "
                     "Cassandra; Structured Streaming: the last trigger's end); process start-up excluded on both. "
@@ -917,6 +920,14 @@ def bench_throughput(args: argparse.Namespace) -> None:
                         "baseline_lines_per_cpu_s": spread(ss_cpu),
                     },
                     "spark_conf": {**COMMON_CONF, **TUNINGS[tuning]},
+                    **(
+                        {}
+                        if args.runs >= FULL_RUNS
+                        else {
+                            "fewer_runs": f"{args.runs} alternated runs of each side, not {FULL_RUNS}: the spread "
+                            "says less than the other cases' do"
+                        }
+                    ),
                     "p50_s": None,
                     "p99_s": None,
                     "command": ".venv/bin/python tests/bench/runtime_bench.py throughput "
