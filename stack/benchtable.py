@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 ROWS = re.compile(r"(<!-- bench:rows ([^>]*?) -->)\n.*?(<!-- bench:rows:end -->)", re.DOTALL)
@@ -72,38 +74,34 @@ def _met(r: dict[str, object]) -> str:
     return "—" if met is None else ("met" if met else "**missed**")
 
 
-def table(results: Path) -> str:
-    rows = [
-        "| benchmark | value | baseline | ratio | target | met | spread (value vs baseline) | p50 / p99 | measured |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+def _table(results: Path, header: list[str], cells: Callable[[Path, dict[str, Any]], list[str]],
+           prefixes: Sequence[str] = ("",)) -> str:
+    """A markdown table with a row of `cells` per result whose file name starts with a prefix."""
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for path in _files(results):
-        r = json.loads(path.read_text())
-        rows.append(
-            f"| `{path.stem}`: {r['metric']} | {_fmt(r['value'])} {r.get('unit', '')} | "
-            f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')}) | {_ratio(r)} | "
-            f"{_fmt(r.get('target'))} | {_met(r)} | {_spread(r)} | {_latency(r)} | {str(r.get('date', ''))[:10]} |"
-        )
+        if any(path.stem.startswith(prefix) for prefix in prefixes):
+            rows.append("| " + " | ".join(cells(path, json.loads(path.read_text()))) + " |")
     return "\n".join(rows)
+
+
+def table(results: Path) -> str:
+    header = ["benchmark", "value", "baseline", "ratio", "target", "met", "spread (value vs baseline)", "p50 / p99",
+              "measured"]
+    return _table(results, header, lambda path, r: [
+        f"`{path.stem}`: {r['metric']}", f"{_fmt(r['value'])} {r.get('unit', '')}",
+        f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')})", _ratio(r), _fmt(r.get("target")), _met(r),
+        _spread(r), _latency(r), str(r.get("date", ""))[:10],
+    ])
 
 
 def short_table(results: Path, prefixes: list[str]) -> str:
     """The results a doc quotes, without the metric's text (the README's table has it)."""
-    rows = [
-        "| result | value | baseline | ratio | target | met | spread (value vs baseline) | p50 / p99 | load "
-        "| measured |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for path in _files(results):
-        if not any(path.stem.startswith(prefix) for prefix in prefixes):
-            continue
-        r = json.loads(path.read_text())
-        rows.append(
-            f"| `{path.stem}` | {_fmt(r['value'])} {r.get('unit', '')} | {_fmt(r.get('baseline_value'))} | "
-            f"{_ratio(r)} | {_fmt(r.get('target'))} | {_met(r)} | {_spread(r)} | {_latency(r)} | {_load(r)} | "
-            f"{str(r.get('date', ''))[:10]} |"
-        )
-    return "\n".join(rows)
+    header = ["result", "value", "baseline", "ratio", "target", "met", "spread (value vs baseline)", "p50 / p99",
+              "load", "measured"]
+    return _table(results, header, lambda path, r: [
+        f"`{path.stem}`", f"{_fmt(r['value'])} {r.get('unit', '')}", _fmt(r.get("baseline_value")), _ratio(r),
+        _fmt(r.get("target")), _met(r), _spread(r), _latency(r), _load(r), str(r.get("date", ""))[:10],
+    ], prefixes)
 
 
 def render_doc(text: str, results: Path) -> str:
