@@ -80,7 +80,12 @@ def compared(times: list[float], base: list[float]) -> dict[str, float]:
 
 def write(name: str, result: dict[str, Any]) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    out = {"name": name, **result, "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    out = {
+        "name": name,
+        **result,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     (RESULTS / f"lag-{name}.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 
