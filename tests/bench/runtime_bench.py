@@ -679,6 +679,7 @@ SS_STATE = {
 }
 # (name, vocabulary, default lines): about 10,000, 100,000 and 1,000,000 distinct words
 CASES = (("10k-words", 10_000, 100_000), ("100k-words", 100_000, 100_000), ("1m-words", 2_000_000, 200_000))
+FULL_RUNS = 5  # runs of each side a throughput row should have; fewer are said in the result
 # CPU counted per record for the second ratio: the system's own processes and the broker, not
 # the state store's node (Cassandra shares the two cores here; in production it runs elsewhere)
 OWN_KINDS = ("spark-jvm", "floe-replica", "structured-streaming-driver", "kafka")
@@ -883,50 +884,70 @@ def bench_throughput(args: argparse.Namespace) -> None:
                 runs[tuning]["floe"].append(floe_throughput(env, lines, batch=args.batch, conf=conf, logs=args.logs))
                 runs[tuning]["ss"].append(ss_throughput(env, lines, batch=args.batch, conf=conf))
                 print(name, tuning, runs[tuning]["floe"][-1], runs[tuning]["ss"][-1], flush=True)
-        for tuning, by in runs.items():
-            floe = [r["records_per_s"] for r in by["floe"]]
-            ss = [r["records_per_s"] for r in by["ss"]]
-            floe_cpu = [count / r["own_cpu_s"] for r in by["floe"]]
-            ss_cpu = [count / r["own_cpu_s"] for r in by["ss"]]
-            ratio = statistics.median(floe) / statistics.median(ss)
-            write_result(
-                "throughput",
-                f"word-count-{name}-{tuning}",
-                {
-                    "metric": f"input lines per second, one replica, word count over {count:,} lines ({distinct:,} "
-                    f"distinct words), Spark settings: {tuning} on both sides; Floe (value) vs Spark Structured "
-                    f"Streaming (baseline), median of {args.runs} alternated runs each. Clock, both sides: from the "
-                    "start of the first work on the data (Floe: its stage warm-up, before it joins the group; "
-                    "Structured Streaming: its first trigger) to the commit of the last batch (Floe: offsets in "
-                    "Cassandra; Structured Streaming: the last trigger's end); process start-up excluded on both. "
-                    "Higher is better, ratio = value / baseline; ratio_per_cpu_second: lines per CPU second of the "
-                    "system's own processes and the Kafka broker (not Cassandra's node)",
-                    "unit": "records/s",
-                    "value": round(statistics.median(floe), 1),
-                    "baseline": "Spark Structured Streaming groupBy().count(), RocksDB state store with changelog "
-                    f"checkpointing, availableNow trigger, {args.batch:,} records per trigger",
-                    "baseline_value": round(statistics.median(ss), 1),
-                    "ratio": round(ratio, 3),
-                    "ratio_per_cpu_second": round(statistics.median(floe_cpu) / statistics.median(ss_cpu), 3),
-                    "target": "ratio >= 1.0",
-                    "target_met": ratio >= 1.0,
-                    "spread": {
-                        "value": spread(floe),
-                        "baseline": spread(ss),
-                        "value_lines_per_cpu_s": spread(floe_cpu),
-                        "baseline_lines_per_cpu_s": spread(ss_cpu),
-                    },
-                    "spark_conf": {**COMMON_CONF, **TUNINGS[tuning]},
-                    "p50_s": None,
-                    "p99_s": None,
-                    "command": ".venv/bin/python tests/bench/runtime_bench.py throughput "
-                    f"--cases {name} --tunings {' '.join(args.tunings)} --runs {args.runs} --warm-up {args.warm_up}"
-                    + (f" --lines {args.lines}" if args.lines else ""),
-                    "load_average_1m": load_average()[0],
-                    "cpu_count": os.cpu_count(),
-                    "runs": {"floe": by["floe"], "structured_streaming": by["ss"], "distinct_words": distinct},
+            write_throughput(args, name=name, count=count, distinct=distinct, runs=runs)
+
+
+def write_throughput(
+    args: argparse.Namespace, *, name: str, count: int, distinct: int, runs: dict[str, dict[str, list[dict[str, Any]]]]
+) -> None:
+    """The rows of one case from the runs made so far (written after every alternated round, so
+    a benchmark stopped early leaves results that say how many runs they hold)."""
+    for tuning, by in runs.items():
+        done = len(by["floe"])
+        floe = [r["records_per_s"] for r in by["floe"]]
+        ss = [r["records_per_s"] for r in by["ss"]]
+        floe_cpu = [count / r["own_cpu_s"] for r in by["floe"]]
+        ss_cpu = [count / r["own_cpu_s"] for r in by["ss"]]
+        ratio = statistics.median(floe) / statistics.median(ss)
+        write_result(
+            "throughput",
+            f"word-count-{name}-{tuning}",
+            {
+                "metric": f"input lines per second, one replica, word count over {count:,} lines ({distinct:,} "
+                f"distinct words), Spark settings: {tuning} on both sides; Floe (value) vs Spark Structured "
+                f"Streaming (baseline), median of {done} alternated runs each"
+                + ("" if done >= FULL_RUNS else f" (only {done}, not {FULL_RUNS})")
+                + ". Clock, both sides: from the "
+                "start of the first work on the data (Floe: its stage warm-up, before it joins the group; "
+                "Structured Streaming: its first trigger) to the commit of the last batch (Floe: offsets in "
+                "Cassandra; Structured Streaming: the last trigger's end); process start-up excluded on both. "
+                "Higher is better, ratio = value / baseline; ratio_per_cpu_second: lines per CPU second of the "
+                "system's own processes and the Kafka broker (not Cassandra's node)",
+                "unit": "records/s",
+                "value": round(statistics.median(floe), 1),
+                "baseline": "Spark Structured Streaming groupBy().count(), RocksDB state store with changelog "
+                f"checkpointing, availableNow trigger, {args.batch:,} records per trigger",
+                "baseline_value": round(statistics.median(ss), 1),
+                "ratio": round(ratio, 3),
+                "ratio_per_cpu_second": round(statistics.median(floe_cpu) / statistics.median(ss_cpu), 3),
+                "target": "ratio >= 1.0",
+                "target_met": ratio >= 1.0,
+                "spread": {
+                    "value": spread(floe),
+                    "baseline": spread(ss),
+                    "value_lines_per_cpu_s": spread(floe_cpu),
+                    "baseline_lines_per_cpu_s": spread(ss_cpu),
                 },
-            )
+                "spark_conf": {**COMMON_CONF, **TUNINGS[tuning]},
+                **(
+                    {}
+                    if done >= FULL_RUNS
+                    else {
+                        "fewer_runs": f"{done} alternated runs of each side, not {FULL_RUNS}"
+                        + ("" if done == args.runs else f" ({args.runs} asked, stopped after {done})")
+                        + ": the spread says less than one of 5 runs does"
+                    }
+                ),
+                "p50_s": None,
+                "p99_s": None,
+                "command": ".venv/bin/python tests/bench/runtime_bench.py throughput "
+                f"--cases {name} --tunings {' '.join(args.tunings)} --runs {args.runs} --warm-up {args.warm_up}"
+                + (f" --lines {args.lines}" if args.lines else ""),
+                "load_average_1m": load_average()[0],
+                "cpu_count": os.cpu_count(),
+                "runs": {"floe": by["floe"], "structured_streaming": by["ss"], "distinct_words": distinct},
+            },
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -947,11 +968,22 @@ def main(argv: list[str] | None = None) -> int:
     so.add_argument("--runs", type=int, default=3, help="new replicas per store size, alternated (medians)")
     so.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
     tp = sub.add_parser("throughput")
-    tp.add_argument("--cases", nargs="+", default=[c[0] for c in CASES], choices=[c[0] for c in CASES])
+    tp.add_argument(
+        "--cases",
+        nargs="+",
+        default=os.environ.get("FLOE_BENCH_THROUGHPUT_CASES", " ".join(c[0] for c in CASES)).split(),
+        choices=[c[0] for c in CASES],
+        help="cardinalities to run (default: $FLOE_BENCH_THROUGHPUT_CASES, else all)",
+    )
     tp.add_argument("--tunings", nargs="+", default=list(TUNINGS), choices=list(TUNINGS))
     tp.add_argument("--lines", type=int, default=None, help="lines of every case (default: each case's own)")
     tp.add_argument("--batch", type=int, default=50_000, help="records per batch (both systems)")
-    tp.add_argument("--runs", type=int, default=5, help="runs of each system and tuning, alternated (medians)")
+    tp.add_argument(
+        "--runs",
+        type=int,
+        default=int(os.environ.get("FLOE_BENCH_THROUGHPUT_RUNS", "5")),
+        help="runs of each system and tuning, alternated (medians; default: $FLOE_BENCH_THROUGHPUT_RUNS, else 5)",
+    )
     tp.add_argument("--warm-up", type=int, default=1, help="discarded runs of each system on a fifth of the lines")
     tp.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
     args = p.parse_args(argv)

@@ -421,7 +421,7 @@ class Bench:
                 medians.append(statistics.median(took))
         value, base = statistics.median(run_fenced), statistics.median(run_plain)
         added_ms = (value - base) * 1000
-        return result(
+        out = result(
             "fence-6",
             metric=f"seconds per batch of {partitions} partitions spent on offsets rows: claim (conditional batch) "
                    "+ ownership read + conditional commit vs the unfenced plain plan and commit writes; ratio "
@@ -433,6 +433,8 @@ class Bench:
             target_added_ms_per_batch=15.0, added_ms_met=added_ms <= 15.0,
             batches_per_run=batches, partitions=partitions, runs=(run_fenced, run_plain),
         )
+        out["target_met"] = bool(out["target_met"]) and added_ms <= 15.0  # both halves of the target
+        return out
 
     def cached_get(self) -> dict[str, Any]:
         a = self.args
