@@ -30,6 +30,12 @@ class PromAPI:
         """Active alerts (pending and firing) with their labels and state."""
         return list(self._get("/api/v1/alerts")["alerts"])
 
+    def declared(self, metric: str) -> bool:
+        """Whether a scraped target declared ``metric`` (its HELP and TYPE), samples or not.
+        A counter is declared under its name with or without ``_total``, by exposition format."""
+        names = {metric, metric.removesuffix("_total")}
+        return any(self._get("/api/v1/targets/metadata", metric=n) for n in names)
+
     def rule_groups(self) -> list[dict[str, Any]]:
         return list(self._get("/api/v1/rules")["groups"])
 
