@@ -70,7 +70,7 @@ def main() -> int:
         return 1
     names = [r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r]
     print(f"alertrules: promtool (Prometheus {PROMETHEUS_VERSION}) accepts the chart's "
-          f"{len(names)} alerts, rendered by helm {HELM_VERSION}: {report.splitlines()[-1] if report else ''}")
+          f"{len(names)} alerts, rendered by helm {HELM_VERSION}: {report.splitlines()[-1].strip() if report else ''}")
     return 0
 
 
