@@ -31,7 +31,7 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed ## Create .venv with Floe and its dev tools
 
-up: venv ## Build (first time) and start Kafka, Cassandra, Kubernetes, Helm and Spark's Kafka connector on loopback
+up: venv ## Build (first time) and start Kafka, Cassandra, Kubernetes, Helm, Spark's Kafka connector and Prometheus on loopback
 	$(BIN)/floe-stack up
 
 down: ## Stop every process `make up` started (by pid file)
@@ -40,10 +40,11 @@ down: ## Stop every process `make up` started (by pid file)
 status: venv ## Say what is up, with memory
 	$(BIN)/floe-stack status
 
-lint: venv ## ruff, mypy (strict) and the import contracts of docs/architecture.md
+lint: venv ## ruff, mypy (strict), the import contracts of docs/architecture.md and promtool on the chart's alerts
 	$(BIN)/ruff check .
 	$(BIN)/mypy -p floe_stack -p floe_jobs -p floe_operator
 	$(BIN)/lint-imports
+	$(BIN)/python -m floe_stack.alertrules
 
 unit: venv ## Unit tests only (pure functions, no stack)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

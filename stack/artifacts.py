@@ -102,17 +102,23 @@ def go_build_kube(layout: Layout, *, kube_version: str, etcd_version: str, targe
         )
 
 
-def go_install(layout: Layout, *, package: str, version: str, binary: str, ldflags: str = "") -> Path:
-    """``go install package@version`` into a temporary GOBIN, then move the binary into the cache."""
+def go_install(
+    layout: Layout, *, package: str, version: str, binary: str, ldflags: str = "", tags: str = ""
+) -> Path:
+    """``go install package@version`` into a temporary GOBIN, then move the binary into the cache.
+    ``tags`` are Go build tags (comma-separated); like ``ldflags`` they are part of the stamp, so
+    changing either rebuilds."""
     target = layout.bin / binary
-    stamp = layout.bin / f".{binary}-v{version}-{hashlib.sha1(ldflags.encode()).hexdigest()[:8]}"
+    flags = ldflags + (f" tags={tags}" if tags else "")
+    stamp = layout.bin / f".{binary}-v{version}-{hashlib.sha1(flags.encode()).hexdigest()[:8]}"
     if stamp.exists() and target.exists():
         return target
     layout.bin.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=layout.bin, prefix=f".{binary}-") as tmp:
         env = dict(os.environ, GOBIN=tmp, CGO_ENABLED="0")
         proc = subprocess.run(
-            ["go", "install", "-trimpath", f"-ldflags=-s -w {ldflags}".strip(), f"{package}@v{version}"],
+            ["go", "install", "-trimpath", *([f"-tags={tags}"] if tags else []), f"-ldflags=-s -w {ldflags}".strip(),
+             f"{package}@v{version}"],
             env=env, capture_output=True, text=True,
         )
         if proc.returncode != 0:

@@ -6,6 +6,15 @@ from floe_stack import artifacts, component
 from floe_stack.layout import HELM_VERSION, Layout
 
 
+def build(layout: Layout) -> None:
+    """Build helm into the cache (a no-op when it is there)."""
+    # Without the version stamped in, `helm version` reports only the minor release.
+    artifacts.go_install(
+        layout, package="helm.sh/helm/v3/cmd/helm", version=HELM_VERSION, binary="helm",
+        ldflags=f"-X helm.sh/helm/v3/internal/version.version=v{HELM_VERSION}",
+    )
+
+
 class Helm:
     name = "helm"
 
@@ -13,11 +22,7 @@ class Helm:
         self.layout = layout
 
     def install(self) -> None:
-        # Without the version stamped in, `helm version` reports only the minor release.
-        artifacts.go_install(
-            self.layout, package="helm.sh/helm/v3/cmd/helm", version=HELM_VERSION, binary="helm",
-            ldflags=f"-X helm.sh/helm/v3/internal/version.version=v{HELM_VERSION}",
-        )
+        build(self.layout)
 
     def start(self) -> None:
         """Helm is a client: nothing to run."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from floe_stack import cassandra, component, envfile, helm, kafka, kube, node, procs, spark
+from floe_stack import cassandra, component, envfile, helm, kafka, kube, node, procs, prometheus, spark
 from floe_stack.layout import Layout, node_enabled
 
 Factory = Callable[[Layout, component.PortBook], component.Component]
-COMPONENTS: tuple[Factory, ...] = (kafka.Kafka, cassandra.Cassandra, kube.Kube, helm.Helm, spark.SparkConnector)
+COMPONENTS: tuple[Factory, ...] = (
+    kafka.Kafka, cassandra.Cassandra, kube.Kube, helm.Helm, spark.SparkConnector, prometheus.Prometheus,
+)
 # With the node (unless FLOE_NODE=0): its bridge before every service, so they can listen on
 # its address; containerd, kubelet and kube-proxy after the control plane; then the images.
 NODE_FIRST: tuple[Factory, ...] = (node.Bridge,)
