@@ -136,8 +136,7 @@ def _indexed(apps: Any, namespace: str, name: str) -> Mapping[str, Any] | None:
 
 def _all_apps(indexes: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Every StreamingApp body in the apps index."""
-    apps = indexes.get("apps_idx")
-    return [b for store in (apps.values() if apps is not None else []) for b in store]
+    return list(model.indexed_bodies(indexes.get(model.APPS_INDEX)).values())
 
 
 def _deletes_state(spec: kopf.Spec, **_: Any) -> bool:
@@ -222,7 +221,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         if deps is not None:
             await asyncio.to_thread(deps.provisioner.close)
 
-    @kopf.index(group, version, plural, registry=registry, id="apps_idx")
+    @kopf.index(group, version, plural, registry=registry, id=model.APPS_INDEX)
     async def apps_idx(
         namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
     ) -> dict[tuple[str, str], dict[str, Any]]:
@@ -301,7 +300,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
 
         while True:
             await asyncio.sleep(options.resync_seconds)
-            apps = indexes.get("apps_idx")
+            apps = indexes.get(model.APPS_INDEX)
             keys = [key for key, store in (apps.items() if apps is not None else []) if list(store)]
             deps.prune_locks({f"{namespace}/{name}" for namespace, name in keys})
             await asyncio.gather(*(one(namespace, name) for namespace, name in keys))
@@ -330,7 +329,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
             seen[key] = mark
             return
         seen[key] = mark
-        apps = kwargs.get("apps_idx")
+        apps = kwargs.get(model.APPS_INDEX)
         if apps is None or _indexed(apps, namespace, name) is None:
             return
         await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), kwargs)
@@ -361,7 +360,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         # A new healthy pod, Kopf's initial listing, a phase change: nothing the status shows.
         if not podfaults.changes_status(before, mark):
             return
-        apps = kwargs.get("apps_idx")
+        apps = kwargs.get(model.APPS_INDEX)
         if apps is None or _indexed(apps, namespace, app) is None:
             return
         await converge(deps, namespace, app, lambda: _indexed(apps, namespace, app), kwargs)

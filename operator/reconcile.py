@@ -32,8 +32,8 @@ from floe_operator import (
     podtemplate,
     recent,
     render,
-    scalers,
 )
+from floe_operator.lag import scalers
 from kubernetes.utils import parse_quantity
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,8 @@ from cassandra.cluster import Cluster
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from floe_jobs import offsets
-from floe_operator import kafka, lag, model
+from floe_operator import kafka, model
+from floe_operator.lag import scrape as lag
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 from floe_jobs import localrun
-from floe_operator import cassandra, kafka, lag, model
+from floe_operator import cassandra, kafka, model
+from floe_operator.lag import scrape as lag_scrape
 
 from .conftest import SPARK_PATHS, SecuredApp, children_environments, command_lines
 
@@ -60,12 +61,12 @@ def test_word_count_exact_over_secured_kafka_and_cassandra(
 
     # the operator's lag reader, with the same Secrets resolved, reads the secured cluster: no lag
     secrets = {name: dict(data) for name, data in app.secrets.items()}
-    ref = lag.app_ref(model.StreamingApp.from_body(app.body), secrets)
+    ref = lag_scrape.app_ref(model.StreamingApp.from_body(app.body), secrets)
     provisioner = cassandra.Provisioner(connect_timeout=5.0)
     try:
-        scraper = lag.Scraper(
-            kafka_offsets=lag.KafkaOffsets(timeout=5.0),
-            cassandra_offsets=lag.CassandraOffsets(provisioner.session),
+        scraper = lag_scrape.Scraper(
+            kafka_offsets=lag_scrape.KafkaOffsets(timeout=5.0),
+            cassandra_offsets=lag_scrape.CassandraOffsets(provisioner.session),
             partitions_of=kafka.Inspector(ttl=0.0, timeout=5.0).partitions_sync,
         )
         (measured,) = scraper.scrape([ref]).apps

@@ -32,13 +32,13 @@ def test_lean_diff_base_has_kopfs_essence_without_copying_status() -> None:
 def test_watch_fed_handlers_run_on_the_event_loop() -> None:
     """Index and event handlers share memory with the reconciles and the lag loop; Kopf runs a
     plain function in a worker thread, so each must be a coroutine."""
-    from floe_operator import lag_handlers
+    from floe_operator.lag import loop as lag_loop
 
     registry = kopf.OperatorRegistry()
     handlers.register(registry, handlers.Options())
-    lag_handlers.register(registry, lag_handlers.Options())
+    lag_loop.register(registry, lag_loop.Options())
     fed = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
-    assert {h.id for h in fed} >= {"apps_idx", "deployment_changed", "lag_track"}
+    assert {h.id for h in fed} >= {"apps_idx", "deployment_changed", "pod_changed"}
     assert [h.id for h in fed if not inspect.iscoroutinefunction(h.fn)] == []
 
 
