@@ -226,8 +226,8 @@ def metric_sum(url: str, name: str, labels: dict[str, str]) -> float | None:
 
 
 def main() -> int:
-    from floe_jobs import localrun
     from floe_operator import model
+    from floe_stack import localrun
 
     layout = Layout.discover()
     root = layout.root
@@ -445,7 +445,7 @@ class Counting:
         self.topic_in = topic_in
 
     def store(self) -> dict[Any, Any]:
-        from floe_jobs import localrun
+        from floe_stack import localrun
 
         try:
             return localrun.read_store(self.session, self.keyspace, "word-count", key_serde="str", value_serde="long")
@@ -455,7 +455,8 @@ class Counting:
     def _behind(self) -> dict[str, list[str]]:
         """Topic → its partitions not yet processed to their end ("p: next/end" or "p: no processed offsets")."""
         from confluent_kafka.admin import AdminClient
-        from floe_jobs import localrun, offsets
+        from floe_jobs import offsets
+        from floe_stack import localrun
 
         names = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=10).topics
         topics = [self.topic_in, *_repartition_topics(names, self.app_id)]

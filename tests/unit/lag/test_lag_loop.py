@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from floe_operator import handlers, k8s, loops
 from floe_operator.lag import loop as lag_loop
-from floe_operator.lag import scale as lag_scale
 from floe_operator.lag import metrics as lag_metrics
+from floe_operator.lag import scale as lag_scale
 from floe_operator.lag import scrape as lag_scrape
 from prometheus_client import CollectorRegistry
 
