@@ -43,6 +43,10 @@ CHILD_INDEXES: tuple[tuple[str, str, str, str], ...] = (
 # The app's pods (the Deployment's, labelled like every child): slim summaries of why they do
 # not run, for the Degraded condition (`podfaults`). Not a child: never applied or pruned.
 POD_INDEX = ("", "v1", "pods", "Pod")
+# The executor pods that the drivers of a k8s:// app start, labelled with the app they serve
+# (`render.executor_labels`; Spark adds spark-role): slim summaries of why they wait for a node.
+EXECUTOR_INDEX = ("", "v1", "pods", reconcile.EXECUTOR_POD)
+EXECUTORS: Mapping[str, Any] = {render.EXECUTOR_OF: kopf.PRESENT, "spark-role": "executor"}
 MAX_DELETE_RETRIES = 8
 RESYNC_CONCURRENCY = 8
 
@@ -118,9 +122,10 @@ def _deployment_mark(body: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _children(namespace: str, name: str, indexes: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
-    """The app's children from their indexes, and its pods' summaries (`podfaults.summary`) as "Pod"."""
+    """The app's children from their indexes, and its pods' and executor pods' summaries
+    (`podfaults.summary`) as "Pod" and `reconcile.EXECUTOR_POD`."""
     result: dict[str, list[Mapping[str, Any]]] = {}
-    for _, _, _, kind in (*CHILD_INDEXES, POD_INDEX):
+    for _, _, _, kind in (*CHILD_INDEXES, POD_INDEX, EXECUTOR_INDEX):
         index = indexes.get(_index_name(kind))
         store = index.get((namespace, name)) if index is not None else None
         result[kind] = list(store) if store is not None else []
@@ -255,6 +260,13 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
         namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
     ) -> dict[tuple[str, str], dict[str, Any]]:
         app = labels.get(render.APP_LABEL)
+        return {(namespace or "", app): podfaults.summary(body)} if app else {}
+
+    @kopf.index("", "v1", "pods", labels=EXECUTORS, registry=registry, id=_index_name(reconcile.EXECUTOR_POD))
+    async def executor_idx(
+        namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        app = labels.get(render.EXECUTOR_OF)
         return {(namespace or "", app): podfaults.summary(body)} if app else {}
 
     async def converge(
