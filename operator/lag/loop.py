@@ -22,7 +22,6 @@ Secrets cannot be read keeps the last values read, or is reported stale until th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
@@ -297,10 +296,6 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
 
     @kopf.on.cleanup(registry=registry, id="lag_stop")
     async def lag_stop(memo: kopf.Memo, **_: Any) -> None:
-        task: asyncio.Task[None] | None = getattr(memo, "lag_task", None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await loops.stop(getattr(memo, "lag_task", None))
 
     return registry
