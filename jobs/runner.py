@@ -156,6 +156,17 @@ def ensure_topics(cfg: FloeConfig, admin: AdminClient, job: api.Job) -> dict[str
     return counts
 
 
+@dataclass(frozen=True)
+class StageRead:
+    """What one pass of a stage read: the frame, the plans as cut to what was read, the records
+    read, and each partition's source positions once the batch commits (repartition topics)."""
+
+    df: Any
+    parts: list[planning.PartitionPlan]
+    size: int
+    positions: dict[tuple[str, int], dict[str, tuple[int, int]]]
+
+
 @dataclass
 class Lane:
     """Stages run one after the other by one thread, with the Kafka clients only it uses."""
@@ -594,10 +605,53 @@ class Runner:
         )
 
     def run_stage(self, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> int:
+        """One pass of `stage` over the partitions `tps`: plan, read, apply, emit, commit. The
+        records of the batch; 0 when there was nothing to read."""
         assert self.offsets is not None and self.membership is not None
         assert lane.reader is not None and lane.sink is not None
-        reader, sink = lane.reader, lane.sink
         clock = api.BatchClock()
+        planned = self._plan(stage, tps, lane.reader)
+        if planned is None:
+            return 0
+        plan, rows = planned
+        clock.lap("plan")
+        held = self.membership.assignments(p.tp for p in plan.partitions)
+        got = self._read(stage, plan, rows, lane.reader, clock)
+        parts, size = got.parts, got.size
+        assignments = self.membership.assignments(p.tp for p in parts)
+        batch = self._batch(
+            lane,
+            stage,
+            got.df,
+            clock,
+            seqs={p.tp: p.seq for p in parts},
+            stamps={p.tp: p.stamp for p in parts},
+            records=size,
+            owned=statecache.Ownership(self.state_cache, {p: n for (_t, p), n in assignments.items()}),
+        )
+        result = stage.fn(batch)
+        clock.lap("fn")
+        faults.point(f"{stage.name}:after-state")
+        self._check_owned(stage, parts, held, ask_cassandra=True)
+        out = self._emit(result, lane.sink, large=size > self.cfg.kafka.spark_sink_min_records)
+        clock.lap("emit")
+        faults.point(f"{stage.name}:after-emit")
+        self._check_owned(stage, parts, held, ask_cassandra=False)
+        if not self.offsets.commit(parts, got.positions):
+            raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+        clock.lap("commit")
+        self.membership.commit({p.tp: p.end for p in parts})
+        clock.lap("group")
+        replay = any(p.replay for p in plan.partitions)
+        self._committed(stage, parts, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
+        return size
+
+    def _plan(
+        self, stage: api.Stage, tps: list[tuple[str, int]], reader: kafkaio.RangeReader
+    ) -> tuple[planning.BatchPlan, dict[tuple[str, int], planning.OffsetRow]] | None:
+        """The stage's next batch over `tps` (an in-flight plan replayed exactly, or a new capped
+        range) and the offsets rows it was planned from; None when there is nothing to read."""
+        assert self.offsets is not None and self.membership is not None
         topics = self._stage_topics(stage)
         self.state_cache.retain(set(self.membership.assignments(self.membership.owned).values()))
         rows = self.offsets.read(topics)
@@ -619,7 +673,7 @@ class Runner:
         if plan.new_rows:
             self.offsets.create(plan.new_rows)
         if not plan.partitions:
-            return 0
+            return None
         replays = [p for p in plan.partitions if p.replay]
         if replays:
             log.info(
@@ -627,11 +681,22 @@ class Runner:
                 stage.name,
                 [(p.topic, p.partition, p.seq, p.start, p.end) for p in replays],
             )
-        clock.lap("plan")
+        return plan, rows
+
+    def _read(
+        self,
+        stage: api.Stage,
+        plan: planning.BatchPlan,
+        rows: dict[tuple[str, int], planning.OffsetRow],
+        reader: kafkaio.RangeReader,
+        clock: api.BatchClock,
+    ) -> StageRead:
+        """Claim the planned partitions and read their records into a DataFrame: through Spark's
+        Kafka source for a large batch of an input topic, else in the driver (where a repartition
+        topic's records already applied are dropped)."""
         before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
         # what each claim expects to find: the row as read, or as just created
         expected = {**{(r.topic, r.partition): r for r in plan.new_rows}, **rows}
-        held = self.membership.assignments(p.tp for p in plan.partitions)
         seen: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
         parts = plan.partitions
         if stage.source is None and self.spark_reads and plan.records >= self.cfg.kafka.spark_read_min_records:
@@ -665,36 +730,26 @@ class Runner:
                 health.RECORDS_DEDUPED.labels(self.app).inc(skipped)
                 log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
             positions = {p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in parts}
-        assignments = self.membership.assignments(p.tp for p in parts)
-        batch = self._batch(
-            lane,
-            stage,
-            df,
-            clock,
-            seqs={p.tp: p.seq for p in parts},
-            stamps={p.tp: p.stamp for p in parts},
-            records=size,
-            owned=statecache.Ownership(self.state_cache, {p: n for (_t, p), n in assignments.items()}),
-        )
-        result = stage.fn(batch)
-        clock.lap("fn")
-        faults.point(f"{stage.name}:after-state")
-        self._check_owned(stage, parts, held, ask_cassandra=True)
-        out = self._emit(result, sink, large=size > self.cfg.kafka.spark_sink_min_records)
-        clock.lap("emit")
-        faults.point(f"{stage.name}:after-emit")
-        self._check_owned(stage, parts, held, ask_cassandra=False)
-        if not self.offsets.commit(parts, positions):
-            raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
-        clock.lap("commit")
-        self.membership.commit({p.tp: p.end for p in parts})
-        clock.lap("group")
+        return StageRead(df=df, parts=parts, size=size, positions=positions)
+
+    def _committed(
+        self,
+        stage: api.Stage,
+        parts: list[planning.PartitionPlan],
+        *,
+        size: int,
+        out: int,
+        dlq: int,
+        replay: bool,
+        clock: api.BatchClock,
+    ) -> None:
+        """The metrics and the log line of a committed batch."""
         for p in parts:
             health.COMMITTED.labels(self.app, p.topic, str(p.partition)).set(p.end)
         health.RECORDS_IN.labels(self.app, stage.name).inc(size)
         health.RECORDS_OUT.labels(self.app, stage.name).inc(out)
-        health.RECORDS_DLQ.labels(self.app).inc(batch.dlq_records)
-        health.BATCHES.labels(self.app, stage.name, "replay" if replays else "new").inc()
+        health.RECORDS_DLQ.labels(self.app).inc(dlq)
+        health.BATCHES.labels(self.app, stage.name, "replay" if replay else "new").inc()
         health.BATCH_SECONDS.labels(self.app, stage.name).observe(clock.total)
         health.BATCH_RECORDS.labels(self.app, stage.name).observe(size)
         health.LAST_BATCH.labels(self.app).set(time.time())
@@ -708,7 +763,6 @@ class Runner:
             clock.total,
             clock.summary(),
         )
-        return size
 
     def _claim(
         self, stage: api.Stage, parts: list[planning.PartitionPlan], expected: dict[tuple[str, int], planning.OffsetRow]

@@ -178,16 +178,16 @@ def rollout_of(deployment: Mapping[str, Any]) -> Rollout:
     )
 
 
+# A condition's status, reason and message.
+Verdict = tuple[str, str, str]
+
+
 def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict[str, Any]:
     """The status Floe owns for `app`, given what was observed (lag and autoscaling are left alone)."""
     gen = app.generation
-    previous: list[Condition] = list(app.status.get("conditions") or [])
-    fault = observed.fault
-    dep = observed.deployment
-    rollout = rollout_of(dep) if dep is not None else None
+    conds: list[Condition] = list(app.status.get("conditions") or [])
+    rollout = rollout_of(observed.deployment) if observed.deployment is not None else None
     desired = app.spec.running_replicas
-
-    conds = previous
 
     def put(type_: str, status: str, reason: str, message: str) -> None:
         nonlocal conds
@@ -195,101 +195,19 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
             conds, type_=type_, status=status, reason=reason, message=message, generation=gen, now=now
         )
 
-    # StateProvisioned
-    if observed.provisioned_keyspace is not None:
-        stores = len(app.spec.state.stores)
-        put(
-            STATE_PROVISIONED,
-            "True",
-            PROVISIONED,
-            f"Keyspace {observed.provisioned_keyspace} has the offsets table and {stores} store table(s)",
-        )
-    elif fault is not None and fault.reason in PROVISIONING_FAULTS:
-        put(STATE_PROVISIONED, "False", fault.reason, fault.message)
-    elif find(conds, STATE_PROVISIONED) is None:
-        put(STATE_PROVISIONED, "Unknown", PENDING, "Cassandra provisioning has not run yet")
-
-    # Degraded
-    pods_fault = observed.pods_fault
-    if fault is not None:
-        put(DEGRADED, "True", fault.reason, fault.message)
-    elif pods_fault is not None:
-        put(DEGRADED, "True", pods_fault.reason, pods_fault.message)
-    elif rollout is not None and rollout.deadline_exceeded:
-        put(
-            DEGRADED,
-            "True",
-            PROGRESS_DEADLINE_EXCEEDED,
-            f"Deployment {render.deployment_name(app)} made no progress within its deadline; "
-            "check the pods' events and logs",
-        )
-    elif observed.executors_unschedulable is not None:
-        put(DEGRADED, "True", EXECUTORS_UNSCHEDULABLE, observed.executors_unschedulable)
-    else:
-        put(DEGRADED, "False", AS_EXPECTED, "No fault observed")
-
-    # Progressing
-    if rollout is None:
-        if fault is not None:
-            put(PROGRESSING, "False", fault.reason, f"Rollout is blocked: {fault.message}")
-        else:
-            put(PROGRESSING, "True", CREATING, "Creating the Deployment")
-    elif rollout.complete:
-        put(PROGRESSING, "False", ROLLOUT_COMPLETE, f"Deployment has {desired} updated and available replica(s)")
-    elif rollout.deadline_exceeded:
-        put(PROGRESSING, "False", PROGRESS_DEADLINE_EXCEEDED, "Rollout stopped at its progress deadline")
-    else:
-        put(
-            PROGRESSING,
-            "True",
-            ROLLING_OUT,
-            f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available",
-        )
-
-    # Ready
-    if fault is not None and rollout is None:
-        put(READY, "False", fault.reason, fault.message)
-    elif rollout is None:
-        put(READY, "False", CREATING, "The Deployment does not exist yet")
-    elif rollout.complete and app.spec.suspend:
-        put(READY, "True", SUSPENDED, "Suspended by spec.suspend; no replica runs")
-    elif rollout.complete and desired == 0:
-        put(READY, "True", SCALED_TO_ZERO, "Scaled to zero replicas")
-    elif rollout.complete:
-        put(READY, "True", ALL_REPLICAS_READY, f"{rollout.available} of {desired} replica(s) available")
-    elif pods_fault is not None:
-        put(READY, "False", pods_fault.reason, f"{rollout.available} of {desired} replica(s) available: "
-            f"{pods_fault.message}")
-    elif not rollout.observed or rollout.updated < desired:
-        put(
-            READY,
-            "False",
-            ROLLING_OUT,
-            f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available",
-        )
-    else:
-        put(READY, "False", REPLICAS_NOT_READY, f"{rollout.available} of {desired} replica(s) available")
-
-    # ReplicasWithinPartitions
-    if observed.partitions is None:
-        if find(conds, REPLICAS_WITHIN_PARTITIONS) is None:
-            put(REPLICAS_WITHIN_PARTITIONS, "Unknown", PARTITIONS_UNKNOWN, "Input partitions not counted yet")
-    elif desired > observed.partitions:
-        put(
+    verdicts: list[tuple[str, Verdict | None]] = [
+        (STATE_PROVISIONED, _state_provisioned(app, observed, first=find(conds, STATE_PROVISIONED) is None)),
+        (DEGRADED, _degraded(app, observed, rollout)),
+        (PROGRESSING, _progressing(observed, rollout, desired)),
+        (READY, _ready(app, observed, rollout, desired)),
+        (
             REPLICAS_WITHIN_PARTITIONS,
-            "False",
-            REPLICAS_EXCEED_PARTITIONS,
-            f"{desired} replicas but the input topics have {observed.partitions} partition(s): "
-            f"{desired - observed.partitions} replica(s) idle; lower spec.replicas or add partitions",
-        )
-    else:
-        put(
-            REPLICAS_WITHIN_PARTITIONS,
-            "True",
-            AS_EXPECTED,
-            f"{desired} replica(s) for {observed.partitions} input partition(s)",
-        )
-
+            _within_partitions(observed, desired, first=find(conds, REPLICAS_WITHIN_PARTITIONS) is None),
+        ),
+    ]
+    for type_, verdict in verdicts:
+        if verdict is not None:
+            put(type_, *verdict)
     _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)
 
     order = {t: i for i, t in enumerate(OWNED_TYPES)}
@@ -303,22 +221,112 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         "availableReplicas": rollout.available if rollout else 0,
         "labelSelector": render.label_selector(app),
     }
-    if observed.restarts is not None:
-        status["restarts"] = observed.restarts
-    elif "restarts" in app.status:
-        status["restarts"] = app.status["restarts"]
-    if observed.partitions is not None:
-        status["partitions"] = observed.partitions
-    elif "partitions" in app.status:
-        status["partitions"] = app.status["partitions"]
-    keyspace = observed.provisioned_keyspace or app.status.get("keyspace")
-    if keyspace:
-        status["keyspace"] = keyspace
-    provisioned = observed.provisioned_hash or app.status.get("provisionedHash")
-    if provisioned:
-        status["provisionedHash"] = provisioned
+    status.update(_kept_facts(app, observed))
     status["suspension"] = suspension_status(app, now=now)
     return status
+
+
+def _state_provisioned(app: model.StreamingApp, observed: Observed, *, first: bool) -> Verdict | None:
+    """StateProvisioned; None keeps what the status says (`first`: it says nothing yet)."""
+    fault = observed.fault
+    if observed.provisioned_keyspace is not None:
+        stores = len(app.spec.state.stores)
+        return (
+            "True",
+            PROVISIONED,
+            f"Keyspace {observed.provisioned_keyspace} has the offsets table and {stores} store table(s)",
+        )
+    if fault is not None and fault.reason in PROVISIONING_FAULTS:
+        return "False", fault.reason, fault.message
+    if first:
+        return "Unknown", PENDING, "Cassandra provisioning has not run yet"
+    return None
+
+
+def _degraded(app: model.StreamingApp, observed: Observed, rollout: Rollout | None) -> Verdict:
+    fault, pods_fault = observed.fault, observed.pods_fault
+    if fault is not None:
+        return "True", fault.reason, fault.message
+    if pods_fault is not None:
+        return "True", pods_fault.reason, pods_fault.message
+    if rollout is not None and rollout.deadline_exceeded:
+        return (
+            "True",
+            PROGRESS_DEADLINE_EXCEEDED,
+            f"Deployment {render.deployment_name(app)} made no progress within its deadline; "
+            "check the pods' events and logs",
+        )
+    if observed.executors_unschedulable is not None:
+        return "True", EXECUTORS_UNSCHEDULABLE, observed.executors_unschedulable
+    return "False", AS_EXPECTED, "No fault observed"
+
+
+def _progressing(observed: Observed, rollout: Rollout | None, desired: int) -> Verdict:
+    fault = observed.fault
+    if rollout is None:
+        if fault is not None:
+            return "False", fault.reason, f"Rollout is blocked: {fault.message}"
+        return "True", CREATING, "Creating the Deployment"
+    if rollout.complete:
+        return "False", ROLLOUT_COMPLETE, f"Deployment has {desired} updated and available replica(s)"
+    if rollout.deadline_exceeded:
+        return "False", PROGRESS_DEADLINE_EXCEEDED, "Rollout stopped at its progress deadline"
+    return "True", ROLLING_OUT, f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available"
+
+
+def _ready(app: model.StreamingApp, observed: Observed, rollout: Rollout | None, desired: int) -> Verdict:
+    fault, pods_fault = observed.fault, observed.pods_fault
+    if rollout is None:
+        if fault is not None:
+            return "False", fault.reason, fault.message
+        return "False", CREATING, "The Deployment does not exist yet"
+    if rollout.complete and app.spec.suspend:
+        return "True", SUSPENDED, "Suspended by spec.suspend; no replica runs"
+    if rollout.complete and desired == 0:
+        return "True", SCALED_TO_ZERO, "Scaled to zero replicas"
+    if rollout.complete:
+        return "True", ALL_REPLICAS_READY, f"{rollout.available} of {desired} replica(s) available"
+    if pods_fault is not None:
+        available = f"{rollout.available} of {desired} replica(s) available"
+        return "False", pods_fault.reason, f"{available}: {pods_fault.message}"
+    if not rollout.observed or rollout.updated < desired:
+        return "False", ROLLING_OUT, f"{rollout.updated} of {desired} replica(s) updated, {rollout.available} available"
+    return "False", REPLICAS_NOT_READY, f"{rollout.available} of {desired} replica(s) available"
+
+
+def _within_partitions(observed: Observed, desired: int, *, first: bool) -> Verdict | None:
+    """ReplicasWithinPartitions; None keeps what the status says (`first`: it says nothing yet)."""
+    partitions = observed.partitions
+    if partitions is None:
+        return ("Unknown", PARTITIONS_UNKNOWN, "Input partitions not counted yet") if first else None
+    if desired > partitions:
+        return (
+            "False",
+            REPLICAS_EXCEED_PARTITIONS,
+            f"{desired} replicas but the input topics have {partitions} partition(s): "
+            f"{desired - partitions} replica(s) idle; lower spec.replicas or add partitions",
+        )
+    return "True", AS_EXPECTED, f"{desired} replica(s) for {partitions} input partition(s)"
+
+
+def _kept_facts(app: model.StreamingApp, observed: Observed) -> dict[str, Any]:
+    """Restarts, partitions, keyspace and provisioned hash: as observed now, else as the status said."""
+    facts: dict[str, Any] = {}
+    if observed.restarts is not None:
+        facts["restarts"] = observed.restarts
+    elif "restarts" in app.status:
+        facts["restarts"] = app.status["restarts"]
+    if observed.partitions is not None:
+        facts["partitions"] = observed.partitions
+    elif "partitions" in app.status:
+        facts["partitions"] = app.status["partitions"]
+    keyspace = observed.provisioned_keyspace or app.status.get("keyspace")
+    if keyspace:
+        facts["keyspace"] = keyspace
+    provisioned = observed.provisioned_hash or app.status.get("provisionedHash")
+    if provisioned:
+        facts["provisionedHash"] = provisioned
+    return facts
 
 
 def _suspension(app: model.StreamingApp, *, was_suspended: bool, put: Callable[[str, str, str, str], None]) -> None:

@@ -10,20 +10,22 @@ when it goes, so it can be deleted even while the operator is down, and a burst 
 costs no finalizer round trip. That is also why the resync is one loop over the indexed apps
 rather than a Kopf timer per app (a timer makes Kopf put a finalizer on every app).
 
-Handlers are registered on a registry built from `Options`, so the CLI, the tests and the
-benchmark run exactly the same operator.
+The handlers are module-level functions that read what they share from Kopf's memo: the
+long-lived clients (`memo.deps`, made by `configure`) and what the watches saw last
+(`memo.marks`). `register` puts them on a registry built from `Options`, so the CLI, the tests
+and the benchmark run exactly the same operator.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
+import functools
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
@@ -43,6 +45,10 @@ CHILD_INDEXES: tuple[tuple[str, str, str, str], ...] = (
 # The app's pods (the Deployment's, labelled like every child): slim summaries of why they do
 # not run, for the Degraded condition (`podfaults`). Not a child: never applied or pruned.
 POD_INDEX = ("", "v1", "pods", "Pod")
+# The executor pods that the drivers of a k8s:// app start, labelled with the app they serve
+# (`render.executor_labels`; Spark adds spark-role): slim summaries of why they wait for a node.
+EXECUTOR_INDEX = ("", "v1", "pods", reconcile.EXECUTOR_POD)
+EXECUTORS: Mapping[str, Any] = {render.EXECUTOR_OF: kopf.PRESENT, "spark-role": "executor"}
 MAX_DELETE_RETRIES = 8
 RESYNC_CONCURRENCY = 8
 
@@ -118,9 +124,10 @@ def _deployment_mark(body: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def _children(namespace: str, name: str, indexes: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
-    """The app's children from their indexes, and its pods' summaries (`podfaults.summary`) as "Pod"."""
+    """The app's children from their indexes, and its pods' and executor pods' summaries
+    (`podfaults.summary`) as "Pod" and `reconcile.EXECUTOR_POD`."""
     result: dict[str, list[Mapping[str, Any]]] = {}
-    for _, _, _, kind in (*CHILD_INDEXES, POD_INDEX):
+    for _, _, _, kind in (*CHILD_INDEXES, POD_INDEX, EXECUTOR_INDEX):
         index = indexes.get(_index_name(kind))
         store = index.get((namespace, name)) if index is not None else None
         result[kind] = list(store) if store is not None else []
@@ -136,8 +143,7 @@ def _indexed(apps: Any, namespace: str, name: str) -> Mapping[str, Any] | None:
 
 def _all_apps(indexes: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Every StreamingApp body in the apps index."""
-    apps = indexes.get("apps_idx")
-    return [b for store in (apps.values() if apps is not None else []) for b in store]
+    return list(model.indexed_bodies(indexes.get(model.APPS_INDEX)).values())
 
 
 def _deletes_state(spec: kopf.Spec, **_: Any) -> bool:
@@ -168,219 +174,254 @@ async def _report(deps: reconcile.Deps, body: Mapping[str, Any], outcome: reconc
         await deps.cluster.post_event(body, event.type, event.reason, event.message)
 
 
+@dataclass
+class Marks:
+    """What the watch handlers saw last of each Deployment and pod (by namespace and name), so
+    that only a change the app's status reads asks for a reconcile."""
+
+    deployments: dict[tuple[str, str], tuple[Any, ...]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], podfaults.Mark] = field(default_factory=dict)
+
+
+# --- start-up and shutdown -------------------------------------------------------------------
+
+
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, options: Options, **kwargs: Any) -> None:
+    """Kopf's settings, the shared clients in `memo.deps`, and the resync loop (`options` bound by `register`)."""
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=model.GROUP)
+    settings.persistence.diffbase_storage = LeanDiffBaseStorage(prefix=model.GROUP, key="last-handled-configuration")
+    # Kopf's own "handler succeeded" notes would be a write per object per change;
+    # Floe posts its own events for the transitions that matter (`k8s.Cluster.post_event`).
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    asyncio.get_running_loop().set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(max_workers=options.api_workers, thread_name_prefix="floe-api")
+    )
+    memo.deps = reconcile.Deps(
+        cluster=k8s.Cluster(k8s.load_client(pool_size=options.api_workers * 2)),
+        provisioner=cassandra.Provisioner(),
+        kafka=kafka.Inspector(),
+        check_kafka=options.check_kafka,
+    )
+    memo.marks = Marks()
+    memo.resync = asyncio.create_task(
+        loops.keep_running(
+            lambda: resync_forever(memo.deps, kwargs, seconds=options.resync_seconds),
+            what="Resync loop",
+            base=options.resync_seconds,
+        ),
+        name="floe-resync",
+    )
+    log.info("Started floe-operator resync_seconds=%s check_kafka=%s", options.resync_seconds, options.check_kafka)
+    if options.started is not None:
+        options.started.set()
+
+
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod: the service account; elsewhere: the file named by KUBECONFIG (read now, not at import)."""
+    in_pod = kopf.login_with_service_account(**kwargs)
+    if in_pod is not None:
+        return in_cluster_server(in_pod, os.environ)
+    return kopf.login_with_kubeconfig(**kwargs)
+
+
+async def close(memo: kopf.Memo, **_: Any) -> None:
+    await loops.stop(getattr(memo, "resync", None))
+    deps = getattr(memo, "deps", None)
+    if deps is not None:
+        await asyncio.to_thread(deps.provisioner.close)
+
+
+# --- indexes: what the watches hold of the apps, their children and their pods ---------------
+
+
+async def apps_idx(
+    namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    _observed(memo, namespace, model.KIND, name, body)
+    meta = {k: v for k, v in body.metadata.items() if k != "managedFields"}
+    return {(namespace or "", name): _slim(body, keep_status=True) | {"metadata": meta}}
+
+
+async def child_idx(
+    namespace: str | None,
+    name: str,
+    labels: Mapping[str, str],
+    body: kopf.Body,
+    memo: kopf.Memo,
+    child_kind: str,
+    keep_status: bool,
+    **_: Any,
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """A child of kind `child_kind`, slimmed, by its app (`child_kind` and `keep_status` bound by `register`)."""
+    _observed(memo, namespace, child_kind, name, body)
+    app = labels.get(render.APP_LABEL)
+    return {(namespace or "", app): _slim(body, keep_status=keep_status)} if app else {}
+
+
+async def pod_idx(
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    app = labels.get(render.APP_LABEL)
+    return {(namespace or "", app): podfaults.summary(body)} if app else {}
+
+
+async def executor_idx(
+    namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    app = labels.get(render.EXECUTOR_OF)
+    return {(namespace or "", app): podfaults.summary(body)} if app else {}
+
+
+# --- reconciles ------------------------------------------------------------------------------
+
+
+async def converge(
+    deps: reconcile.Deps, namespace: str, name: str, current: Callable[[], Mapping[str, Any] | None], indexes: Any
+) -> reconcile.Outcome | None:
+    """One pass, status write included, under the app's lock; `current` is read once the lock
+    is held, so the pass starts from what the previous one wrote. None: the app is gone."""
+    async with deps.lock(f"{namespace}/{name}"):
+        body = current()
+        if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+            return None
+        # Our own latest status write may be newer than the body at hand.
+        body = deps.recent.fresher(body)
+        outcome = await reconcile.reconcile(
+            body, deps=deps, children=_children(namespace, name, indexes), others=_all_apps(indexes)
+        )
+        await _report(deps, body, outcome)
+        return outcome
+
+
+async def converge_indexed(deps: reconcile.Deps, namespace: str, name: str, indexes: Any) -> None:
+    """A pass over the app as the apps index holds it, if it holds it."""
+    apps = indexes.get(model.APPS_INDEX)
+    if apps is None or _indexed(apps, namespace, name) is None:
+        return
+    await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), indexes)
+
+
+async def on_change(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+    """Create, update, resume: one pass; a fault is retried by Kopf with backoff."""
+    namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+    outcome = await converge(memo.deps, namespace, name, lambda: body, kwargs)
+    if outcome is not None and outcome.fault is not None:
+        raise kopf.TemporaryError(f"{outcome.fault.reason}: {outcome.fault.message}", delay=backoff(retry))
+
+
+async def resync_forever(deps: reconcile.Deps, indexes: Mapping[str, Any], *, seconds: float) -> None:
+    """Every `seconds`, one pass over every indexed app, a few at a time: drift in what is not
+    watched (Spark RBAC, ServiceMonitor, Secrets) is repaired and faults retried. An unchanged
+    app costs no API call."""
+    slots = asyncio.Semaphore(RESYNC_CONCURRENCY)
+
+    async def one(namespace: str, name: str) -> None:
+        async with slots:
+            try:
+                await converge_indexed(deps, namespace, name, indexes)
+            except Exception:  # one app's failure never stops the others' resync
+                log.exception("Resync failed app=%s/%s", namespace, name)
+
+    while True:
+        await asyncio.sleep(seconds)
+        apps = indexes.get(model.APPS_INDEX)
+        keys = [key for key, store in (apps.items() if apps is not None else []) if list(store)]
+        deps.prune_locks({f"{namespace}/{name}" for namespace, name in keys})
+        await asyncio.gather(*(one(namespace, name) for namespace, name in keys))
+
+
+async def deployment_changed(
+    type: str | None,
+    body: kopf.Body,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    memo: kopf.Memo,
+    **kwargs: Any,
+) -> None:
+    """An app's Deployment changed in what its status or drift checks read: reconcile the app."""
+    name = labels.get(render.APP_LABEL)
+    deps: reconcile.Deps | None = getattr(memo, "deps", None)
+    marks: Marks | None = getattr(memo, "marks", None)
+    if not name or not namespace or deps is None or marks is None:
+        return
+    key = (namespace, name)
+    if type == "DELETED":
+        marks.deployments.pop(key, None)
+    # Kopf's initial listing is left to resume.
+    mark = _deployment_mark(body)
+    if type is None or marks.deployments.get(key) == mark:
+        marks.deployments[key] = mark
+        return
+    marks.deployments[key] = mark
+    await converge_indexed(deps, namespace, name, kwargs)
+
+
+async def pod_changed(
+    type: str | None,
+    body: kopf.Body,
+    namespace: str | None,
+    name: str | None,
+    labels: Mapping[str, str],
+    memo: kopf.Memo,
+    **kwargs: Any,
+) -> None:
+    """A pod started or stopped giving a reason not to run (image, scheduling, crash loop), or
+    restarted: reconcile its app, so that its status says so within a watch event, not a resync."""
+    app = labels.get(render.APP_LABEL)
+    deps: reconcile.Deps | None = getattr(memo, "deps", None)
+    marks: Marks | None = getattr(memo, "marks", None)
+    if not app or not namespace or not name or deps is None or marks is None:
+        return
+    key = (namespace, name)
+    before = marks.pods.pop(key, None) if type == "DELETED" else marks.pods.get(key)
+    mark = None if type == "DELETED" else podfaults.mark(body)
+    if mark is not None:
+        marks.pods[key] = mark
+    # A new healthy pod, Kopf's initial listing, a phase change: nothing the status shows.
+    if not podfaults.changes_status(before, mark):
+        return
+    await converge_indexed(deps, namespace, app, kwargs)
+
+
+async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+    """Drop the app's state (deletionPolicy Delete), retried with backoff, then given up with an event."""
+    deps: reconcile.Deps = memo.deps
+    try:
+        done = await reconcile.finalize(body, deps=deps, others=_all_apps(kwargs))
+    except (cassandra.CassandraUnavailable, cassandra.ProvisioningRejected, kafka.KafkaUnavailable) as exc:
+        if retry < MAX_DELETE_RETRIES:
+            raise kopf.TemporaryError(f"Dropping state failed: {exc}", delay=backoff(retry)) from exc
+        await deps.cluster.post_event(body, "Warning", "StateDropFailed", f"Gave up dropping state, tables kept: {exc}")
+        return
+    await deps.cluster.post_event(body, "Normal", "StateDropped", done)
+    log.info("Finalized app=%s/%s result=%s", body.metadata.namespace, body.metadata.name, done)
+
+
 def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.OperatorRegistry:
     """Put every Floe handler on `registry` and return it."""
-    group, version, plural = model.GROUP, model.VERSION, model.PLURAL
-
-    @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
-        settings.persistence.finalizer = FINALIZER
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=model.GROUP)
-        settings.persistence.diffbase_storage = LeanDiffBaseStorage(
-            prefix=model.GROUP, key="last-handled-configuration"
-        )
-        # Kopf's own "handler succeeded" notes would be a write per object per change;
-        # Floe posts its own events for the transitions that matter (`k8s.Cluster.post_event`).
-        settings.posting.level = logging.WARNING
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        asyncio.get_running_loop().set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(max_workers=options.api_workers, thread_name_prefix="floe-api")
-        )
-        memo.deps = reconcile.Deps(
-            cluster=k8s.Cluster(k8s.load_client(pool_size=options.api_workers * 2)),
-            provisioner=cassandra.Provisioner(),
-            kafka=kafka.Inspector(),
-            check_kafka=options.check_kafka,
-        )
-        memo.resync = asyncio.create_task(
-            loops.keep_running(
-                lambda: resync_forever(memo.deps, kwargs), what="Resync loop", base=options.resync_seconds
-            ),
-            name="floe-resync",
-        )
-        log.info("Started floe-operator resync_seconds=%s check_kafka=%s", options.resync_seconds, options.check_kafka)
-        if options.started is not None:
-            options.started.set()
-
-    @kopf.on.login(registry=registry)
-    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        # In a pod: the service account; elsewhere: the file named by KUBECONFIG (read now, not at import).
-        in_pod = kopf.login_with_service_account(**kwargs)
-        if in_pod is not None:
-            return in_cluster_server(in_pod, os.environ)
-        return kopf.login_with_kubeconfig(**kwargs)
-
-    @kopf.on.cleanup(registry=registry)
-    async def close(memo: kopf.Memo, **_: Any) -> None:
-        task: asyncio.Task[None] | None = getattr(memo, "resync", None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        deps = getattr(memo, "deps", None)
-        if deps is not None:
-            await asyncio.to_thread(deps.provisioner.close)
-
-    @kopf.index(group, version, plural, registry=registry, id="apps_idx")
-    async def apps_idx(
-        namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
-    ) -> dict[tuple[str, str], dict[str, Any]]:
-        _observed(memo, namespace, model.KIND, name, body)
-        meta = {k: v for k, v in body.metadata.items() if k != "managedFields"}
-        return {(namespace or "", name): _slim(body, keep_status=True) | {"metadata": meta}}
-
-    for idx_group, idx_version, idx_plural, kind in CHILD_INDEXES:
-        keep_status = kind == "Deployment"
-
-        async def child_idx(
-            namespace: str | None,
-            name: str,
-            labels: Mapping[str, str],
-            body: kopf.Body,
-            memo: kopf.Memo,
-            _keep: bool = keep_status,
-            _kind: str = kind,
-            **_: Any,
-        ) -> dict[tuple[str, str], dict[str, Any]]:
-            _observed(memo, namespace, _kind, name, body)
-            app = labels.get(render.APP_LABEL)
-            return {(namespace or "", app): _slim(body, keep_status=_keep)} if app else {}
-
-        kopf.index(idx_group, idx_version, idx_plural, labels=MANAGED, registry=registry, id=_index_name(kind))(
-            child_idx
-        )
-
-    @kopf.index("", "v1", "pods", labels=MANAGED, registry=registry, id=_index_name("Pod"))
-    async def pod_idx(
-        namespace: str | None, labels: Mapping[str, str], body: kopf.Body, **_: Any
-    ) -> dict[tuple[str, str], dict[str, Any]]:
-        app = labels.get(render.APP_LABEL)
-        return {(namespace or "", app): podfaults.summary(body)} if app else {}
-
-    async def converge(
-        deps: reconcile.Deps, namespace: str, name: str, current: Callable[[], Mapping[str, Any] | None], kwargs: Any
-    ) -> reconcile.Outcome | None:
-        """One pass, status write included, under the app's lock; `current` is read once the lock
-        is held, so the pass starts from what the previous one wrote. None: the app is gone."""
-        async with deps.lock(f"{namespace}/{name}"):
-            body = current()
-            if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
-                return None
-            # Our own latest status write may be newer than the body at hand.
-            body = deps.recent.fresher(body)
-            outcome = await reconcile.reconcile(
-                body, deps=deps, children=_children(namespace, name, kwargs), others=_all_apps(kwargs)
-            )
-            await _report(deps, body, outcome)
-            return outcome
-
-    def converge_body(body: kopf.Body, memo: kopf.Memo, kwargs: Any) -> Awaitable[reconcile.Outcome | None]:
-        return converge(memo.deps, body.metadata.namespace or "", body.metadata.name or "", lambda: body, kwargs)
-
-    @kopf.on.resume(group, version, plural, registry=registry, id="reconcile_resume")
-    @kopf.on.create(group, version, plural, registry=registry, id="reconcile_create")
-    @kopf.on.update(group, version, plural, registry=registry, id="reconcile_update")
-    async def on_change(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
-        outcome = await converge_body(body, memo, kwargs)
-        if outcome is not None and outcome.fault is not None:
-            raise kopf.TemporaryError(f"{outcome.fault.reason}: {outcome.fault.message}", delay=backoff(retry))
-
-    async def resync_forever(deps: reconcile.Deps, indexes: Mapping[str, Any]) -> None:
-        """Every `resync_seconds`, one pass over every indexed app, a few at a time: drift in
-        what is not watched (Spark RBAC, ServiceMonitor, Secrets) is repaired and faults retried.
-        An unchanged app costs no API call."""
-        slots = asyncio.Semaphore(RESYNC_CONCURRENCY)
-
-        async def one(namespace: str, name: str) -> None:
-            async with slots:
-                try:
-                    await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), indexes)
-                except Exception:  # one app's failure never stops the others' resync
-                    log.exception("Resync failed app=%s/%s", namespace, name)
-
-        while True:
-            await asyncio.sleep(options.resync_seconds)
-            apps = indexes.get("apps_idx")
-            keys = [key for key, store in (apps.items() if apps is not None else []) if list(store)]
-            deps.prune_locks({f"{namespace}/{name}" for namespace, name in keys})
-            await asyncio.gather(*(one(namespace, name) for namespace, name in keys))
-
-    seen: dict[tuple[str, str], tuple[Any, ...]] = {}
-
-    @kopf.on.event("apps", "v1", "deployments", labels=MANAGED, registry=registry, id="deployment_changed")
-    async def deployment_changed(
-        type: str | None,
-        body: kopf.Body,
-        namespace: str | None,
-        labels: Mapping[str, str],
-        memo: kopf.Memo,
-        **kwargs: Any,
-    ) -> None:
-        name = labels.get(render.APP_LABEL)
-        deps: reconcile.Deps | None = getattr(memo, "deps", None)
-        if not name or not namespace or deps is None:
-            return
-        key = (namespace, name)
-        if type == "DELETED":
-            seen.pop(key, None)
-        # Only what the app's status or drift checks read; Kopf's initial listing is left to resume.
-        mark = _deployment_mark(body)
-        if type is None or seen.get(key) == mark:
-            seen[key] = mark
-            return
-        seen[key] = mark
-        apps = kwargs.get("apps_idx")
-        if apps is None or _indexed(apps, namespace, name) is None:
-            return
-        await converge(deps, namespace, name, lambda: _indexed(apps, namespace, name), kwargs)
-
-    pod_marks: dict[tuple[str, str], podfaults.Mark] = {}
-
-    @kopf.on.event("", "v1", "pods", labels=MANAGED, registry=registry, id="pod_changed")
-    async def pod_changed(
-        type: str | None,
-        body: kopf.Body,
-        namespace: str | None,
-        name: str | None,
-        labels: Mapping[str, str],
-        memo: kopf.Memo,
-        **kwargs: Any,
-    ) -> None:
-        """A pod started or stopped giving a reason not to run (image, scheduling, crash loop), or
-        restarted: reconcile its app, so that its status says so within a watch event, not a resync."""
-        app = labels.get(render.APP_LABEL)
-        deps: reconcile.Deps | None = getattr(memo, "deps", None)
-        if not app or not namespace or not name or deps is None:
-            return
-        key = (namespace, name)
-        before = pod_marks.pop(key, None) if type == "DELETED" else pod_marks.get(key)
-        mark = None if type == "DELETED" else podfaults.mark(body)
-        if mark is not None:
-            pod_marks[key] = mark
-        # A new healthy pod, Kopf's initial listing, a phase change: nothing the status shows.
-        if not podfaults.changes_status(before, mark):
-            return
-        apps = kwargs.get("apps_idx")
-        if apps is None or _indexed(apps, namespace, app) is None:
-            return
-        await converge(deps, namespace, app, lambda: _indexed(apps, namespace, app), kwargs)
-
-    @kopf.on.delete(group, version, plural, registry=registry, id="finalize", when=_deletes_state)
-    async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
-        deps: reconcile.Deps = memo.deps
-        try:
-            done = await reconcile.finalize(body, deps=deps, others=_all_apps(kwargs))
-        except (cassandra.CassandraUnavailable, cassandra.ProvisioningRejected, kafka.KafkaUnavailable) as exc:
-            if retry < MAX_DELETE_RETRIES:
-                raise kopf.TemporaryError(f"Dropping state failed: {exc}", delay=backoff(retry)) from exc
-            await deps.cluster.post_event(
-                body, "Warning", "StateDropFailed", f"Gave up dropping state, tables kept: {exc}"
-            )
-            return
-        await deps.cluster.post_event(body, "Normal", "StateDropped", done)
-        log.info("Finalized app=%s/%s result=%s", body.metadata.namespace, body.metadata.name, done)
-
+    app_kind = (model.GROUP, model.VERSION, model.PLURAL)
+    kopf.on.startup(registry=registry, id="configure")(functools.partial(configure, options=options))
+    kopf.on.login(registry=registry, id="login")(login)
+    kopf.on.cleanup(registry=registry, id="close")(close)
+    kopf.index(*app_kind, registry=registry, id=model.APPS_INDEX)(apps_idx)
+    for group, version, plural, kind in CHILD_INDEXES:
+        indexed = functools.partial(child_idx, child_kind=kind, keep_status=kind == "Deployment")
+        kopf.index(group, version, plural, labels=MANAGED, registry=registry, id=_index_name(kind))(indexed)
+    kopf.index(*POD_INDEX[:3], labels=MANAGED, registry=registry, id=_index_name("Pod"))(pod_idx)
+    kopf.index(*EXECUTOR_INDEX[:3], labels=EXECUTORS, registry=registry, id=_index_name(EXECUTOR_INDEX[3]))(
+        executor_idx
+    )
+    kopf.on.resume(*app_kind, registry=registry, id="reconcile_resume")(on_change)
+    kopf.on.create(*app_kind, registry=registry, id="reconcile_create")(on_change)
+    kopf.on.update(*app_kind, registry=registry, id="reconcile_update")(on_change)
+    kopf.on.event("apps", "v1", "deployments", labels=MANAGED, registry=registry, id="deployment_changed")(
+        deployment_changed
+    )
+    kopf.on.event("", "v1", "pods", labels=MANAGED, registry=registry, id="pod_changed")(pod_changed)
+    kopf.on.delete(*app_kind, registry=registry, id="finalize", when=_deletes_state)(finalize)
     return registry
 
 

@@ -162,6 +162,9 @@ class Cluster:
     def __init__(self, client: kubernetes.client.ApiClient) -> None:
         self._client = client
         self._crd_cache: dict[str, tuple[float, bool]] = {}
+        # Secrets' data as last read (monotonic time, data or None when absent), by (namespace, name):
+        # the reconcile reads an app's Secrets on every pass, and the lag loop reuses those reads.
+        self._secrets_read: dict[tuple[str, str], tuple[float, dict[str, str] | None]] = {}
         self._urgent = Urgency()
         # which operator replica posts Events (the pod's name in a cluster)
         self._instance = os.environ.get("POD_NAME", EVENT_SOURCE)
@@ -326,16 +329,33 @@ class Cluster:
         """A Secret's decoded data (values never logged) and its resourceVersion; None when absent."""
         secret = await self.get("v1", "Secret", namespace, name)
         if secret is None:
+            self._secrets_read[(namespace, name)] = (time.monotonic(), None)
             return None
         data = secret.get("data") or {}
         decoded = {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in data.items()}
         decoded.update(secret.get("stringData") or {})
+        self._secrets_read[(namespace, name)] = (time.monotonic(), decoded)
         return decoded, str((secret.get("metadata") or {}).get("resourceVersion", ""))
 
     async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """A Secret's decoded data (values never logged), or None when it does not exist."""
         found = await self.secret(namespace, name)
         return found[0] if found is not None else None
+
+    async def recent_secret_data(self, namespace: str, name: str, *, max_age: float) -> dict[str, str] | None:
+        """A Secret's data as read within `max_age` seconds (by anyone: the reconcile reads an app's
+        Secrets on every pass), else read now. When that read fails, a Secret read before stays
+        good while the API server is briefly unavailable; one never read raises `ApiError`."""
+        cached = self._secrets_read.get((namespace, name))
+        if cached is not None and time.monotonic() - cached[0] < max_age:
+            return cached[1]
+        try:
+            return await self.secret_data(namespace, name)
+        except ApiError as exc:
+            if cached is None:
+                raise
+            log.warning("Reading Secret %s/%s failed; using the last read error=%s", namespace, name, exc)
+            return cached[1]
 
     async def pod_names(self, namespace: str, selector: str) -> list[str]:
         """Names of the pods matching a label selector, terminating ones included."""

@@ -7,6 +7,7 @@ ticks and restarted loops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -49,3 +50,11 @@ async def keep_running(
             failures += 1
             log.exception("%s failed failures=%d", what, failures)
         await sleep(backoff_seconds(failures, base=base, cap=cap))
+
+
+async def stop(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background loop started with the operator and wait until it has ended."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -149,7 +149,6 @@ class _QuietRoutine(logging.Filter):
     ROUTINE = (
         "Timer 'resync' succeeded",
         "Handler 'deployment_changed' succeeded",
-        "Handler 'lag_track' succeeded",
     )
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -161,9 +160,9 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     options = handlers.Options(resync_seconds=args.resync_seconds, check_kafka=not args.no_kafka_check)
     registry = handlers.build_registry(options)
     if args.lag_interval_seconds > 0:
-        from floe_operator import lag_handlers
+        from floe_operator.lag import loop as lag_loop
 
-        lag_handlers.register(registry, lag_handlers.Options(interval_seconds=args.lag_interval_seconds))
+        lag_loop.register(registry, lag_loop.Options(interval_seconds=args.lag_interval_seconds))
     return registry
 
 

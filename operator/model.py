@@ -22,6 +22,9 @@ VERSION = "v1alpha1"
 PLURAL = "streamingapps"
 KIND = "StreamingApp"
 API_VERSION = f"{GROUP}/{VERSION}"
+# The Kopf index of every StreamingApp's latest body by (namespace, name), kept by the reconciler's
+# handlers and read by the lag loop too: one watch of the apps for both.
+APPS_INDEX = "apps_idx"
 FIELD_MANAGER = "floe-operator"
 
 StoreType = config.StoreType
@@ -362,3 +365,13 @@ def _template_env_from(spec: AppSpec) -> list[dict[str, Any]]:
     """envFrom entries of every container of spec.podTemplate (Floe's own and the sidecars)."""
     part = spec.pod_template.spec
     return [e for c in (*part.containers, *part.init_containers) for e in c.get("envFrom") or [] if isinstance(e, dict)]
+
+
+def indexed_bodies(index: Mapping[tuple[str, str], Any] | None) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """The latest body of every app in the apps index (a Kopf index holds a store of bodies per key)."""
+    found: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for key, store in index.items() if index is not None else []:
+        for body in store:
+            found[key] = body
+            break
+    return found

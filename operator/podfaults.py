@@ -98,20 +98,19 @@ def _fault_of(pod: Mapping[str, Any], *, image: str) -> Fault | None:
     return None
 
 
-def unschedulable_executors(app: model.StreamingApp, pods: Sequence[Mapping[str, Any]]) -> str | None:
-    """Why the app's executor pods (`pods`, as the API returns them) wait for a node, naming what
-    each requests and where that comes from; None when none waits. The drivers keep running:
-    batches they group themselves (`spec.spark.driverBatchMaxRecords`) go on, larger ones wait
-    for executors."""
-    live = [summary(p) for p in pods]
-    waiting = [p for p in live if p["unschedulable"] and not p["deleting"]]
+def unschedulable_executors(app: model.StreamingApp, executors: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the app's executor pods wait for a node, naming what each requests and where that
+    comes from; None when none waits. `executors` are the pods' summaries (`summary`), from the
+    operator's index of executor pods. The drivers keep running: batches they group themselves
+    (`spec.spark.driverBatchMaxRecords`) go on, larger ones wait for executors."""
+    waiting = [p for p in executors if p["unschedulable"] and not p["deleting"]]
     if not waiting:
         return None
     pod = waiting[0]
     asked = ", ".join(f"{k} {v}" for k, v in sorted(pod["requests"].items())) or "nothing"
     executor = app.spec.spark.executor or model.SparkExecutor()
     return (
-        f"{len(waiting)} of {len(pods)} executor pod(s) cannot be scheduled; each requests {asked} "
+        f"{len(waiting)} of {len(executors)} executor pod(s) cannot be scheduled; each requests {asked} "
         f"(spec.spark.executor: {executor.cores} core(s), memory {executor.memory} plus Spark's memory overhead). "
         f"The scheduler says of {pod['name'] or 'one'}: {pod['schedulingMessage'] or 'no node fits'}. Lower "
         "spec.spark.executor (or spark.kubernetes.executor.request.cores in spec.spark.conf) or make room on the "

@@ -32,8 +32,8 @@ from floe_operator import (
     podtemplate,
     recent,
     render,
-    scalers,
 )
+from floe_operator.lag import scalers
 from kubernetes.utils import parse_quantity
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,11 @@ OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
     *scalers.CHILD_KINDS,
 )
 
+# The app's children by kind as the watch-fed indexes hold them; besides the kinds applied, "Pod"
+# (summaries of the Deployment's pods) and EXECUTOR_POD (summaries of the drivers' executor pods
+# under a k8s:// master), both from `podfaults.summary`.
 Children = Mapping[str, Sequence[Mapping[str, Any]]]
+EXECUTOR_POD = "ExecutorPod"
 
 
 @dataclass
@@ -416,7 +420,7 @@ async def _reconcile(
         )
     executors = None
     if fault is None and deployment is not None and app.spec.spark.on_kubernetes:
-        executors = await _unschedulable_executors(app, deps)
+        executors = podfaults.unschedulable_executors(app, children.get(EXECUTOR_POD, ()))
     observed = conditions.Observed(
         deployment=deployment,
         fault=fault,
@@ -456,17 +460,6 @@ def _apply_fault(kind: str, name: str, error: k8s.ApiError) -> conditions.Fault:
             "rbac.sparkOnKubernetes=true (its default), or use a local[*] master",
         )
     return conditions.Fault(conditions.APPLY_FAILED, f"Applying {kind} {name} failed: {error.message}")
-
-
-async def _unschedulable_executors(app: model.StreamingApp, deps: Deps) -> str | None:
-    """Why the app's executor pods wait for a node (one LIST per pass), or None."""
-    selector = f"spark-role=executor,{render.EXECUTOR_OF}={app.name}"
-    try:
-        pods = await deps.cluster.list_objects("v1", "Pod", app.namespace, selector=selector)
-    except k8s.ApiError as exc:  # no right to list pods: the drivers cannot have started executors either
-        log.debug("Listing executor pods failed app=%s/%s error=%s", app.namespace, app.name, exc)
-        return None
-    return podfaults.unschedulable_executors(app, pods)
 
 
 def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:

@@ -34,6 +34,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -225,15 +226,44 @@ def metric_sum(url: str, name: str, labels: dict[str, str]) -> float | None:
     return sum(values) if values else None
 
 
+@dataclass(frozen=True)
+class Run:
+    """One run of the demo: the stack's settings and this run's names."""
+
+    root: Path
+    env: dict[str, str]
+    run_id: str
+
+    @property
+    def kubectl(self) -> str:
+        return self.env["FLOE_KUBECTL"]
+
+    @property
+    def bootstrap(self) -> str:
+        return self.env["FLOE_KAFKA_BOOTSTRAP"]
+
+    @property
+    def topic_in(self) -> str:
+        return f"word-count-input-{self.run_id}"
+
+    @property
+    def topic_out(self) -> str:
+        return f"word-count-output-{self.run_id}"
+
+    @property
+    def keyspace(self) -> str:
+        return f"word_count_demo_{self.run_id}"
+
+    def app_body(self) -> dict[str, Any]:
+        return app_body(self.root, self.env, namespace=NAMESPACE, topic_in=self.topic_in, topic_out=self.topic_out,
+                        keyspace=self.keyspace)
+
+
 def main() -> int:
-    from floe_jobs import localrun
     from floe_operator import model
 
     layout = Layout.discover()
-    root = layout.root
     steps = Steps()
-    run_id = time.strftime("%y%m%d%H%M%S")
-
     try:
         with steps.step("Starting the local stack (Kafka, Cassandra, Kubernetes with its node, images, Helm)"):
             if not stack.all_running(layout) or not layout.env_file.exists():
@@ -242,144 +272,13 @@ def main() -> int:
             if env.get("FLOE_NODE") != "1":
                 raise DemoError("the stack runs without its node (FLOE_NODE=0), so no pod can run: "
                                 "run `make down`, then `make demo` without NODE=0")
-        kubectl, helm = env["FLOE_KUBECTL"], env["FLOE_HELM"]
-        bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
-        topic_in, topic_out = f"word-count-input-{run_id}", f"word-count-output-{run_id}"
-        keyspace = f"word_count_demo_{run_id}"
-        body = app_body(root, env, namespace=NAMESPACE, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
+        run = Run(root=layout.root, env=env, run_id=time.strftime("%y%m%d%H%M%S"))
+        body = run.app_body()
         app_id = model.StreamingApp.from_body(body).app_id
-
-        with steps.step(f"Namespaces {RELEASE_NAMESPACE} and {NAMESPACE}, enforcing the restricted Pod Security "
-                        "Standard"):
-            for name in (RELEASE_NAMESPACE, NAMESPACE):
-                restricted_namespace(env, kubectl, name)
-
-        repository, tag = env["FLOE_OPERATOR_IMAGE"].rsplit(":", 1)
-        with steps.step(f"Installing the Helm chart: CRD, least-privilege RBAC and the operator as a pod "
-                        f"({env['FLOE_OPERATOR_IMAGE']})"):
-            _adopt_crd(env, kubectl)
-            _run([helm, "upgrade", "--install", "floe", str(root / "charts" / "floe"), "-n", RELEASE_NAMESPACE,
-                  "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-                  "--set", "image.pullPolicy=Never", "--set", f"operator.watchNamespaces={{{NAMESPACE}}}",
-                  "--set", "operator.lagIntervalSeconds=5", "--wait", "--timeout=5m"], env=env)
-            _run([kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
-                  "--timeout=60s"], env=env)
-            operator_pods: list[dict[str, Any]] = []
-
-            def operator_ready() -> bool:
-                nonlocal operator_pods
-                operator_pods = pods(env, kubectl, RELEASE_NAMESPACE, OPERATOR_SELECTOR)
-                return len(operator_pods) == 1 and is_ready(operator_pods[0])
-
-            _wait(operator_ready, what="one Ready operator pod", timeout=180,
-                  explain=lambda: f"     {pod_states(operator_pods)}")
-            operator_pod = operator_pods[0]
-        metrics_url = f"http://{operator_pod['status']['podIP']}:{METRICS_PORT}/metrics"
-        steps.note(f"operator pod {operator_pod['metadata']['name']} at {operator_pod['status']['podIP']}")
-
-        with steps.step("Deleting the earlier run's app (its pods and keyspace) and the app's internal topics"):
-            # Foreground: the app goes only after its Deployment, so no earlier pod still counts the
-            # earlier run's topics into a keyspace of its own. Its finalizer needs the operator.
-            _run([kubectl, "-n", NAMESPACE, "delete", "streamingapp", APP, "--ignore-not-found", "--wait=false",
-                  "--cascade=foreground"], env=env)
-            left = _unfinalized(env, kubectl, timeout=DELETE_SECONDS)
-            if left:
-                steps.note(left)
-            dropped = _drop_internal_topics(bootstrap, app_id)
-            if dropped:
-                steps.note(f"deleted topics {', '.join(dropped)}")
-
-        with steps.step(f"Creating topics {topic_in} (6 partitions) and {topic_out}"):
-            localrun.create_topic(bootstrap, topic_in, 6)
-            localrun.create_topic(bootstrap, topic_out, 6)
-
-        with steps.step(f"Applying the word-count StreamingApp in namespace {NAMESPACE} ({REPLICAS} replicas, "
-                        f"{env['FLOE_JOB_IMAGE']})"):
-            _run([kubectl, "apply", "-f", "-"], env=env, input=yaml.safe_dump(body))
-
-        app_pods: list[dict[str, Any]] = []
-
-        def app_ready() -> bool:
-            nonlocal app_pods
-            app_pods = pods(env, kubectl, NAMESPACE, APP_SELECTOR)
-            return len(app_pods) == REPLICAS and all(is_ready(p) for p in app_pods)
-
-        with steps.step(f"Waiting for {REPLICAS} pods Running and Ready (Spark starts, each replica joins the group)"):
-            _wait(app_ready, what=f"{REPLICAS} Ready pods of {APP}", timeout=READY_SECONDS,
-                  progress=lambda: steps.note(pod_states(app_pods)),
-                  explain=lambda: f"     {pod_states(app_pods)}\n{_pod_logs(env, kubectl, app_pods)}")
-        print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps,deployments,pods", "-o", "wide"],
-                           env=env)))
-
-        lines = localrun.word_lines(LINES, seed=int(run_id))
-        truth = localrun.word_truth(lines)
-        with steps.step(f"Producing {LINES} lines of sample text ({sum(truth.values())} words) to {topic_in}"):
-            localrun.produce(bootstrap, topic_in, lines)
-
-        with steps.step("Waiting until every word is counted (batches read, counted and committed by the pods)"):
-            from cassandra.cluster import Cluster
-
-            cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
-            session = cluster.connect()
-            counting = Counting(session, bootstrap, keyspace=keyspace, app_id=app_id, topic_in=topic_in)
-
-            def progress() -> None:
-                counted = sum(counting.store().values())
-                steps.note(f"{counted} of {sum(truth.values())} words counted; {counting.partitions_summary()}")
-
-            def explain() -> str:
-                now = pods(env, kubectl, NAMESPACE, APP_SELECTOR)
-                return f"{counting.stuck()}\n     {pod_states(now)}\n{_pod_logs(env, kubectl, now)}"
-
-            try:
-                _wait(lambda: counting.store() == dict(truth), what="the counts in Cassandra to match the text",
-                      timeout=COUNT_SECONDS, progress=progress, explain=explain)
-                from_cassandra = counting.store()
-            finally:
-                cluster.shutdown()
-
-        from_topic: dict[str, int] = {}
-
-        def topic_matches() -> bool:
-            nonlocal from_topic
-            output = localrun.last_values(localrun.read_topic(bootstrap, topic_out, timeout=10))
-            from_topic = {k: int(v) for k, v in output.items()}
-            return from_topic == dict(truth)
-
-        with steps.step(f"Reading the latest count of every word from {topic_out}"):
-            _wait(topic_matches, what="the output topic to carry every final count", timeout=120,
-                  explain=lambda: f"     {len(from_topic)} words in the topic, {len(truth)} in the text")
-        top = truth.most_common(TOP)
-        print(f"     {'word':<12}{'true count':>11}{'output topic':>14}{'Cassandra':>11}")
-        for word, count in top:
-            print(f"     {word:<12}{count:>11}{from_topic.get(word, 0):>14}{from_cassandra.get(word, 0):>11}")
-        exact = from_cassandra == dict(truth) and from_topic == dict(truth)
-        print(f"     {len(truth)} distinct words; Cassandra and the output topic match the text exactly: {exact}")
-        if not exact:
-            raise DemoError("the counts did not match the produced text")
-
-        labels = {"namespace": NAMESPACE, "app": APP, "topic": topic_in}
-
-        def lag_explain() -> str:
-            seen = metric_sum(metrics_url, "floe_consumergroup_lag", labels)
-            return (f"     the operator has not reported lag for {APP} at {metrics_url}" if seen is None
-                    else f"     the lag the operator reports stayed at {seen:.0f} records")
-
-        with steps.step(f"Reading the app's lag from the operator pod's metrics (at most {LAG_SECONDS} s)"):
-            _wait(lambda: metric_sum(metrics_url, "floe_consumergroup_lag", labels) == 0.0,
-                  what="lag 0 in the operator's metrics", timeout=LAG_SECONDS, explain=lag_explain)
-        lag_s = metric_sum(metrics_url, "floe_consumergroup_lag_seconds", labels)
-        print(f"     floe_consumergroup_lag{{app=\"{APP}\",topic=\"{topic_in}\"}} summed over partitions = "
-              f"0 records, time lag {lag_s or 0:.1f} s")
-
-        def app_condition_ready() -> bool:
-            got = _run([kubectl, "-n", NAMESPACE, "get", "streamingapp", APP, "-o",
-                        "jsonpath={.status.conditions[?(@.type=='Ready')].status}"], env=env)
-            return got.strip() == "True"
-
-        with steps.step("Waiting for the StreamingApp's Ready condition"):
-            _wait(app_condition_ready, what=f"READY True on streamingapp {APP}", timeout=120)
-        print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps"], env=env)))
+        metrics_url = _install_operator(steps, run)
+        _apply_app(steps, run, body, app_id)
+        _count_words(steps, run, app_id)
+        _check_lag_and_ready(steps, run, metrics_url)
     except DemoError as exc:
         print(f"floe demo: {exc}", file=sys.stderr)
         return 1
@@ -392,6 +291,159 @@ def main() -> int:
     print("  make bench    # handover, throughput and store benchmarks (bench/results/)")
     print("  make test     # every test against this stack")
     return 0
+
+
+def _install_operator(steps: Steps, run: Run) -> str:
+    """Restricted namespaces, the chart with the operator as a pod; the operator pod's metrics URL."""
+    env, kubectl = run.env, run.kubectl
+    with steps.step(f"Namespaces {RELEASE_NAMESPACE} and {NAMESPACE}, enforcing the restricted Pod Security "
+                    "Standard"):
+        for name in (RELEASE_NAMESPACE, NAMESPACE):
+            restricted_namespace(env, kubectl, name)
+
+    repository, tag = env["FLOE_OPERATOR_IMAGE"].rsplit(":", 1)
+    with steps.step(f"Installing the Helm chart: CRD, least-privilege RBAC and the operator as a pod "
+                    f"({env['FLOE_OPERATOR_IMAGE']})"):
+        _adopt_crd(env, kubectl)
+        _run([env["FLOE_HELM"], "upgrade", "--install", "floe", str(run.root / "charts" / "floe"), "-n",
+              RELEASE_NAMESPACE, "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+              "--set", "image.pullPolicy=Never", "--set", f"operator.watchNamespaces={{{NAMESPACE}}}",
+              "--set", "operator.lagIntervalSeconds=5", "--wait", "--timeout=5m"], env=env)
+        _run([kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
+              "--timeout=60s"], env=env)
+        operator_pods: list[dict[str, Any]] = []
+
+        def operator_ready() -> bool:
+            nonlocal operator_pods
+            operator_pods = pods(env, kubectl, RELEASE_NAMESPACE, OPERATOR_SELECTOR)
+            return len(operator_pods) == 1 and is_ready(operator_pods[0])
+
+        _wait(operator_ready, what="one Ready operator pod", timeout=180,
+              explain=lambda: f"     {pod_states(operator_pods)}")
+        operator_pod = operator_pods[0]
+    steps.note(f"operator pod {operator_pod['metadata']['name']} at {operator_pod['status']['podIP']}")
+    return f"http://{operator_pod['status']['podIP']}:{METRICS_PORT}/metrics"
+
+
+def _apply_app(steps: Steps, run: Run, body: dict[str, Any], app_id: str) -> None:
+    """Clear what an earlier run left, create this run's topics, apply the app, wait for its pods."""
+    from floe_stack import localrun
+
+    env, kubectl = run.env, run.kubectl
+    with steps.step("Deleting the earlier run's app (its pods and keyspace) and the app's internal topics"):
+        # Foreground: the app goes only after its Deployment, so no earlier pod still counts the
+        # earlier run's topics into a keyspace of its own. Its finalizer needs the operator.
+        _run([kubectl, "-n", NAMESPACE, "delete", "streamingapp", APP, "--ignore-not-found", "--wait=false",
+              "--cascade=foreground"], env=env)
+        left = _unfinalized(env, kubectl, timeout=DELETE_SECONDS)
+        if left:
+            steps.note(left)
+        dropped = _drop_internal_topics(run.bootstrap, app_id)
+        if dropped:
+            steps.note(f"deleted topics {', '.join(dropped)}")
+
+    with steps.step(f"Creating topics {run.topic_in} (6 partitions) and {run.topic_out}"):
+        localrun.create_topic(run.bootstrap, run.topic_in, 6)
+        localrun.create_topic(run.bootstrap, run.topic_out, 6)
+
+    with steps.step(f"Applying the word-count StreamingApp in namespace {NAMESPACE} ({REPLICAS} replicas, "
+                    f"{env['FLOE_JOB_IMAGE']})"):
+        _run([kubectl, "apply", "-f", "-"], env=env, input=yaml.safe_dump(body))
+
+    app_pods: list[dict[str, Any]] = []
+
+    def app_ready() -> bool:
+        nonlocal app_pods
+        app_pods = pods(env, kubectl, NAMESPACE, APP_SELECTOR)
+        return len(app_pods) == REPLICAS and all(is_ready(p) for p in app_pods)
+
+    with steps.step(f"Waiting for {REPLICAS} pods Running and Ready (Spark starts, each replica joins the group)"):
+        _wait(app_ready, what=f"{REPLICAS} Ready pods of {APP}", timeout=READY_SECONDS,
+              progress=lambda: steps.note(pod_states(app_pods)),
+              explain=lambda: f"     {pod_states(app_pods)}\n{_pod_logs(env, kubectl, app_pods)}")
+    print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps,deployments,pods", "-o", "wide"],
+                       env=env)))
+
+
+def _count_words(steps: Steps, run: Run, app_id: str) -> None:
+    """Produce sample text, wait for its counts in Cassandra and in the output topic, and print the
+    top words next to the truth."""
+    from floe_stack import localrun
+
+    env, bootstrap = run.env, run.bootstrap
+    lines = localrun.word_lines(LINES, seed=int(run.run_id))
+    truth = localrun.word_truth(lines)
+    with steps.step(f"Producing {LINES} lines of sample text ({sum(truth.values())} words) to {run.topic_in}"):
+        localrun.produce(bootstrap, run.topic_in, lines)
+
+    with steps.step("Waiting until every word is counted (batches read, counted and committed by the pods)"):
+        from cassandra.cluster import Cluster
+
+        cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+        session = cluster.connect()
+        counting = Counting(session, bootstrap, keyspace=run.keyspace, app_id=app_id, topic_in=run.topic_in)
+
+        def progress() -> None:
+            counted = sum(counting.store().values())
+            steps.note(f"{counted} of {sum(truth.values())} words counted; {counting.partitions_summary()}")
+
+        def explain() -> str:
+            now = pods(env, run.kubectl, NAMESPACE, APP_SELECTOR)
+            return f"{counting.stuck()}\n     {pod_states(now)}\n{_pod_logs(env, run.kubectl, now)}"
+
+        try:
+            _wait(lambda: counting.store() == dict(truth), what="the counts in Cassandra to match the text",
+                  timeout=COUNT_SECONDS, progress=progress, explain=explain)
+            from_cassandra = counting.store()
+        finally:
+            cluster.shutdown()
+
+    from_topic: dict[str, int] = {}
+
+    def topic_matches() -> bool:
+        nonlocal from_topic
+        output = localrun.last_values(localrun.read_topic(bootstrap, run.topic_out, timeout=10))
+        from_topic = {k: int(v) for k, v in output.items()}
+        return from_topic == dict(truth)
+
+    with steps.step(f"Reading the latest count of every word from {run.topic_out}"):
+        _wait(topic_matches, what="the output topic to carry every final count", timeout=120,
+              explain=lambda: f"     {len(from_topic)} words in the topic, {len(truth)} in the text")
+    top = truth.most_common(TOP)
+    print(f"     {'word':<12}{'true count':>11}{'output topic':>14}{'Cassandra':>11}")
+    for word, count in top:
+        print(f"     {word:<12}{count:>11}{from_topic.get(word, 0):>14}{from_cassandra.get(word, 0):>11}")
+    exact = from_cassandra == dict(truth) and from_topic == dict(truth)
+    print(f"     {len(truth)} distinct words; Cassandra and the output topic match the text exactly: {exact}")
+    if not exact:
+        raise DemoError("the counts did not match the produced text")
+
+
+def _check_lag_and_ready(steps: Steps, run: Run, metrics_url: str) -> None:
+    """The app's lag, as the operator pod's metrics report it, falls to 0, and the app is Ready."""
+    env, kubectl = run.env, run.kubectl
+    labels = {"namespace": NAMESPACE, "app": APP, "topic": run.topic_in}
+
+    def lag_explain() -> str:
+        seen = metric_sum(metrics_url, "floe_consumergroup_lag", labels)
+        return (f"     the operator has not reported lag for {APP} at {metrics_url}" if seen is None
+                else f"     the lag the operator reports stayed at {seen:.0f} records")
+
+    with steps.step(f"Reading the app's lag from the operator pod's metrics (at most {LAG_SECONDS} s)"):
+        _wait(lambda: metric_sum(metrics_url, "floe_consumergroup_lag", labels) == 0.0,
+              what="lag 0 in the operator's metrics", timeout=LAG_SECONDS, explain=lag_explain)
+    lag_s = metric_sum(metrics_url, "floe_consumergroup_lag_seconds", labels)
+    print(f"     floe_consumergroup_lag{{app=\"{APP}\",topic=\"{run.topic_in}\"}} summed over partitions = "
+          f"0 records, time lag {lag_s or 0:.1f} s")
+
+    def app_condition_ready() -> bool:
+        got = _run([kubectl, "-n", NAMESPACE, "get", "streamingapp", APP, "-o",
+                    "jsonpath={.status.conditions[?(@.type=='Ready')].status}"], env=env)
+        return got.strip() == "True"
+
+    with steps.step("Waiting for the StreamingApp's Ready condition"):
+        _wait(app_condition_ready, what=f"READY True on streamingapp {APP}", timeout=120)
+    print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps"], env=env)))
 
 
 def _unfinalized(env: dict[str, str], kubectl: str, *, timeout: float) -> str | None:
@@ -445,7 +497,7 @@ class Counting:
         self.topic_in = topic_in
 
     def store(self) -> dict[Any, Any]:
-        from floe_jobs import localrun
+        from floe_stack import localrun
 
         try:
             return localrun.read_store(self.session, self.keyspace, "word-count", key_serde="str", value_serde="long")
@@ -455,7 +507,8 @@ class Counting:
     def _behind(self) -> dict[str, list[str]]:
         """Topic → its partitions not yet processed to their end ("p: next/end" or "p: no processed offsets")."""
         from confluent_kafka.admin import AdminClient
-        from floe_jobs import localrun, offsets
+        from floe_jobs import offsets
+        from floe_stack import localrun
 
         names = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=10).topics
         topics = [self.topic_in, *_repartition_topics(names, self.app_id)]

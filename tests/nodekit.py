@@ -30,7 +30,9 @@ def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, tru
     """Wait until the word-count store in Cassandra, then the output topic's latest values, equal
     `truth`; seconds until Cassandra matched. `explain` adds what the pods did to a failure."""
     from cassandra.cluster import Cluster
-    from floe_jobs import localrun
+    from floe_stack import localrun
+
+    from tests import counting
 
     from .integration.waiting import wait_for
 
@@ -56,7 +58,7 @@ def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, tru
 
     def topic_exact() -> bool:
         emitted = localrun.last_values(localrun.read_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, timeout=10))
-        return localrun.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
+        return counting.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
 
     wait_for(topic_exact, timeout=120, what="the output topic to carry every final count", every=2)
     return took

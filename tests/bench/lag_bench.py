@@ -12,7 +12,7 @@ Writes bench/results/lag-<name>.json:
 - scrape-not-started-200: one scrape of 200 apps with no offsets in Cassandra yet, whose
   groups are read instead (a short-lived consumer each), side by side. Baseline: the same
   scrape reading the groups one after another. Target: ratio <= 0.5.
-- time-lag-accuracy: one word-count replica (the real runtime, `floe_jobs.localrun`) consumes
+- time-lag-accuracy: one word-count replica (the real runtime, `floe_stack.localrun`) consumes
   a one-partition topic that a bursty producer feeds (its rate steps tenfold up and down); at
   every scrape (1 s apart, at least 100) the estimated time lag is compared with the truth,
   the scrape's time minus the CreateTime of the record at the committed offset (read back
@@ -41,7 +41,8 @@ from cassandra.cluster import Cluster
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from floe_jobs import offsets
-from floe_operator import kafka, lag, model
+from floe_operator import kafka, model
+from floe_operator.lag import scrape as lag
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -270,7 +271,7 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) -> None:
-    """The real runtime (one word-count replica, `floe_jobs.localrun`) consumes a topic that a
+    """The real runtime (one word-count replica, `floe_stack.localrun`) consumes a topic that a
     bursty producer feeds: `--rate` lines/s, then ten times that, in steps of `--step-seconds`.
     At every scrape (1 s apart) the estimated time lag of the input partition is compared with
     the truth: the scrape's time minus the CreateTime of the record at the committed offset,
@@ -278,7 +279,7 @@ def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) 
     import dataclasses
     import tempfile
 
-    from floe_jobs import localrun
+    from floe_stack import localrun
 
     bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
     hosts = env["FLOE_CASSANDRA_HOSTS"].split(",")

@@ -337,7 +337,8 @@ class Bench:
 
     def naive_children(self) -> list[dict[str, Any]]:
         """Every child the operator's own renderers give each StreamingApp now in the namespace."""
-        from floe_operator import model, render, scalers
+        from floe_operator import model, render
+        from floe_operator.lag import scalers
 
         items = self.custom.list_namespaced_custom_object(
             "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"

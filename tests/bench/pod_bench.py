@@ -74,9 +74,8 @@ class App:
 
     def __init__(self, env: dict[str, str], namespace: str, *, name: str, protocol: str = "auto", leave: bool = True,
                  min_ready: int | None = None) -> None:
-        from floe_jobs import localrun
         from floe_operator import model
-        from floe_stack import demo
+        from floe_stack import demo, localrun
 
         self.env, self.namespace, self.name, self.leave = env, namespace, name, leave
         run = uuid.uuid4().hex[:6]
@@ -217,8 +216,7 @@ def operator(env: dict[str, str], namespace: str) -> subprocess.Popen[bytes]:
 def side_by_side(env: dict[str, str], apps: list[App], step: Any, runs: int) -> dict[str, list[dict[str, Any]]]:
     """Run both apps under the same steady load, `step(app, i)` alternated between them `runs`
     times; then check every app's counts are exact. Results by app name."""
-    from floe_jobs import localrun
-    from floe_stack import demo
+    from floe_stack import demo, localrun
 
     namespace = apps[0].namespace
     kubectl(env, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))

@@ -59,7 +59,7 @@ def session_for(env: dict[str, str]) -> Any:
 def drop_and_close(session: Any, keyspaces: list[str]) -> None:
     """Drops a run's keyspaces, so later runs see the same node (see `localrun.drop_keyspace`),
     then closes the session."""
-    from floe_jobs import localrun
+    from floe_stack import localrun
 
     try:
         for keyspace in keyspaces:
@@ -69,7 +69,7 @@ def drop_and_close(session: Any, keyspaces: list[str]) -> None:
 
 
 def new_app(env: dict[str, str], workdir: Path, *, prefix: str, partitions: int = 6, **extra: str) -> Any:
-    from floe_jobs import localrun
+    from floe_stack import localrun
 
     app_id = localrun.unique(prefix)
     localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], f"{app_id}-lines", partitions)
@@ -179,7 +179,8 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
     """One app, two replicas that stay, and a third (the one that leaves) started anew for every
     run, with leave-group-on-close on and off in turn. Watched: every partition of the input
     topic and of the stateful stage's repartition topic (from the offsets table, every 100 ms)."""
-    from floe_jobs import localrun, offsets
+    from floe_jobs import offsets
+    from floe_stack import localrun
 
     extra = {
         "FLOE_KAFKA_GROUP_PROTOCOL": protocol,
@@ -376,7 +377,7 @@ def scaleout_run(env: dict[str, str], app: Any, *, keys: list[str], distinct: in
     import random
     from collections import Counter
 
-    from floe_jobs import localrun
+    from floe_stack import localrun
 
     rng = random.Random(1000 + run)
     before = lines_of(rng.sample(keys, distinct), seed=run)
@@ -773,7 +774,7 @@ def own_cpu(cpu_s: dict[str, float]) -> float:
 def floe_throughput(
     env: dict[str, str], lines: list[str], *, batch: int, conf: dict[str, str], logs: Path | None = None
 ) -> dict[str, Any]:
-    from floe_jobs import localrun
+    from floe_stack import localrun
 
     with tempfile.TemporaryDirectory(prefix="floe-bench-") as tmp:
         app = new_app(
@@ -814,7 +815,7 @@ def floe_throughput(
 def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int, conf: dict[str, str]) -> dict[str, Any]:
     import subprocess
 
-    from floe_jobs import localrun
+    from floe_stack import localrun
 
     with tempfile.TemporaryDirectory(prefix="floe-bench-ss-") as tmp:
         topic, out = localrun.unique("ss-lines"), localrun.unique("ss-out")

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_jobs import localrun
-from floe_stack import demo
+from floe_stack import demo, localrun
+
+from tests import counting
 
 from ..integration.waiting import wait_for
 from ..nodekit import kubectl
@@ -189,7 +190,7 @@ def test_word_count_with_executors_on_kubernetes(
             try:
                 wait_for(lambda: _counts(session, keyspace) == truth, timeout=420, what=what, every=2)
             except AssertionError as exc:
-                diff = localrun.counters_equal(_counts(session, keyspace) or {}, truth)
+                diff = counting.counters_equal(_counts(session, keyspace) or {}, truth)
                 raise AssertionError(f"{exc}\n{diff}\n{_describe(env, app_ns)}") from None
 
         exact("the counts in Cassandra to match the text")
@@ -207,7 +208,7 @@ def test_word_count_with_executors_on_kubernetes(
 
         def topic_exact() -> bool:
             emitted = localrun.last_values(localrun.read_topic(bootstrap, topic_out, timeout=10))
-            return localrun.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
+            return counting.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
 
         wait_for(topic_exact, timeout=120, what="the output topic to carry every final count", every=2)
 

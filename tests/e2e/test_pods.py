@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_jobs import localrun
-from floe_stack import demo
+from floe_stack import demo, localrun
 
 from ..integration.waiting import wait_for
 from ..nodekit import kubectl, main_pid, require_node, wait_exact_counts

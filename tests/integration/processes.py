@@ -4,17 +4,12 @@ environment (none inherited from the test's own), free ports, output into a log 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from floe_stack.ports import free_port
 
 
 @dataclass

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from floe_jobs import localrun, offsets
+from floe_jobs import offsets
+from floe_stack import localrun
 
 
 class FakeClock:

@@ -18,7 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_operator import autoscale, k8s, kafka, lag, lag_handlers, lag_metrics, model
+from floe_operator import k8s, kafka, model
+from floe_operator.lag import decide
+from floe_operator.lag import loop as lag_loop
+from floe_operator.lag import metrics as lag_metrics
+from floe_operator.lag import scrape as lag_scrape
 from prometheus_client import CollectorRegistry
 
 from .conftest import FakeClock, OffsetsRows, produce
@@ -106,18 +110,20 @@ async def test_burst_scales_up_then_down_after_the_window(
     rows = OffsetsRows(cql, keyspace, app.app_id)
     rows.commit(topic, dict.fromkeys(range(PARTITIONS), 0))
 
-    scraper = lag.Scraper(
-        kafka_offsets=lag.KafkaOffsets(),
-        cassandra_offsets=lag.CassandraOffsets(lambda target: cql),
+    scraper = lag_scrape.Scraper(
+        kafka_offsets=lag_scrape.KafkaOffsets(),
+        cassandra_offsets=lag_scrape.CassandraOffsets(lambda target: cql),
         partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
         clock=clock,
     )
     registry = CollectorRegistry()
-    loop = lag_handlers.LagLoop(
+    apps: dict[tuple[str, str], dict[str, Any]] = {}  # what the apps index would hold
+    loop = lag_loop.LagLoop(
         cluster=cluster,
         scraper=scraper,
         metrics=lag_metrics.LagMetrics(registry),
-        options=lag_handlers.Options(interval_seconds=INTERVAL),
+        options=lag_loop.Options(interval_seconds=INTERVAL),
+        apps=apps,
     )
     ends = dict.fromkeys(range(PARTITIONS), 0)
     committed = dict.fromkeys(range(PARTITIONS), 0)
@@ -131,7 +137,7 @@ async def test_burst_scales_up_then_down_after_the_window(
         status = {"replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas}
         if any((live.get("status") or {}).get(k) != v for k, v in status.items()):
             live = await cluster.patch_status(namespace, "burst", status)
-        loop.track(live)
+        apps[(namespace, "burst")] = live
         # What happened during the interval: input arrives, the replicas work some of it off.
         if input_per_partition:
             produce(producer, topic, dict.fromkeys(range(PARTITIONS), input_per_partition))
@@ -192,13 +198,13 @@ async def test_burst_scales_up_then_down_after_the_window(
     assert all(e["source"]["component"] == "floe-operator" for e in listed)
     events = [(e["type"], e["reason"], e["message"]) for e in listed]
     kinds = {reason for _, reason, _ in events}
-    assert kinds & {autoscale.LAG_ABOVE_CAPACITY, autoscale.LAG_GROWING}
-    assert autoscale.LOW_LOAD in kinds
-    up_event = next(m for _, r, m in events if r in (autoscale.LAG_ABOVE_CAPACITY, autoscale.LAG_GROWING))
+    assert kinds & {decide.LAG_ABOVE_CAPACITY, decide.LAG_GROWING}
+    assert decide.LOW_LOAD in kinds
+    up_event = next(m for _, r, m in events if r in (decide.LAG_ABOVE_CAPACITY, decide.LAG_GROWING))
     assert "inputRate=" in up_event and "lag=" in up_event and "replicas=1" in up_event
     samples = registry.get_sample_value(
         "floe_autoscaler_decisions_total",
-        {"namespace": namespace, "app": "burst", "action": "ScaleDown", "reason": autoscale.LOW_LOAD},
+        {"namespace": namespace, "app": "burst", "action": "ScaleDown", "reason": decide.LOW_LOAD},
     )
     assert samples and samples >= 1
     print(json.dumps(history))

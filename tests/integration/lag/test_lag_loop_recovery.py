@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_operator import k8s, kafka, lag, lag_handlers, lag_metrics, model
+from floe_operator import k8s, kafka, model
+from floe_operator.lag import loop as lag_loop
+from floe_operator.lag import metrics as lag_metrics
+from floe_operator.lag import scrape as lag_scrape
 from prometheus_client import CollectorRegistry
 
 from .conftest import OffsetsRows, produce
@@ -127,17 +130,17 @@ def test_app_refused_by_rbac_is_kept_stale_then_measured_once_allowed(
     monkeypatch.setenv("KUBECONFIG", str(path))
     registry = CollectorRegistry()
     metrics = lag_metrics.LagMetrics(registry)
-    loop = lag_handlers.LagLoop(
+    loop = lag_loop.LagLoop(
         cluster=k8s.Cluster(k8s.load_client()),
-        scraper=lag.Scraper(
-            kafka_offsets=lag.KafkaOffsets(timeout=3.0),
-            cassandra_offsets=lag.CassandraOffsets(lambda target: cql),
+        scraper=lag_scrape.Scraper(
+            kafka_offsets=lag_scrape.KafkaOffsets(timeout=3.0),
+            cassandra_offsets=lag_scrape.CassandraOffsets(lambda target: cql),
             partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
         ),
         metrics=metrics,
-        options=lag_handlers.Options(interval_seconds=1.0, status_seconds=0.0),
+        options=lag_loop.Options(interval_seconds=1.0, status_seconds=0.0),
+        apps={(namespace, "reader"): created},  # what the apps index would hold
     )
-    loop.track(created)
 
     asyncio.run(loop.tick())
     assert series(registry, "floe_lag_metrics_stale", app="reader") == [1.0]

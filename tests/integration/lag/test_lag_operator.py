@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import kopf.testing
 import pytest
 import yaml
-from floe_operator import handlers, lag_handlers, model
+from floe_operator import handlers, model
+from floe_operator.lag import loop as lag_loop
 from prometheus_client import REGISTRY
 
 from ..waiting import wait_for
@@ -80,7 +81,7 @@ def test_operator_writes_lag_status_and_holds_during_rollout(
     }
     started = threading.Event()
     registry = handlers.build_registry(handlers.Options(resync_seconds=5.0, started=started))
-    lag_handlers.register(registry, lag_handlers.Options(interval_seconds=1.0, status_seconds=1.0))
+    lag_loop.register(registry, lag_loop.Options(interval_seconds=1.0, status_seconds=1.0))
     runner = kopf.testing.KopfRunner(["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60)
     try:
         with runner:
@@ -169,7 +170,7 @@ def test_hpa_mode_gets_an_hpa_and_switching_back_to_native_removes_it(
     }
     started = threading.Event()
     registry = handlers.build_registry(handlers.Options(resync_seconds=2.0, started=started))
-    lag_handlers.register(registry, lag_handlers.Options(interval_seconds=1.0))
+    lag_loop.register(registry, lag_loop.Options(interval_seconds=1.0))
     runner = kopf.testing.KopfRunner(["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60)
 
     def hpa() -> dict[str, Any] | None:

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_operator import model, scalers
+from floe_operator import model
+from floe_operator.lag import scalers
 
 pytestmark = [pytest.mark.k8s]
 

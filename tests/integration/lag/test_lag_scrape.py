@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from floe_operator import cassandra, kafka, lag, lag_metrics, model
+from floe_operator import cassandra, kafka, model
+from floe_operator.lag import metrics as lag_metrics
+from floe_operator.lag import scrape as lag_scrape
 from prometheus_client import CollectorRegistry
 
 from .conftest import FakeClock, OffsetsRows, commit_group, produce
@@ -72,11 +74,11 @@ def lab(
 
 
 def make_scraper(
-    clock: FakeClock, session: Any, *, window: float = 60.0, kafka_offsets: lag.KafkaOffsets | None = None
-) -> lag.Scraper:
-    return lag.Scraper(
-        kafka_offsets=kafka_offsets or lag.KafkaOffsets(timeout=3.0),
-        cassandra_offsets=lag.CassandraOffsets(lambda target: session),
+    clock: FakeClock, session: Any, *, window: float = 60.0, kafka_offsets: lag_scrape.KafkaOffsets | None = None
+) -> lag_scrape.Scraper:
+    return lag_scrape.Scraper(
+        kafka_offsets=kafka_offsets or lag_scrape.KafkaOffsets(timeout=3.0),
+        cassandra_offsets=lag_scrape.CassandraOffsets(lambda target: session),
         partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
         clock=clock,
         window_seconds=window,
@@ -84,14 +86,14 @@ def make_scraper(
     )
 
 
-def by_partition(app: lag.AppLag) -> dict[int, lag.PartitionLag]:
+def by_partition(app: lag_scrape.AppLag) -> dict[int, lag_scrape.PartitionLag]:
     return {p.partition: p for p in app.partitions}
 
 
 def test_lag_and_time_lag_from_cassandra_with_group_fallback(lab: Lab, keyspace: str) -> None:
     topic = lab.make_topic(3)
     app = lab.new_app("orders", [topic])
-    ref = lag.app_ref(app, {})
+    ref = lag_scrape.app_ref(app, {})
     rows = OffsetsRows(lab.cql, keyspace, app.app_id)
     scraper = make_scraper(lab.clock, lab.cql)
 
@@ -139,7 +141,7 @@ def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(lab: Lab)
     produce(lab.producer, busy, {0: 40, 1: 10})
     commit_group(lab.kafka_bootstrap, app.consumer_group, busy, {0: 30})
     scraper = make_scraper(lab.clock, lab.cql)
-    result = scraper.scrape([lag.app_ref(app, {})]).apps[0]
+    result = scraper.scrape([lag_scrape.app_ref(app, {})]).apps[0]
     assert not result.stale
     got = {(p.topic, p.partition): (p.lag, p.source, p.lag_seconds) for p in result.partitions}
     assert got == {
@@ -149,7 +151,7 @@ def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(lab: Lab)
         (idle, 1): (0, "none", 0.0),
     }
     lab.clock.advance(30)
-    result = scraper.scrape([lag.app_ref(app, {})]).apps[0]
+    result = scraper.scrape([lag_scrape.app_ref(app, {})]).apps[0]
     got = {(p.topic, p.partition): p.lag_seconds for p in result.partitions}
     assert got[(busy, 0)] == pytest.approx(30.0)  # a lower bound: the records are at least that old
     assert got[(idle, 0)] == 0.0 and got[(idle, 1)] == 0.0
@@ -160,11 +162,11 @@ def test_many_apps_not_started_each_get_their_own_group_offsets(lab: Lab) -> Non
     must get its own group's commits, whatever order the reads finish in."""
     topic = lab.make_topic(2)
     produce(lab.producer, topic, {0: 100, 1: 100})
-    apps = [lab.new_app(f"idle-{i}", [topic]) for i in range(lag.GROUP_READS_IN_FLIGHT + 8)]
+    apps = [lab.new_app(f"idle-{i}", [topic]) for i in range(lag_scrape.GROUP_READS_IN_FLIGHT + 8)]
     for i, app in enumerate(apps):
         if i % 4 != 3:  # every fourth app has committed nowhere
             commit_group(lab.kafka_bootstrap, app.consumer_group, topic, {0: i, 1: 100 - i})
-    scrape = make_scraper(lab.clock, lab.cql).scrape([lag.app_ref(app, {}) for app in apps])
+    scrape = make_scraper(lab.clock, lab.cql).scrape([lag_scrape.app_ref(app, {}) for app in apps])
     assert scrape.errors == ()
     got = {a.name: {p.partition: (p.committed, p.source) for p in a.partitions} for a in scrape.apps}
     assert got == {
@@ -180,9 +182,9 @@ def test_a_group_without_commits_is_read_again_only_after_the_recheck_interval(l
     produce(lab.producer, topic, {0: 50})
     empty, busy = lab.new_app("empty", [topic]), lab.new_app("busy", [topic])
     commit_group(lab.kafka_bootstrap, busy.consumer_group, topic, {0: 10})
-    offsets = lag.KafkaOffsets(timeout=3.0, empty_recheck_seconds=60.0, clock=lab.clock)
+    offsets = lag_scrape.KafkaOffsets(timeout=3.0, empty_recheck_seconds=60.0, clock=lab.clock)
     scraper = make_scraper(lab.clock, lab.cql, kafka_offsets=offsets)
-    refs = [lag.app_ref(a, {}) for a in (empty, busy)]
+    refs = [lag_scrape.app_ref(a, {}) for a in (empty, busy)]
 
     def committed() -> dict[str, int | None]:
         scrape = scraper.scrape(refs)
@@ -214,15 +216,15 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(lab: Lab, ca
             return sessions[target.port]
         return provisioner.session(target)  # raises CassandraUnavailable
 
-    scraper = lag.Scraper(
-        kafka_offsets=lag.KafkaOffsets(timeout=2.0),
-        cassandra_offsets=lag.CassandraOffsets(session_for),
+    scraper = lag_scrape.Scraper(
+        kafka_offsets=lag_scrape.KafkaOffsets(timeout=2.0),
+        cassandra_offsets=lag_scrape.CassandraOffsets(session_for),
         partitions_of=kafka.Inspector(ttl=0.0, timeout=2.0).partitions_sync,
         clock=lab.clock,
     )
     registry = CollectorRegistry()
     metrics = lag_metrics.LagMetrics(registry)
-    refs = [lag.app_ref(a, {}) for a in (good, no_kafka, no_cassandra)]
+    refs = [lag_scrape.app_ref(a, {}) for a in (good, no_kafka, no_cassandra)]
     scrape = scraper.scrape(refs)
     metrics.update(scrape)
     states = {a.name: a.stale for a in scrape.apps}

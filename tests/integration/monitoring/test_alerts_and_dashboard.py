@@ -32,8 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_jobs import localrun
-from floe_stack import prometheus
+from floe_stack import localrun, prometheus
 
 from ..lag.conftest import OffsetsRows
 from ..processes import OperatorProcess, free_port, start_operator

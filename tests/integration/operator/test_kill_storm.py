@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
 from floe_jobs.stores import schema
+from floe_stack import ports
 
 from ..waiting import wait_for
 from .conftest import app_manifest
@@ -56,7 +56,7 @@ class OperatorProcess:
 
     def start(self) -> None:
         self.starts += 1
-        self.env.update(FLOE_METRICS_PORT=str(localrun.free_port()), FLOE_LIVENESS_PORT=str(localrun.free_port()))
+        self.env.update(FLOE_METRICS_PORT=str(ports.free_port()), FLOE_LIVENESS_PORT=str(ports.free_port()))
         with self.log.open("ab") as out:
             out.write(f"\n==== start {self.starts} at {time.time():.3f}\n".encode())
             out.flush()

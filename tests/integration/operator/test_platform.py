@@ -15,7 +15,9 @@ from typing import Any
 import kopf.testing
 import pytest
 from floe_jobs import offsets, planning
-from floe_operator import handlers, lag_handlers, render, scalers
+from floe_operator import handlers, render
+from floe_operator.lag import loop as lag_loop
+from floe_operator.lag import scalers
 
 from ...nodekit import require_node
 from ..waiting import wait_for
@@ -56,7 +58,7 @@ def operator(kube: Kubectl, restricted: str, keda_crds: None) -> Iterator[kopf.t
     """The operator with its lag loop (the native autoscaler), watching the test namespace."""
     started = threading.Event()
     registry = handlers.build_registry(handlers.Options(resync_seconds=RESYNC_SECONDS, started=started))
-    lag_handlers.register(registry, lag_handlers.Options(interval_seconds=1.0, status_seconds=1.0))
+    lag_loop.register(registry, lag_loop.Options(interval_seconds=1.0, status_seconds=1.0))
     runner = kopf.testing.KopfRunner(["run", "--standalone", "--namespace", restricted], registry=registry, timeout=60)
     with runner:
         assert started.wait(timeout=30), "the operator did not start"

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
-from floe_stack import demo
+from floe_stack import demo, localrun
 
 from ...nodekit import main_pid, require_node, wait_exact_counts
 from ..waiting import wait_for

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_jobs import config, localrun, sparkio
+from floe_jobs import config, sparkio
+from floe_stack import localrun
 
 
 @pytest.fixture

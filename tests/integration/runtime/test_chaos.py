@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
+from floe_stack import localrun
+
+from tests import counting
 
 from .conftest import NewApp
 from .test_examples import produce_keyed
@@ -208,7 +210,7 @@ def test_sigkill_chaos_dedup_on_a_ttl_store_and_latest(new_app: NewApp, session:
     events, latest = _truth(records)
     seen = localrun.read_store(session, app.keyspace, "seen", key_serde="str", value_serde="long")
     assert set(seen) == events
-    diff = localrun.counters_equal(
+    diff = counting.counters_equal(
         localrun.read_store(session, app.keyspace, "latest", key_serde="str", value_serde="str"), latest
     )
     assert diff is None, diff

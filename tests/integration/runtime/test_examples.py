@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from floe_jobs import localrun
+from floe_stack import localrun
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
 

@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from floe_jobs import config, localrun, membership
+from floe_jobs import config, membership
+from floe_stack import localrun
 
 pytestmark = [pytest.mark.kafka]
 

@@ -16,7 +16,7 @@ import urllib.request
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
+from floe_stack import localrun
 
 from .conftest import Services
 from .test_word_count import check_counts, topics_of, wait_ready

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
+from floe_stack import localrun
 from floe_stack import ring as ring_mod
 from floe_stack.layout import Layout
 

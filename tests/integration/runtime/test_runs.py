@@ -7,8 +7,9 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from floe_jobs import api, config, kafkaio, localrun, planning, records, runs
+from floe_jobs import api, config, kafkaio, planning, records, runs
 from floe_jobs.localdf import collect_rows
+from floe_stack import localrun
 from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]

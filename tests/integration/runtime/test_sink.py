@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from floe_jobs import api, config, kafkaio, localrun, records
+from floe_jobs import api, config, kafkaio, records
+from floe_stack import localrun
 from pyspark.sql import functions as F
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]

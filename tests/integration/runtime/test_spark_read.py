@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from floe_jobs import config, kafkaio, localrun, planning, records
+from floe_jobs import config, kafkaio, planning, records
 from floe_jobs.localdf import collect_rows
+from floe_stack import localrun
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

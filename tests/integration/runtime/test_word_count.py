@@ -12,7 +12,9 @@ import time
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
+from floe_stack import localrun
+
+from tests import counting, faultjob
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
 
@@ -23,11 +25,11 @@ def topics_of(app: localrun.App) -> list[str]:
 
 def check_counts(session: Any, app: localrun.App, want: dict[str, int], *, output: bool = True) -> None:
     got = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
-    diff = localrun.counters_equal(got, want)
+    diff = counting.counters_equal(got, want)
     assert diff is None, diff
     if output:
         emitted = localrun.last_values(localrun.read_topic(app.bootstrap, app.output_topics[0]))
-        diff = localrun.counters_equal({k: int(v) for k, v in emitted.items()}, want)
+        diff = counting.counters_equal({k: int(v) for k, v in emitted.items()}, want)
         assert diff is None, f"output topic: {diff}"
 
 
@@ -120,6 +122,7 @@ def test_crash_points_replay_exactly(reads: str, word_count_app: localrun.App, s
             "FLOE_KAFKA_HEARTBEAT_INTERVAL_MS": "1500",
         }
     )
+    app.module = faultjob.MODULE
     lines = localrun.word_lines(2000, seed=23)
     localrun.produce(app.bootstrap, app.topics[0], lines)
     replica = localrun.Replica(app, "r0").start()

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_jobs import localrun, offsets
+from floe_jobs import offsets
+from floe_stack import localrun
+
+from tests import faultjob
 
 from ..waiting import wait_for
 from .test_word_count import check_counts, topics_of, wait_ready
@@ -99,6 +102,7 @@ def test_a_replica_paused_past_its_session_never_overwrites_newer_owners(
             "FLOE_TEST_CRASH_DIR": str(tmp_path),
         }
     )
+    app.module = faultjob.MODULE
     procs = [localrun.Replica(app, f"r{i}").start() for i in range(3)]
     produced: list[str] = []
     stop = threading.Event()

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_jobs import localrun, pem
+from floe_jobs import pem
 from floe_operator import local, model
-from floe_stack import cassandra, component, procs
+from floe_stack import cassandra, component, localrun, procs
 from floe_stack import tls as stack_tls
 from floe_stack.layout import Layout
 

@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_jobs import localrun, offsets
+from floe_jobs import offsets
+from floe_stack import localrun
 from floe_stack import tls as stack_tls
+
+from tests import counting
 
 from .conftest import SecuredApp, replace_secret, stranger_ca, wait_exit
 
@@ -154,4 +157,4 @@ def test_bad_input_after_a_good_run_loses_nothing_committed(make_app: Any, secur
     assert app.stop() == 0
     want = dict(localrun.word_truth(lines))
     got = localrun.read_store(secured_session, app.keyspace, "word-count", key_serde="str", value_serde="long")
-    assert localrun.counters_equal(got, want) is None, localrun.counters_equal(got, want)
+    assert counting.counters_equal(got, want) is None, counting.counters_equal(got, want)

@@ -14,8 +14,8 @@ from typing import Any
 
 import kopf.testing
 import pytest
-from floe_jobs import localrun
 from floe_operator import handlers
+from floe_stack import localrun
 from floe_stack import tls as stack_tls
 
 from ..operator.kube import Kubectl, condition

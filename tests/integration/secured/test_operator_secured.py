@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
 from floe_jobs.stores import schema
 from floe_operator import cassandra, kafka, model
+from floe_stack import localrun
 
 from .conftest import Tls
 

@@ -19,8 +19,11 @@ import time
 from typing import Any
 
 import pytest
-from floe_jobs import localrun
-from floe_operator import cassandra, kafka, lag, model
+from floe_operator import cassandra, kafka, model
+from floe_operator.lag import scrape as lag_scrape
+from floe_stack import localrun
+
+from tests import counting
 
 from .conftest import SPARK_PATHS, SecuredApp, children_environments, command_lines
 
@@ -54,18 +57,18 @@ def test_word_count_exact_over_secured_kafka_and_cassandra(
 
     want = dict(localrun.word_truth(lines))
     got = localrun.read_store(secured_session, app.keyspace, "word-count", key_serde="str", value_serde="long")
-    assert localrun.counters_equal(got, want) is None, localrun.counters_equal(got, want)
+    assert counting.counters_equal(got, want) is None, counting.counters_equal(got, want)
     emitted = localrun.last_values(localrun.read_topic(app.plain_bootstrap, app.output))
-    assert localrun.counters_equal({k: int(v) for k, v in emitted.items()}, want) is None
+    assert counting.counters_equal({k: int(v) for k, v in emitted.items()}, want) is None
 
     # the operator's lag reader, with the same Secrets resolved, reads the secured cluster: no lag
     secrets = {name: dict(data) for name, data in app.secrets.items()}
-    ref = lag.app_ref(model.StreamingApp.from_body(app.body), secrets)
+    ref = lag_scrape.app_ref(model.StreamingApp.from_body(app.body), secrets)
     provisioner = cassandra.Provisioner(connect_timeout=5.0)
     try:
-        scraper = lag.Scraper(
-            kafka_offsets=lag.KafkaOffsets(timeout=5.0),
-            cassandra_offsets=lag.CassandraOffsets(provisioner.session),
+        scraper = lag_scrape.Scraper(
+            kafka_offsets=lag_scrape.KafkaOffsets(timeout=5.0),
+            cassandra_offsets=lag_scrape.CassandraOffsets(provisioner.session),
             partitions_of=kafka.Inspector(ttl=0.0, timeout=5.0).partitions_sync,
         )
         (measured,) = scraper.scrape([ref]).apps

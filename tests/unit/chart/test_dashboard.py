@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from floe_operator import lag_metrics
+from floe_operator.lag import metrics as lag_metrics
 from prometheus_client import CollectorRegistry
 
 from . import chartkit

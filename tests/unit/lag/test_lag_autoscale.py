@@ -1,5 +1,5 @@
 """The native autoscaler over recorded scenarios: each is a window of samples of a simulated app
-with a known capacity per replica, replayed through `autoscale.decide` every scrape; the
+with a known capacity per replica, replayed through `decide.decide` every scrape; the
 decisions are applied as the operator would (the Deployment follows within one scrape).
 """
 
@@ -11,14 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from floe_operator import autoscale
+from floe_operator.lag import decide
 
 STEP = 10.0  # seconds between scrapes
 
 
 @dataclass
 class Run:
-    decisions: list[tuple[float, autoscale.Decision]] = field(default_factory=list)
+    decisions: list[tuple[float, decide.Decision]] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
     lags: list[int] = field(default_factory=list)
 
@@ -36,7 +36,7 @@ def simulate(
     rate: Callable[[float], float],
     capacity: float,
     replicas: int,
-    policy: autoscale.Policy,
+    policy: decide.Policy,
     partitions: int = 12,
     seconds: float = 1800.0,
     lag: int = 0,
@@ -44,16 +44,16 @@ def simulate(
 ) -> Run:
     """Replay an app: input at `rate(t)` records/s, each replica works off `capacity` records/s."""
     end, committed = lag, 0
-    samples: list[autoscale.Sample] = []
+    samples: list[decide.Sample] = []
     run = Run()
     mu = known_capacity
     last_scale: float | None = None
     t = 0.0
     while t <= seconds:
-        samples.append(autoscale.Sample(at=t, replicas=replicas, end=end, committed=committed))
+        samples.append(decide.Sample(at=t, replicas=replicas, end=end, committed=committed))
         window = [s for s in samples if s.at >= t - policy.stabilization_seconds - 2 * STEP]
-        ctx = autoscale.Context(now=t, replicas=replicas, partitions=partitions, last_scale_at=last_scale, capacity=mu)
-        decision = autoscale.decide(window, policy, ctx)
+        ctx = decide.Context(now=t, replicas=replicas, partitions=partitions, last_scale_at=last_scale, capacity=mu)
+        decision = decide.decide(window, policy, ctx)
         mu = decision.capacity
         run.decisions.append((t, decision))
         if decision.replicas != replicas:
@@ -70,16 +70,16 @@ def simulate(
     return run
 
 
-def policy(**kw: object) -> autoscale.Policy:
+def policy(**kw: object) -> decide.Policy:
     base: dict[str, object] = {"min_replicas": 1, "max_replicas": 12}
     base.update(kw)
-    return autoscale.Policy(**base)  # type: ignore[arg-type]
+    return decide.Policy(**base)  # type: ignore[arg-type]
 
 
 def test_steady_load_never_scales() -> None:
     run = simulate(rate=lambda t: 500.0, capacity=200.0, replicas=4, policy=policy(), known_capacity=200.0)
     assert run.changes == []
-    assert {d.reason for _, d in run.decisions[1:]} == {autoscale.WITHIN_TARGET}
+    assert {d.reason for _, d in run.decisions[1:]} == {decide.WITHIN_TARGET}
     # 500/s at 200/s per replica and 70 %: ⌈500 / 140⌉ = 4
     assert run.decisions[-1][1].inputs["recommended"] == 4
 
@@ -91,7 +91,7 @@ def test_spike_scales_up_promptly_and_down_only_after_the_window_in_bounded_step
     run = simulate(rate=rate, capacity=200.0, replicas=3, policy=policy(), known_capacity=200.0)
     changes = run.changes
     first_up = changes[0]
-    assert first_up[3] == autoscale.LAG_ABOVE_CAPACITY
+    assert first_up[3] == decide.LAG_ABOVE_CAPACITY
     # The spike starts at 300 s: up within the up window plus one rate sample, straight to the need.
     assert 300 < first_up[0] <= 340
     # ... and reaches what the spike needs within 90 s: ⌈(2000 + lag / 300) / 140⌉ ≥ 15, capped at 12.
@@ -102,7 +102,7 @@ def test_spike_scales_up_promptly_and_down_only_after_the_window_in_bounded_step
     # Scale-down waits a full stabilization window after the last scale, and steps at most by half.
     assert downs[0][0] >= last_up + 300
     for _, before, after, reason in downs:
-        assert reason == autoscale.LOW_LOAD
+        assert reason == decide.LOW_LOAD
         assert after >= before - max(1, math.floor(before * 0.5))
     # Never down while the spike's backlog is still being worked off.
     for at, d in run.decisions:
@@ -131,14 +131,14 @@ def test_slow_drain_holds_replicas_until_backlog_is_gone() -> None:
             # Only once what is left drains in under saturation_seconds (30 s) at the current count.
             assert run.lags[int(at / STEP)] <= 200.0 * d.inputs["replicas"] * 30, (at, d)
     assert min(at for at, d in run.decisions if d.action == "ScaleDown") > 500
-    assert any(d.reason == autoscale.WORKING_OFF_BACKLOG for _, d in run.decisions)
+    assert any(d.reason == decide.WORKING_OFF_BACKLOG for _, d in run.decisions)
 
 
 def test_slow_drain_without_enough_capacity_scales_up() -> None:
     # 2 replicas drain 600 000 records at 300/s net: 2 000 s > catchUpSeconds, so scale up.
     run = simulate(rate=lambda t: 100.0, capacity=200.0, replicas=2, lag=600_000, policy=policy(), seconds=120.0)
     up = run.changes[0]
-    assert up[3] == autoscale.LAG_ABOVE_CAPACITY and up[1] == 2 and up[2] == 12
+    assert up[3] == decide.LAG_ABOVE_CAPACITY and up[1] == 2 and up[2] == 12
     assert up[0] <= 40
 
 
@@ -162,7 +162,7 @@ def test_idle_app_can_scale_to_zero_and_back() -> None:
     )
     assert (1, 0) in [(c[1], c[2]) for c in run.changes]
     back = [c for c in run.changes if c[1] == 0]
-    assert back and back[0][3] == autoscale.INPUT_WHILE_ZERO and back[0][0] <= 1520
+    assert back and back[0][3] == decide.INPUT_WHILE_ZERO and back[0][0] <= 1520
 
 
 def test_noisy_rates_do_not_flap() -> None:
@@ -181,10 +181,10 @@ def test_noisy_rates_do_not_flap() -> None:
 def test_more_replicas_than_partitions_is_corrected_at_once() -> None:
     run = simulate(rate=lambda t: 5000.0, capacity=200.0, replicas=10, partitions=6, policy=policy(), seconds=120)
     first = run.decisions[0][1]
-    assert (first.action, first.replicas, first.reason) == ("ScaleDown", 6, autoscale.EXCEEDS_PARTITIONS)
+    assert (first.action, first.replicas, first.reason) == ("ScaleDown", 6, decide.EXCEEDS_PARTITIONS)
     # Load would want far more, but the partition cap holds and says so.
     assert run.replicas[-1] == 6
-    assert run.decisions[-1][1].reason == autoscale.AT_LIMIT
+    assert run.decisions[-1][1].reason == decide.AT_LIMIT
 
 
 def test_allow_idle_lifts_the_partition_cap() -> None:
@@ -202,7 +202,7 @@ def test_allow_idle_lifts_the_partition_cap() -> None:
 def test_capacity_is_measured_while_saturated_and_carried() -> None:
     # No capacity known: a growing lag scales up and measures μ = κ / R on the way.
     run = simulate(rate=lambda t: 1000.0, capacity=150.0, replicas=2, policy=policy(), seconds=200)
-    assert run.changes and run.changes[0][3] in (autoscale.LAG_GROWING, autoscale.LAG_ABOVE_CAPACITY)
+    assert run.changes and run.changes[0][3] in (decide.LAG_GROWING, decide.LAG_ABOVE_CAPACITY)
     measured = [d.capacity for _, d in run.decisions if d.capacity is not None]
     assert measured and measured[0] == pytest.approx(150.0, rel=0.05)
 
@@ -213,27 +213,27 @@ def test_unknown_capacity_keeping_up_never_scales() -> None:
 
 
 def test_stale_metrics_and_rollouts_hold() -> None:
-    samples = [autoscale.Sample(at=t, replicas=1, end=int(t * 5000), committed=0) for t in range(0, 100, 10)]
+    samples = [decide.Sample(at=t, replicas=1, end=int(t * 5000), committed=0) for t in range(0, 100, 10)]
     for ctx, reason in (
-        (autoscale.Context(now=90, replicas=1, partitions=12, stale=True, capacity=100.0), autoscale.METRICS_STALE),
+        (decide.Context(now=90, replicas=1, partitions=12, stale=True, capacity=100.0), decide.METRICS_STALE),
         (
-            autoscale.Context(now=90, replicas=1, partitions=12, rollout=True, capacity=100.0),
-            autoscale.ROLLOUT_IN_PROGRESS,
+            decide.Context(now=90, replicas=1, partitions=12, rollout=True, capacity=100.0),
+            decide.ROLLOUT_IN_PROGRESS,
         ),
     ):
-        d = autoscale.decide(samples, policy(), ctx)
+        d = decide.decide(samples, policy(), ctx)
         assert (d.action, d.replicas, d.reason) == ("Hold", 1, reason)
 
 
 def test_stuck_app_is_not_scaled() -> None:
-    samples = [autoscale.Sample(at=t, replicas=2, end=int(t * 100), committed=0) for t in range(0, 100, 10)]
-    d = autoscale.decide(samples, policy(), autoscale.Context(now=90, replicas=2, partitions=12))
-    assert (d.action, d.reason) == ("Hold", autoscale.NO_PROGRESS)
+    samples = [decide.Sample(at=t, replicas=2, end=int(t * 100), committed=0) for t in range(0, 100, 10)]
+    d = decide.decide(samples, policy(), decide.Context(now=90, replicas=2, partitions=12))
+    assert (d.action, d.reason) == ("Hold", decide.NO_PROGRESS)
 
 
 def test_policy_from_spec() -> None:
     from floe_operator import model
 
     spec = model.AutoscalingSpec(max_replicas=8, target_utilization=60, stabilization_window_seconds=120)
-    p = autoscale.Policy.from_spec(spec, up_seconds=30.0)
+    p = decide.Policy.from_spec(spec, up_seconds=30.0)
     assert (p.max_replicas, p.target_utilization, p.stabilization_seconds, p.up_seconds) == (8, 0.6, 120.0, 30.0)

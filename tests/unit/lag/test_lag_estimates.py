@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 
 import pytest
-from floe_operator import autoscale, lag, lag_metrics
+from floe_operator.lag import decide
+from floe_operator.lag import metrics as lag_metrics
+from floe_operator.lag import scrape as lag_scrape
 from prometheus_client import CollectorRegistry, generate_latest
 
 
-def ring_of(points: list[tuple[int, float]], size: int = lag.RING_POINTS) -> lag.OffsetRing:
-    ring = lag.OffsetRing(size)
+def ring_of(points: list[tuple[int, float]], size: int = lag_scrape.RING_POINTS) -> lag_scrape.OffsetRing:
+    ring = lag_scrape.OffsetRing(size)
     for offset, at in points:
         ring.add(offset, at)
     return ring
@@ -18,20 +20,20 @@ def ring_of(points: list[tuple[int, float]], size: int = lag.RING_POINTS) -> lag
 
 def test_interpolates_between_the_points_around_the_committed_offset() -> None:
     ring = ring_of([(100, 100.0), (200, 110.0), (300, 120.0)])
-    seconds, exact = lag.time_lag(ring, committed=150, end=300, now=120.0)
+    seconds, exact = lag_scrape.time_lag(ring, committed=150, end=300, now=120.0)
     assert (seconds, exact) == (pytest.approx(15.0), True)
-    seconds, _ = lag.time_lag(ring, committed=250, end=300, now=125.0)
+    seconds, _ = lag_scrape.time_lag(ring, committed=250, end=300, now=125.0)
     assert seconds == pytest.approx(10.0)
 
 
 def test_caught_up_and_idle_is_zero_never_nan() -> None:
     ring = ring_of([(500, 10.0)])
     for now in (10.0, 1e6):
-        seconds, exact = lag.time_lag(ring, committed=500, end=500, now=now)
+        seconds, exact = lag_scrape.time_lag(ring, committed=500, end=500, now=now)
         assert seconds == 0.0 and exact and not math.isnan(seconds)
     # No point at all (first scrape of an empty partition): still a number.
-    assert lag.time_lag(lag.OffsetRing(), committed=0, end=0, now=5.0) == (0.0, True)
-    assert lag.time_lag(lag.OffsetRing(), committed=0, end=10, now=5.0) == (0.0, False)
+    assert lag_scrape.time_lag(lag_scrape.OffsetRing(), committed=0, end=0, now=5.0) == (0.0, True)
+    assert lag_scrape.time_lag(lag_scrape.OffsetRing(), committed=0, end=10, now=5.0) == (0.0, False)
 
 
 def test_quiet_topic_with_lag_grows_with_wall_time() -> None:
@@ -39,17 +41,17 @@ def test_quiet_topic_with_lag_grows_with_wall_time() -> None:
     ring = ring_of([(800, 0.0), (1000, 10.0)])
     for now in (20.0, 500.0):
         ring.add(1000, now)  # unchanged end offsets add nothing
-        seconds, exact = lag.time_lag(ring, committed=900, end=1000, now=now)
+        seconds, exact = lag_scrape.time_lag(ring, committed=900, end=1000, now=now)
         assert seconds == pytest.approx(now - 5.0) and exact
     assert len(ring) == 2
 
 
 def test_committed_older_than_the_ring_is_extrapolated_and_flagged() -> None:
     ring = ring_of([(1000, 100.0), (2000, 110.0)])
-    seconds, exact = lag.time_lag(ring, committed=500, end=2000, now=110.0)
+    seconds, exact = lag_scrape.time_lag(ring, committed=500, end=2000, now=110.0)
     assert seconds == pytest.approx(15.0) and not exact
     # One point only: the point's age is a lower bound.
-    seconds, exact = lag.time_lag(ring_of([(1000, 100.0)]), committed=500, end=1000, now=130.0)
+    seconds, exact = lag_scrape.time_lag(ring_of([(1000, 100.0)]), committed=500, end=1000, now=130.0)
     assert seconds == pytest.approx(30.0) and not exact
 
 
@@ -60,7 +62,7 @@ def test_ring_is_bounded_and_resets_when_offsets_go_back() -> None:
     assert ring.points() == [(5, 200.0)]
 
 
-def observe(state: lag.PartitionState, rows: list[tuple[float, int, int, float | None]], window: float) -> None:
+def observe(state: lag_scrape.PartitionState, rows: list[tuple[float, int, int, float | None]], window: float) -> None:
     for at, end, committed, committed_at in rows:
         state.observe(at=at, end=end, committed=committed, committed_at=committed_at, window=window)
 
@@ -68,35 +70,35 @@ def observe(state: lag.PartitionState, rows: list[tuple[float, int, int, float |
 def test_status_ok_warn_stall_stop() -> None:
     window = 100.0
     # OK: lag goes up and down
-    s = lag.PartitionState()
+    s = lag_scrape.PartitionState()
     observe(s, [(t, 1000 + t * 10, 900 + t * 10 - (t % 20), t) for t in range(0, 200, 10)], window)
-    assert lag.partition_status(s, now=190, window=window, has_commit_time=True) == "OK"
+    assert lag_scrape.partition_status(s, now=190, window=window, has_commit_time=True) == "OK"
     # WARN: lag grew at every observation, commits keep moving
-    s = lag.PartitionState()
+    s = lag_scrape.PartitionState()
     observe(s, [(t, 1000 + t * 20, 900 + t * 10, t) for t in range(0, 200, 10)], window)
-    assert lag.partition_status(s, now=190, window=window, has_commit_time=True) == "WARN"
+    assert lag_scrape.partition_status(s, now=190, window=window, has_commit_time=True) == "WARN"
     # STALL: commits keep being written, the offset does not move
-    s = lag.PartitionState()
+    s = lag_scrape.PartitionState()
     observe(s, [(t, 1000 + t, 900, t) for t in range(0, 200, 10)], window)
-    assert lag.partition_status(s, now=190, window=window, has_commit_time=True) == "STALL"
+    assert lag_scrape.partition_status(s, now=190, window=window, has_commit_time=True) == "STALL"
     # STOP: nothing committed for longer than the window
-    s = lag.PartitionState()
+    s = lag_scrape.PartitionState()
     observe(s, [(t, 1000, 900, 0.0) for t in range(0, 200, 10)], window)
-    assert lag.partition_status(s, now=190, window=window, has_commit_time=True) == "STOP"
+    assert lag_scrape.partition_status(s, now=190, window=window, has_commit_time=True) == "STOP"
     # ... but caught up is always OK, and a young partition is not judged yet
-    s = lag.PartitionState()
+    s = lag_scrape.PartitionState()
     observe(s, [(t, 1000, 1000, 0.0) for t in range(0, 200, 10)], window)
-    assert lag.partition_status(s, now=190, window=window, has_commit_time=True) == "OK"
-    s = lag.PartitionState()
+    assert lag_scrape.partition_status(s, now=190, window=window, has_commit_time=True) == "OK"
+    s = lag_scrape.PartitionState()
     observe(s, [(t, 1000, 900, 0.0) for t in range(0, 50, 10)], window)
-    assert lag.partition_status(s, now=40, window=window, has_commit_time=True) == "OK"
-    assert len(s.window) <= lag.WINDOW_OBSERVATIONS
+    assert lag_scrape.partition_status(s, now=40, window=window, has_commit_time=True) == "OK"
+    assert len(s.window) <= lag_scrape.WINDOW_OBSERVATIONS
 
 
 def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
     registry = CollectorRegistry()
     metrics = lag_metrics.LagMetrics(registry)
-    part = lag.PartitionLag(
+    part = lag_scrape.PartitionLag(
         topic="in",
         partition=3,
         end=500,
@@ -107,10 +109,10 @@ def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
         exact=True,
         status="WARN",
     )
-    app = lag.AppLag(
+    app = lag_scrape.AppLag(
         "ns", "a", 1000.0, (part,), end_total=500, committed_total=400, input_rate=5.0, consumption_rate=4.0
     )
-    metrics.update(lag.Scrape(at=1000.0, duration=0.01, apps=(app,), errors=()))
+    metrics.update(lag_scrape.Scrape(at=1000.0, duration=0.01, apps=(app,), errors=()))
     labels = {"namespace": "ns", "app": "a", "topic": "in", "partition": "3"}
     get = registry.get_sample_value
     assert get("floe_consumergroup_lag", labels) == 100
@@ -124,14 +126,14 @@ def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
     assert get("floe_lag_last_success_timestamp_seconds") == 1000.0
 
     # A failed scrape: values kept, stale flagged, error counted, last success unchanged.
-    stale = lag.AppLag("ns", "a", 1010.0, stale=True, error="Kafka down")
-    metrics.update(lag.Scrape(at=1010.0, duration=5.0, apps=(stale,), errors=(("kafka", "down"),)))
+    stale = lag_scrape.AppLag("ns", "a", 1010.0, stale=True, error="Kafka down")
+    metrics.update(lag_scrape.Scrape(at=1010.0, duration=5.0, apps=(stale,), errors=(("kafka", "down"),)))
     assert get("floe_consumergroup_lag", labels) == 100
     assert get("floe_lag_metrics_stale", {"namespace": "ns", "app": "a"}) == 1
     assert get("floe_lag_scrape_errors_total", {"source": "kafka"}) == 1
     assert get("floe_lag_last_success_timestamp_seconds") == 1000.0
 
-    decision = autoscale.Decision(replicas=3, action="ScaleUp", reason="LagGrowing", message="")
+    decision = decide.Decision(replicas=3, action="ScaleUp", reason="LagGrowing", message="")
     metrics.record_decision("ns", "a", decision)
     assert get("floe_autoscaler_desired_replicas", {"namespace": "ns", "app": "a"}) == 3
     text = generate_latest(registry).decode()
@@ -139,7 +141,7 @@ def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
     assert 'floe_consumergroup_lag{app="a",namespace="ns",partition="3",topic="in"} 100.0' in text
 
     # The app is gone: its series go too.
-    metrics.update(lag.Scrape(at=1020.0, duration=0.01, apps=(), errors=()))
+    metrics.update(lag_scrape.Scrape(at=1020.0, duration=0.01, apps=(), errors=()))
     assert get("floe_consumergroup_lag", labels) is None
     assert get("floe_consumergroup_sum_lag", {"namespace": "ns", "app": "a"}) is None
     assert get("floe_lag_metrics_stale", {"namespace": "ns", "app": "a"}) is None
@@ -153,10 +155,10 @@ def test_a_moving_group_coordinator_is_told_from_other_kafka_failures() -> None:
 
     moving = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE)
     for code in moving:
-        assert lag.coordinator_moving(KafkaException(KafkaError(code)))
+        assert lag_scrape.coordinator_moving(KafkaException(KafkaError(code)))
     for code in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError.GROUP_AUTHORIZATION_FAILED):
-        assert not lag.coordinator_moving(KafkaException(KafkaError(code)))
-    assert not lag.coordinator_moving(KafkaException("no KafkaError inside"))
+        assert not lag_scrape.coordinator_moving(KafkaException(KafkaError(code)))
+    assert not lag_scrape.coordinator_moving(KafkaException("no KafkaError inside"))
 
 
 def test_app_conditions_and_replicas_are_series_for_alerts() -> None:

@@ -5,11 +5,16 @@ server are exercised in tests/integration/lag."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-from floe_operator import handlers, k8s, lag, lag_handlers, lag_metrics, loops
+from floe_operator import handlers, k8s, loops
+from floe_operator.lag import loop as lag_loop
+from floe_operator.lag import metrics as lag_metrics
+from floe_operator.lag import scale as lag_scale
+from floe_operator.lag import scrape as lag_scrape
 from prometheus_client import CollectorRegistry
 
 
@@ -30,13 +35,13 @@ class Scraper:
         self.end = 0
         self.committed = 0
 
-    def scrape(self, refs: Sequence[lag.AppRef]) -> lag.Scrape:
+    def scrape(self, refs: Sequence[lag_scrape.AppRef]) -> lag_scrape.Scrape:
         apps = []
         for ref in refs:
             if self.stale:
-                apps.append(lag.AppLag(ref.namespace, ref.name, self.clock(), stale=True, error="Kafka down"))
+                apps.append(lag_scrape.AppLag(ref.namespace, ref.name, self.clock(), stale=True, error="Kafka down"))
                 continue
-            part = lag.PartitionLag(
+            part = lag_scrape.PartitionLag(
                 topic="in",
                 partition=0,
                 end=self.end,
@@ -48,12 +53,12 @@ class Scraper:
                 status="OK",
             )
             apps.append(
-                lag.AppLag(
+                lag_scrape.AppLag(
                     ref.namespace, ref.name, self.clock(), (part,), end_total=self.end, committed_total=self.committed
                 )
             )
         errors = (("kafka", "down"),) if self.stale else ()
-        return lag.Scrape(at=self.clock(), duration=0.0, apps=tuple(apps), errors=errors)
+        return lag_scrape.Scrape(at=self.clock(), duration=0.0, apps=tuple(apps), errors=errors)
 
 
 class Cluster:
@@ -62,6 +67,7 @@ class Cluster:
         self.scales: list[int] = []
         self.secret_error: k8s.ApiError | None = None
         self.events: list[tuple[str, str, str]] = []
+        self._secrets_read: dict[tuple[str, str], Any] = {}
 
     async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
@@ -74,10 +80,15 @@ class Cluster:
         self.scales.append(replicas)
         return {}
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         if self.secret_error is not None:
             raise self.secret_error
-        return {"password": "p"}
+        return {"data": {"password": base64.b64encode(b"p").decode()}, "metadata": {"resourceVersion": "1"}}
+
+    # Secret reads as the operator makes them, on top of `get`: remembered, and reused by the loop.
+    secret = k8s.Cluster.secret
+    secret_data = k8s.Cluster.secret_data
+    recent_secret_data = k8s.Cluster.recent_secret_data
 
 
 def body(mode: str = "Native", replicas: int = 4, **status: Any) -> dict[str, Any]:
@@ -95,21 +106,26 @@ def body(mode: str = "Native", replicas: int = 4, **status: Any) -> dict[str, An
     }
 
 
-def make(mode: str = "Native", **kw: Any) -> tuple[lag_handlers.LagLoop, Clock, Scraper, Cluster, list[Any]]:
+def make(mode: str = "Native", **kw: Any) -> tuple[lag_loop.LagLoop, Clock, Scraper, Cluster, list[Any]]:
     clock = Clock()
     scraper = Scraper(clock)
     cluster = Cluster()
-    loop = lag_handlers.LagLoop(
+    loop = lag_loop.LagLoop(
         cluster=cluster,  # type: ignore[arg-type]
         scraper=scraper,  # type: ignore[arg-type]
         metrics=lag_metrics.LagMetrics(CollectorRegistry()),
-        options=lag_handlers.Options(interval_seconds=10, status_seconds=30),
+        options=lag_loop.Options(interval_seconds=10, status_seconds=30),
     )
-    loop.track(body(mode, **kw))
+    track(loop, body(mode, **kw))
     return loop, clock, scraper, cluster, cluster.events
 
 
-def tick(loop: lag_handlers.LagLoop, clock: Clock, seconds: float = 10) -> None:
+def track(loop: lag_loop.LagLoop, app: dict[str, Any]) -> None:
+    """What the apps index would hold once the watch delivered `app`."""
+    loop.apps[(app["metadata"]["namespace"], app["metadata"]["name"])] = app  # type: ignore[index]
+
+
+def tick(loop: lag_loop.LagLoop, clock: Clock, seconds: float = 10) -> None:
     clock.now += seconds
     asyncio.run(loop.tick())
 
@@ -159,7 +175,7 @@ def test_hpa_mode_gets_lag_but_no_decision() -> None:
 
 def test_capacity_and_last_scale_survive_a_restart() -> None:
     loop, clock, _, _, _ = make()
-    loop.track(body(replicas=1, autoscaling={"capacityPerReplica": 123.0, "lastScaleTime": "2026-01-01T00:00:00Z"}))
+    track(loop, body(replicas=1, autoscaling={"capacityPerReplica": 123.0, "lastScaleTime": "2026-01-01T00:00:00Z"}))
     tick(loop, clock)
     mem = loop.memory[("ns", "a")]
     assert mem.capacity == 123.0 and mem.last_scale_at == 1767225600.0
@@ -169,13 +185,13 @@ def test_rollout_in_progress() -> None:
     from floe_operator import model
 
     app = model.StreamingApp.from_body(body())
-    assert not lag_handlers.rollout_in_progress(app, 4)
-    assert lag_handlers.rollout_in_progress(app, 5)
+    assert not lag_scale.rollout_in_progress(app, 4)
+    assert lag_scale.rollout_in_progress(app, 5)
     progressing = body(conditions=[{"type": "Progressing", "status": "True"}])
-    assert lag_handlers.rollout_in_progress(model.StreamingApp.from_body(progressing), 4)
+    assert lag_scale.rollout_in_progress(model.StreamingApp.from_body(progressing), 4)
 
 
-def stale_gauge(loop: lag_handlers.LagLoop) -> float | None:
+def stale_gauge(loop: lag_loop.LagLoop) -> float | None:
     for family in loop.metrics.families():
         for sample in family.samples if family.name == "floe_lag_metrics_stale" else ():
             if sample.labels == {"namespace": "ns", "app": "a"}:
@@ -187,7 +203,7 @@ def test_an_app_whose_secrets_cannot_be_read_is_kept_stale_until_they_can(monkey
     loop, clock, scraper, cluster, _ = make(mode="HPA")
     with_secret = body("HPA")
     with_secret["spec"]["env"] = [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]
-    loop.track(with_secret)
+    track(loop, with_secret)
     cluster.secret_error = k8s.ApiError(429, "storage is (re)initializing")
     tick(loop, clock)
     assert stale_gauge(loop) == 1 and ("ns", "a") in loop.memory
@@ -202,7 +218,7 @@ def test_an_app_whose_secrets_cannot_be_read_is_kept_stale_until_they_can(monkey
     assert stale_gauge(loop) == 0 and cluster.patches[-1]["lag"]["records"] == 7
 
     # Once read, a Secret outlives a failing API server: the app keeps being measured.
-    monkeypatch.setattr(lag_handlers, "SECRET_TTL", 0.0)
+    monkeypatch.setattr(lag_loop, "SECRET_TTL", 0.0)
     cluster.secret_error = k8s.ApiError(0, "API server unreachable")
     tick(loop, clock)
     assert stale_gauge(loop) == 0
@@ -235,33 +251,20 @@ def test_kopf_retries_back_off_from_5_seconds_to_5_minutes() -> None:
     assert [handlers.backoff(r) for r in range(8)] == [5, 10, 20, 40, 80, 160, 300, 300]
 
 
-def test_tracked_body_keeps_what_the_loop_reads_and_owns_its_copy() -> None:
-    body = {
-        "apiVersion": "streaming.floe.dev/v1alpha1",
-        "kind": "StreamingApp",
-        "metadata": {
-            "name": "orders",
-            "namespace": "shop",
-            "uid": "u-1",
-            "generation": 3,
-            "labels": {"team": "a"},
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
-            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
-        },
-        "spec": {"replicas": 2, "kafka": {"topics": ["in"]}},
-        "status": {"replicas": 2},
-    }
-    snapshot = lag_handlers.tracked(body)
-    assert snapshot["metadata"] == {
-        "name": "orders",
-        "namespace": "shop",
-        "uid": "u-1",
-        "generation": 3,
-        "labels": {"team": "a"},
-    }
-    assert {k: snapshot[k] for k in ("apiVersion", "kind", "spec", "status")} == {
-        k: body[k] for k in ("apiVersion", "kind", "spec", "status")
-    }
-    body["spec"]["kafka"]["topics"].append("more")  # Kopf's body changes under the loop
-    body["metadata"]["labels"]["team"] = "b"
-    assert snapshot["spec"]["kafka"]["topics"] == ["in"] and snapshot["metadata"]["labels"] == {"team": "a"}
+def test_the_loop_reads_one_body_per_app_from_the_apps_index() -> None:
+    index = {("ns", "a"): [{"metadata": {"name": "a"}}], ("ns", "gone"): []}
+    apps = lag_loop.IndexedApps(index)
+    assert dict(apps.items()) == {("ns", "a"): {"metadata": {"name": "a"}}}
+    assert apps.get(("ns", "a")) == {"metadata": {"name": "a"}} and apps.get(("ns", "gone")) is None
+    assert apps.get(("ns", "never")) is None and len(apps) == 1
+
+
+def test_an_app_recreated_under_the_same_name_starts_afresh() -> None:
+    loop, clock, _, _, _ = make()
+    tick(loop, clock)
+    loop.memory[("ns", "a")].capacity = 5.0
+    recreated = body()
+    recreated["metadata"]["uid"] = "u-2"
+    track(loop, recreated)
+    tick(loop, clock)
+    assert loop.memory[("ns", "a")].uid == "u-2" and loop.memory[("ns", "a")].capacity != 5.0

@@ -16,7 +16,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from floe_operator import model, render, scalers
+from floe_operator import model, render
+from floe_operator.lag import scalers
 
 HERE = Path(__file__).parent
 K8S_VERSION = "1.34.0"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from floe_operator import crddoc
+from floe_stack import crddoc
 
 from . import crdtools
 
@@ -61,5 +61,5 @@ def test_reference_doc_is_in_sync() -> None:
     expected = crddoc.render_reference(crdtools.crd())
     actual = (crdtools.ROOT / "docs" / "crd-reference.md").read_text()
     assert actual == expected, (
-        "regenerate: python -m floe_operator.crddoc crds/streamingapp.yaml > docs/crd-reference.md"
+        "regenerate: python -m floe_stack.crddoc crds/streamingapp.yaml > docs/crd-reference.md"
     )

@@ -32,13 +32,13 @@ def test_lean_diff_base_has_kopfs_essence_without_copying_status() -> None:
 def test_watch_fed_handlers_run_on_the_event_loop() -> None:
     """Index and event handlers share memory with the reconciles and the lag loop; Kopf runs a
     plain function in a worker thread, so each must be a coroutine."""
-    from floe_operator import lag_handlers
+    from floe_operator.lag import loop as lag_loop
 
     registry = kopf.OperatorRegistry()
     handlers.register(registry, handlers.Options())
-    lag_handlers.register(registry, lag_handlers.Options())
+    lag_loop.register(registry, lag_loop.Options())
     fed = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
-    assert {h.id for h in fed} >= {"apps_idx", "deployment_changed", "lag_track"}
+    assert {h.id for h in fed} >= {"apps_idx", "deployment_changed", "pod_changed"}
     assert [h.id for h in fed if not inspect.iscoroutinefunction(h.fn)] == []
 
 
@@ -50,3 +50,21 @@ def test_in_cluster_login_uses_the_kubernetes_service_address_not_cluster_dns() 
     assert handlers.in_cluster_server(info, {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
                                       ).server == "https://[fd00::1]:443"
     assert handlers.in_cluster_server(info, {}) is info
+
+
+def test_executor_pods_are_indexed_by_the_app_they_serve_and_reach_the_reconcile() -> None:
+    import asyncio
+
+    from floe_operator import podfaults, reconcile, render
+
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, handlers.Options())
+    index = next(h for h in registry._indexing.get_all_handlers() if h.id == "executorpod_idx")
+    assert dict(index.labels or {}) == {render.EXECUTOR_OF: kopf.PRESENT, "spark-role": "executor"}
+    body = kopf.Body({"metadata": {"name": "wc-exec-1", "namespace": "ns"}, "status": {}})
+    got = asyncio.run(index.fn(namespace="ns", labels={render.EXECUTOR_OF: "wc"}, body=body))
+    assert got == {("ns", "wc"): podfaults.summary(body)}
+
+    indexes = {"executorpod_idx": {("ns", "wc"): [got[("ns", "wc")]]}}
+    children = handlers._children("ns", "wc", indexes)
+    assert children[reconcile.EXECUTOR_POD] == [podfaults.summary(body)] and children["Pod"] == []

@@ -7,7 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from floe_operator import autoscale, conditions, model, offsetreset, podtemplate, reconcile, render, scalers
+from floe_operator import conditions, model, offsetreset, podtemplate, reconcile, render
+from floe_operator.lag import decide, scalers
 
 from .conftest import load_case
 
@@ -94,12 +95,12 @@ def test_no_autoscaler_scales_a_suspended_app() -> None:
     assert scalers.KEDA_PAUSED not in running["metadata"]["annotations"]
 
     # Native: even far outside its bounds and with a backlog, a suspended app is held
-    policy = autoscale.Policy(min_replicas=2, max_replicas=8)
-    samples = [autoscale.Sample(at=float(t), replicas=0, end=1000 * t, committed=0) for t in range(0, 60, 10)]
-    ctx = autoscale.Context(now=50.0, replicas=0, partitions=8, suspended=True)
-    decision = autoscale.decide(samples, policy, ctx)
-    assert (decision.action, decision.reason, decision.replicas) == ("Hold", autoscale.SUSPENDED, 0)
-    assert autoscale.decide(samples, policy, autoscale.Context(now=50.0, replicas=0, partitions=8)).action == "ScaleUp"
+    policy = decide.Policy(min_replicas=2, max_replicas=8)
+    samples = [decide.Sample(at=float(t), replicas=0, end=1000 * t, committed=0) for t in range(0, 60, 10)]
+    ctx = decide.Context(now=50.0, replicas=0, partitions=8, suspended=True)
+    decision = decide.decide(samples, policy, ctx)
+    assert (decision.action, decision.reason, decision.replicas) == ("Hold", decide.SUSPENDED, 0)
+    assert decide.decide(samples, policy, decide.Context(now=50.0, replicas=0, partitions=8)).action == "ScaleUp"
 
 
 # --- restart nonce ---------------------------------------------------------------------

@@ -117,3 +117,39 @@ def test_restarts_reach_the_status_and_only_status_changes_ask_for_a_reconcile()
     assert podfaults.changes_status(restarted, None)  # its restarts leave the sum
     assert not podfaults.changes_status(new, None)
     assert podfaults.changes_status(None, podfaults.mark(pod(waiting="ErrImagePull")))
+
+
+def executor(name: str, *, unschedulable: str | None = None, deleting: bool = False) -> dict[str, Any]:
+    body = pod(name, unschedulable=unschedulable, deleting=deleting)
+    body["spec"] = {"containers": [{"name": "spark-kubernetes-executor",
+                                    "resources": {"requests": {"cpu": "1", "memory": "1408Mi"}}}]}
+    return body
+
+
+def k8s_app() -> model.StreamingApp:
+    return model.StreamingApp.from_body({
+        "apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingApp",
+        "metadata": {"name": "wc", "namespace": "ns", "uid": "u", "generation": 1},
+        "spec": {"image": "localhost/floe/job:1", "job": {"entrypoint": "a.py"}, "replicas": 1,
+                 "kafka": {"bootstrapServers": "k:9092", "topics": ["t"]},
+                 "state": {"cassandra": {"hosts": ["c"], "keyspace": "ks"}, "stores": []},
+                 "spark": {"master": "k8s://https://kubernetes.default.svc"}}})
+
+
+def test_executors_waiting_for_a_node_name_their_requests_and_the_schedulers_words() -> None:
+    summaries = [podfaults.summary(p) for p in (
+        executor("wc-exec-1"),
+        executor("wc-exec-2", unschedulable="0/1 nodes are available: 1 Insufficient cpu."),
+        executor("wc-exec-3", unschedulable="gone", deleting=True),
+    )]
+    got = podfaults.unschedulable_executors(k8s_app(), summaries)
+    assert got is not None and got.startswith("1 of 3 executor pod(s) cannot be scheduled")
+    assert "cpu 1, memory 1408Mi" in got and "Insufficient cpu" in got and "wc-exec-2" in got
+    assert "spec.spark.executor" in got
+
+
+def test_executors_that_run_or_are_going_away_give_no_reason() -> None:
+    app = k8s_app()
+    assert podfaults.unschedulable_executors(app, []) is None
+    running_or_leaving = [executor("a"), executor("b", unschedulable="no node", deleting=True)]
+    assert podfaults.unschedulable_executors(app, [podfaults.summary(p) for p in running_or_leaving]) is None

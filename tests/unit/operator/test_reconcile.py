@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from floe_operator import cassandra, conditions, k8s, kafka, model, reconcile, render
+from floe_operator import cassandra, conditions, k8s, kafka, model, podfaults, reconcile, render
 
 from tests import material
 
@@ -449,6 +449,14 @@ def _executor_pod(name: str, *, scheduled: bool, app: str = "clicks") -> dict[st
     }
 
 
+def _with_executors(cluster: FakeCluster, pods: list[dict[str, Any]], app: str = "clicks") -> dict[str, Any]:
+    """The children, with the executor pods' summaries as the operator's index holds them (by app)."""
+    children: dict[str, Any] = _children(cluster)
+    mine = [p for p in pods if p["metadata"]["labels"][render.EXECUTOR_OF] == app]
+    children[reconcile.EXECUTOR_POD] = [podfaults.summary(p) for p in mine]
+    return children
+
+
 def test_executors_that_cannot_be_scheduled_make_the_app_degraded_naming_their_resources() -> None:
     cluster = FakeCluster()
     deps = _deps(cluster=cluster, kafka=FakeKafka({"clicks": 4}))
@@ -457,12 +465,12 @@ def test_executors_that_cannot_be_scheduled_make_the_app_degraded_naming_their_r
     assert first.fault is None
     assert conditions.find(first.status_patch["conditions"], conditions.DEGRADED)["status"] == "False"  # type: ignore[index]
     body["status"] = first.status_patch
-    cluster.pods = [
+    pods = [
         _executor_pod("clicks-1f-exec-1", scheduled=True),
         _executor_pod("clicks-1f-exec-2", scheduled=False),
         _executor_pod("other-exec-1", scheduled=False, app="other"),
     ]
-    second = _run(body, deps, _children(cluster))
+    second = _run(body, deps, _with_executors(cluster, pods))
     degraded = conditions.find(second.status_patch["conditions"], conditions.DEGRADED)
     assert degraded is not None and degraded["status"] == "True"
     assert degraded["reason"] == conditions.EXECUTORS_UNSCHEDULABLE
@@ -474,8 +482,7 @@ def test_executors_that_cannot_be_scheduled_make_the_app_degraded_naming_their_r
     # the drivers are not blocked: nothing is withheld from them
     assert second.fault is None
     body["status"] = {**body["status"], **second.status_patch}
-    cluster.pods = [_executor_pod("clicks-1f-exec-2", scheduled=True)]
-    third = _run(body, deps, _children(cluster))
+    third = _run(body, deps, _with_executors(cluster, [_executor_pod("clicks-1f-exec-2", scheduled=True)]))
     degraded = conditions.find(third.status_patch["conditions"], conditions.DEGRADED)
     assert degraded is not None and degraded["status"] == "False"
 

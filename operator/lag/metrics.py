@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from floe_operator import autoscale, lag, model
+from floe_operator import model
+from floe_operator.lag import decide, scrape
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -104,7 +105,7 @@ class LagMetrics:
         for source in ("kafka", "cassandra", "kubernetes"):
             self.errors.labels(source=source)
         # Replaced whole on each update, so a concurrent collect sees one scrape or the next.
-        self._measured: dict[tuple[str, str], lag.AppLag] = {}  # last app lag with values
+        self._measured: dict[tuple[str, str], scrape.AppLag] = {}  # last app lag with values
         self._stale: dict[tuple[str, str], bool] = {}
         self._desired: dict[tuple[str, str], int] = {}
         self._health: dict[tuple[str, str], tuple[dict[str, int], int, int]] = {}
@@ -114,15 +115,15 @@ class LagMetrics:
         """The conditions and replicas of every app the loop tracks (apps gone lose their series)."""
         self._health = {(a.namespace, a.name): app_health(a) for a in apps}
 
-    def update(self, scrape: lag.Scrape) -> None:
-        self.duration.observe(scrape.duration)
-        for source, _ in scrape.errors:
+    def update(self, result: scrape.Scrape) -> None:
+        self.duration.observe(result.duration)
+        for source, _ in result.errors:
             self.errors.labels(source=source).inc()
-        if not scrape.errors:
-            self.last_success.set(scrape.at)
-        measured: dict[tuple[str, str], lag.AppLag] = {}
+        if not result.errors:
+            self.last_success.set(result.at)
+        measured: dict[tuple[str, str], scrape.AppLag] = {}
         stale: dict[tuple[str, str], bool] = {}
-        for app in scrape.apps:
+        for app in result.apps:
             stale[app.key] = app.stale
             last = app if not app.stale else self._measured.get(app.key)
             if last is not None:
@@ -130,7 +131,7 @@ class LagMetrics:
         self._measured, self._stale = measured, stale
         self._desired = {k: v for k, v in self._desired.items() if k in stale}
 
-    def record_decision(self, namespace: str, app: str, decision: autoscale.Decision) -> None:
+    def record_decision(self, namespace: str, app: str, decision: decide.Decision) -> None:
         self._desired = {**self._desired, (namespace, app): decision.replicas}
         self.decisions.labels(namespace, app, decision.action, decision.reason).inc()
 
@@ -147,7 +148,7 @@ class LagMetrics:
                 if p.committed is not None:
                     part["floe_consumergroup_group_offset"].add_metric(pk, p.committed)
                 part["floe_partition_latest_offset"].add_metric(pk, p.end)
-                for state in lag.STATUSES:
+                for state in scrape.STATUSES:
                     status.add_metric([*pk, state], 1 if state == p.status else 0)
             ak = [namespace, name]
             per_app["floe_consumergroup_sum_lag"].add_metric(ak, app.total)

@@ -519,6 +519,14 @@ class CassandraOffsets:
 PartitionsOf = Callable[[kafka.Target, list[str]], Mapping[str, int | None]]
 
 
+@dataclass
+class _Failures:
+    """What failed during one scrape: errors by source, and the apps made stale (key → why)."""
+
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    stale: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
 class Scraper:
     """Keeps per-partition history and turns one pass over the sources into `AppLag`s."""
 
@@ -554,60 +562,31 @@ class Scraper:
         return (end - e0) / (at - t0), (committed - c0) / (at - t0)
 
     def scrape(self, apps: Sequence[AppRef]) -> Scrape:
+        """One pass: partitions and end offsets from each Kafka cluster, committed offsets from
+        Cassandra (else the group's), then each app's lag; an app whose sources failed is stale."""
         started = time.perf_counter()
-        errors: list[tuple[str, str]] = []
-        stale: dict[tuple[str, str], str] = {}
-
-        # Partition lists (metadata cached per cluster by the inspector).
-        tps_of: dict[tuple[str, str], list[TP]] = {}
+        failed = _Failures()
         by_cluster: dict[kafka.Target, list[AppRef]] = {}
         for app in apps:
             by_cluster.setdefault(app.kafka, []).append(app)
-        for target, members in by_cluster.items():
-            topics = sorted({t for a in members for t in a.topics})
-            try:
-                counts = self.partitions_of(target, topics)
-            except kafka.KafkaUnavailable as exc:
-                errors.append(("kafka", str(exc)))
-                for a in members:
-                    stale[a.key] = str(exc)
-                continue
-            for a in members:
-                tps_of[a.key] = [(t, p) for t in a.topics for p in range(counts.get(t) or 0)]
-
+        tps_of = self._partitions(by_cluster, failed)
         # One end-offsets request per cluster (so one per broker), started before reading Cassandra.
-        futures: dict[kafka.Target, dict[Any, Future[Any]]] = {}
-        for target, members in by_cluster.items():
-            wanted = sorted({tp for a in members if a.key in tps_of for tp in tps_of[a.key]})
-            try:
-                futures[target] = self.kafka.request_ends(target, wanted)
-            except Exception as exc:  # any client error marks the cluster's apps stale
-                errors.append(("kafka", f"{target.bootstrap_servers}: {exc}"))
-                for a in members:
-                    stale.setdefault(a.key, str(exc))
-        committed = self.cassandra.read([a for a in apps if a.key not in stale])
-        ends: dict[kafka.Target, dict[TP, int]] = {}
-        for target, futs in futures.items():
-            try:
-                ends[target] = self.kafka.ends(futs)
-            except kafka.KafkaUnavailable as exc:
-                errors.append(("kafka", f"{target.bootstrap_servers}: {exc}"))
-                for a in by_cluster[target]:
-                    stale.setdefault(a.key, str(exc))
+        futures = self._request_ends(by_cluster, tps_of, failed)
+        committed = self.cassandra.read([a for a in apps if a.key not in failed.stale])
+        ends = self._ends(futures, by_cluster, failed)
+        rows_of: dict[tuple[str, str], dict[TP, CommittedRow]] = {}
         for key, rows in committed.items():
             if isinstance(rows, Exception):
-                errors.append(("cassandra", str(rows)))
-                stale.setdefault(key, f"Cassandra: {rows}")
-
-        def rows_of(app: AppRef) -> dict[TP, CommittedRow]:
-            read = committed.get(app.key)
-            return read if isinstance(read, dict) else {}
+                failed.errors.append(("cassandra", str(rows)))
+                failed.stale.setdefault(key, f"Cassandra: {rows}")
+            else:
+                rows_of[key] = rows
 
         # Partitions without a row in Cassandra (an app not started yet): the group's commits.
         group_requests = {}
         for app in apps:
-            missing = [tp for tp in tps_of.get(app.key, []) if tp not in rows_of(app)]
-            if app.key not in stale and missing:
+            missing = [tp for tp in tps_of.get(app.key, []) if tp not in rows_of.get(app.key, {})]
+            if app.key not in failed.stale and missing:
                 group_requests[app.key] = (app.kafka, app.group, missing)
         groups = self.kafka.many_group_offsets(group_requests)
 
@@ -615,71 +594,119 @@ class Scraper:
         results: list[AppLag] = []
         live: set[tuple[str, str, str, int]] = set()
         for app in apps:
-            if app.key in stale:
-                results.append(AppLag(app.namespace, app.name, now, stale=True, error=stale[app.key]))
+            if app.key in failed.stale:
+                results.append(AppLag(app.namespace, app.name, now, stale=True, error=failed.stale[app.key]))
                 continue
-            rows = rows_of(app)
-            app_ends = ends.get(app.kafka, {})
-            tps = tps_of.get(app.key, [])
             group = groups.get(app.key, {})
             if isinstance(group, kafka.KafkaUnavailable):
-                errors.append(("kafka", str(group)))
+                failed.errors.append(("kafka", str(group)))
                 results.append(AppLag(app.namespace, app.name, now, stale=True, error=str(group)))
                 continue
-            parts: list[PartitionLag] = []
-            for topic, partition in tps:
-                end = app_ends.get((topic, partition))
-                if end is None:
-                    continue
-                row = rows.get((topic, partition))
-                source: OffsetSource
-                if row is not None:
-                    c: int | None = row.next_offset
-                    source, commit_time = "cassandra", row.committed_at
-                elif (topic, partition) in group:
-                    c, source, commit_time = group[(topic, partition)], "kafka", None
-                else:
-                    c, source, commit_time = None, "none", None
-                skey = (app.namespace, app.name, topic, partition)
-                live.add(skey)
-                state = self._states.get(skey)
-                if state is None:
-                    state = self._states[skey] = PartitionState()
-                # Nothing committed yet: the app starts at the end (or has not started), so no lag.
-                effective = c if c is not None else end
-                state.observe(at=now, end=end, committed=effective, committed_at=commit_time, window=self.window)
-                seconds, exact = time_lag(state.ring, committed=effective, end=end, now=now)
-                status = partition_status(state, now=now, window=self.window, has_commit_time=commit_time is not None)
-                parts.append(
-                    PartitionLag(
-                        topic=topic,
-                        partition=partition,
-                        end=end,
-                        committed=c,
-                        source=source,
-                        lag=max(0, end - effective),
-                        lag_seconds=round(seconds, 3),
-                        exact=exact,
-                        status=status,
-                    )
-                )
-            end_total = sum(p.end for p in parts)
-            committed_total = sum(p.committed if p.committed is not None else p.end for p in parts)
-            input_rate, consumption_rate = self._rates(app.key, now, end_total, committed_total)
-            results.append(
-                AppLag(
-                    namespace=app.namespace,
-                    name=app.name,
-                    at=now,
-                    partitions=tuple(parts),
-                    end_total=end_total,
-                    committed_total=committed_total,
-                    input_rate=input_rate,
-                    consumption_rate=consumption_rate,
-                )
-            )
-        self._forget(apps, live, stale)
-        return Scrape(at=now, duration=time.perf_counter() - started, apps=tuple(results), errors=tuple(errors))
+            parts = [
+                self._partition_lag(app, tp, end=end, row=rows_of.get(app.key, {}).get(tp), group=group, now=now)
+                for tp in tps_of.get(app.key, [])
+                if (end := ends.get(app.kafka, {}).get(tp)) is not None
+            ]
+            live.update((app.namespace, app.name, p.topic, p.partition) for p in parts)
+            results.append(self._app_lag(app, parts, now))
+        self._forget(apps, live, failed.stale)
+        return Scrape(
+            at=now, duration=time.perf_counter() - started, apps=tuple(results), errors=tuple(failed.errors)
+        )
+
+    def _partitions(self, by_cluster: Mapping[kafka.Target, list[AppRef]], failed: _Failures) -> dict[Any, list[TP]]:
+        """Each app's input partitions (metadata cached per cluster by the inspector)."""
+        tps_of: dict[Any, list[TP]] = {}
+        for target, members in by_cluster.items():
+            topics = sorted({t for a in members for t in a.topics})
+            try:
+                counts = self.partitions_of(target, topics)
+            except kafka.KafkaUnavailable as exc:
+                failed.errors.append(("kafka", str(exc)))
+                for a in members:
+                    failed.stale[a.key] = str(exc)
+                continue
+            for a in members:
+                tps_of[a.key] = [(t, p) for t in a.topics for p in range(counts.get(t) or 0)]
+        return tps_of
+
+    def _request_ends(
+        self, by_cluster: Mapping[kafka.Target, list[AppRef]], tps_of: Mapping[Any, list[TP]], failed: _Failures
+    ) -> dict[kafka.Target, dict[Any, Future[Any]]]:
+        futures: dict[kafka.Target, dict[Any, Future[Any]]] = {}
+        for target, members in by_cluster.items():
+            wanted = sorted({tp for a in members if a.key in tps_of for tp in tps_of[a.key]})
+            try:
+                futures[target] = self.kafka.request_ends(target, wanted)
+            except Exception as exc:  # any client error marks the cluster's apps stale
+                failed.errors.append(("kafka", f"{target.bootstrap_servers}: {exc}"))
+                for a in members:
+                    failed.stale.setdefault(a.key, str(exc))
+        return futures
+
+    def _ends(
+        self,
+        futures: Mapping[kafka.Target, dict[Any, Future[Any]]],
+        by_cluster: Mapping[kafka.Target, list[AppRef]],
+        failed: _Failures,
+    ) -> dict[kafka.Target, dict[TP, int]]:
+        ends: dict[kafka.Target, dict[TP, int]] = {}
+        for target, futs in futures.items():
+            try:
+                ends[target] = self.kafka.ends(futs)
+            except kafka.KafkaUnavailable as exc:
+                failed.errors.append(("kafka", f"{target.bootstrap_servers}: {exc}"))
+                for a in by_cluster[target]:
+                    failed.stale.setdefault(a.key, str(exc))
+        return ends
+
+    def _partition_lag(
+        self, app: AppRef, tp: TP, *, end: int, row: CommittedRow | None, group: Mapping[TP, int], now: float
+    ) -> PartitionLag:
+        """One partition's lag, from its committed offset in Cassandra, else the group's, and its history."""
+        topic, partition = tp
+        source: OffsetSource
+        if row is not None:
+            c: int | None = row.next_offset
+            source, commit_time = "cassandra", row.committed_at
+        elif tp in group:
+            c, source, commit_time = group[tp], "kafka", None
+        else:
+            c, source, commit_time = None, "none", None
+        skey = (app.namespace, app.name, topic, partition)
+        state = self._states.get(skey)
+        if state is None:
+            state = self._states[skey] = PartitionState()
+        # Nothing committed yet: the app starts at the end (or has not started), so no lag.
+        effective = c if c is not None else end
+        state.observe(at=now, end=end, committed=effective, committed_at=commit_time, window=self.window)
+        seconds, exact = time_lag(state.ring, committed=effective, end=end, now=now)
+        return PartitionLag(
+            topic=topic,
+            partition=partition,
+            end=end,
+            committed=c,
+            source=source,
+            lag=max(0, end - effective),
+            lag_seconds=round(seconds, 3),
+            exact=exact,
+            status=partition_status(state, now=now, window=self.window, has_commit_time=commit_time is not None),
+        )
+
+    def _app_lag(self, app: AppRef, parts: list[PartitionLag], now: float) -> AppLag:
+        end_total = sum(p.end for p in parts)
+        committed_total = sum(p.committed if p.committed is not None else p.end for p in parts)
+        input_rate, consumption_rate = self._rates(app.key, now, end_total, committed_total)
+        return AppLag(
+            namespace=app.namespace,
+            name=app.name,
+            at=now,
+            partitions=tuple(parts),
+            end_total=end_total,
+            committed_total=committed_total,
+            input_rate=input_rate,
+            consumption_rate=consumption_rate,
+        )
 
     def _forget(self, apps: Sequence[AppRef], live: set[tuple[str, str, str, int]], stale: Mapping[Any, str]) -> None:
         """Drop the history of apps and partitions that are gone (kept for stale apps)."""

@@ -1,9 +1,11 @@
-"""Run replicas of an app on this machine: what the integration tests, the benchmarks and the
-examples' READMEs use against the local stack.
+"""Run replicas of an app on this machine against the local stack: what the demo, the
+integration tests, the benchmarks and the examples' READMEs use. Tooling, not the product: no
+module of the operator or of the runtime imports it.
 
 A `Replica` is one `floe-job` process (its own Spark driver) configured by environment
 variables; `wait_caught_up` reads the app's offsets table until every input and repartition
-partition is committed up to its end offset with no batch in flight.
+partition is committed up to its end offset with no batch in flight. Topics are created,
+written and read here, and word-count input comes with its truth (`word_lines`, `word_truth`).
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from floe_jobs import offsets
+from floe_stack.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def unique(prefix: str) -> str:
@@ -137,6 +133,9 @@ class App:
     spark_jars: list[str]
     workdir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    # What each replica runs (`python -m`): the runtime's CLI, or a test's wrapper of it that
+    # injects faults (tests/faultjob.py).
+    module: str = "floe_jobs.cli"
 
     def env(self, name: str, **overrides: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
@@ -186,7 +185,7 @@ class Replica:
         log.write(f"\n==== start {self.starts} at {time.time():.3f}\n".encode())
         log.flush()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "floe_jobs.cli"],
+            [sys.executable, "-m", self.app.module],
             env=self.env,
             cwd=str(ROOT),
             stdout=log,
@@ -315,19 +314,6 @@ def last_values(records: Iterable[tuple[bytes | None, bytes | None]]) -> dict[st
         if k is not None and v is not None:
             out[k.decode()] = v.decode()
     return out
-
-
-def counters_equal(got: Mapping[Any, Any], want: Mapping[Any, Any]) -> str | None:
-    """None when equal, else a short description of the first differences."""
-    if dict(got) == dict(want):
-        return None
-    diffs = []
-    for k in sorted(set(got) | set(want), key=str):
-        if got.get(k) != want.get(k):
-            diffs.append(f"{k!r}: got {got.get(k)} want {want.get(k)}")
-        if len(diffs) >= 10:
-            break
-    return f"{len(set(got) ^ set(want))} keys differ in presence; first differences: " + "; ".join(diffs)
 
 
 WORDS = [f"w{i:03d}" for i in range(400)] + ["kafka", "spark", "cassandra", "floe", "stream", "état", "naïve"]

@@ -1,6 +1,6 @@
 """Generate docs/crd-reference.md from the CRD's schema, so the reference never drifts from it.
 
-    python -m floe_operator.crddoc crds/streamingapp.yaml > docs/crd-reference.md
+    python -m floe_stack.crddoc crds/streamingapp.yaml > docs/crd-reference.md
 
 A unit test regenerates it and compares.
 """
@@ -93,7 +93,7 @@ def render_reference(crd: Mapping[str, Any]) -> str:
     out = [
         f"# {spec['names']['kind']} reference ({spec['group']}/{version['name']})",
         "",
-        "Generated from `crds/streamingapp.yaml` by `python -m floe_operator.crddoc`; do not edit by hand.",
+        "Generated from `crds/streamingapp.yaml` by `python -m floe_stack.crddoc`; do not edit by hand.",
         "",
         f"Short name `{', '.join(spec['names'].get('shortNames', []))}`, "
         f"categories {', '.join(spec['names'].get('categories', []))}. "

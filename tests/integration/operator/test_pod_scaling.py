@@ -1,0 +1,196 @@
+"""Scaling on the stack's node: the scale subresource and the native autoscaler, with pods.
+
+- `kubectl scale stapp --replicas 5` on 4 input partitions: five pods come up Ready, the four
+  partitions spread over four of them (the fifth idles, and the app's ReplicasWithinPartitions
+  condition says so), and scaling back to one drains the others; counts exact.
+- The native autoscaler under a lag burst (slow: `make test-all`): input faster than one replica
+  works off scales the app up, never past the partition count, and back down once the lag is
+  gone; counts exact.
+
+The operator runs as its own process (`floe-operator`, with its lag loop), as in a cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from floe_stack import demo, localrun
+
+from ...nodekit import require_node, wait_exact_counts
+from ..waiting import wait_for
+from .kube import Kubectl
+
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+ROOT = Path(__file__).resolve().parents[3]
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def lag_operator(kube: Kubectl, namespace: str, kubeconfig: str, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[subprocess.Popen[bytes]]:
+    """`floe-operator` watching the test namespace, its lag loop ticking every 2 s."""
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "floe-operator"), "--namespace", namespace, "--metrics-port", "0",
+             "--liveness-port", "0", "--resync-seconds", "5", "--lag-interval-seconds", "2"],
+            env={**os.environ, "KUBECONFIG": kubeconfig}, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            yield proc
+            kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    assert proc.returncode in (0, -15), f"the operator exited {proc.returncode}; its log: {log}"
+
+
+class Feed:
+    """Word lines produced to one topic from a thread, `per_tick` lines every 0.1 s; knows the truth."""
+
+    def __init__(self, bootstrap: str, topic: str, *, per_tick: int) -> None:
+        self.bootstrap, self.topic, self.per_tick = bootstrap, topic, per_tick
+        self.truth: Counter[str] = Counter()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.lines = localrun.word_lines(20_000, seed=11)
+
+    def _run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            chunk = self.lines[i : i + self.per_tick]
+            localrun.produce(self.bootstrap, self.topic, chunk)
+            self.truth.update(localrun.word_truth(chunk))
+            i = (i + self.per_tick) % (len(self.lines) - self.per_tick)
+            self.stop.wait(0.1)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Feed]:
+        self.thread.start()
+        try:
+            yield self
+        finally:
+            self.stop.set()
+            self.thread.join(30)
+
+
+def _app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, *, max_batch: int | None = None,
+         **spec: Any) -> dict[str, Any]:
+    run = uuid.uuid4().hex[:8]
+    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", f"{name}_{run}"
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, PARTITIONS)
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, PARTITIONS)
+    body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
+                         replicas=1)
+    body["metadata"]["name"] = f"{name}-{run}"
+    body["spec"]["resources"] = {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    body["spec"]["spark"]["master"] = "local[1]"
+    body["spec"].update(spec)
+    if max_batch is not None:
+        body["spec"]["kafka"]["maxRecordsPerBatch"] = max_batch
+    kube.apply(body)
+    return body
+
+
+def _pods(kube: Kubectl, namespace: str, app: str) -> list[dict[str, Any]]:
+    return [p for p in kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def _ready_pods(kube: Kubectl, namespace: str, app: str, count: int) -> list[dict[str, Any]] | None:
+    pods = _pods(kube, namespace, app)
+    return pods if len(pods) == count and all(demo.is_ready(p) for p in pods) else None
+
+
+def _owners(env: dict[str, str], keyspace: str, app_id: str, topic: str) -> dict[int, str]:
+    """Input partition → the pod that planned it last (from Floe's offsets table)."""
+    from cassandra.cluster import Cluster
+    from floe_jobs import offsets
+
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    try:
+        rows = offsets.progress(cluster.connect(), keyspace=keyspace, app_id=app_id)
+    finally:
+        cluster.shutdown()
+    return {p: row[3].split("/")[0] for (t, p), row in rows.items() if t == topic}
+
+
+def _condition(kube: Kubectl, namespace: str, app: str, kind: str) -> dict[str, Any]:
+    status = (kube.get("streamingapp", app, namespace) or {}).get("status") or {}
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
+    kube: Kubectl, namespace: str, lag_operator: object, stack_env: dict[str, str]
+) -> None:
+    from floe_operator import model
+
+    env = require_node(stack_env)
+    body = _app(kube, namespace, env, "scale")
+    app, spec = body["metadata"]["name"], body["spec"]
+    app_id = model.StreamingApp.from_body(body).app_id
+    topic_in, topic_out = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0]
+    keyspace = spec["state"]["cassandra"]["keyspace"]
+    wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=480, what="one Ready pod", every=2)
+    with Feed(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, per_tick=5).running() as feed:
+        start = time.monotonic()
+        kube.run("scale", "streamingapp", app, "-n", namespace, "--replicas=5")
+        pods = wait_for(lambda: _ready_pods(kube, namespace, app, 5), timeout=600, what="five Ready pods", every=2)
+        up_s = time.monotonic() - start
+        names = {p["metadata"]["name"] for p in pods}
+
+        def spread() -> dict[int, str] | None:
+            owners = _owners(env, keyspace, app_id, topic_in)
+            return owners if len(owners) == PARTITIONS and set(owners.values()) <= names and \
+                len(set(owners.values())) == PARTITIONS else None
+
+        owners = wait_for(spread, timeout=180, what=f"the {PARTITIONS} partitions owned by {PARTITIONS} pods",
+                          every=2)
+        idle = wait_for(lambda: (c := _condition(kube, namespace, app, "ReplicasWithinPartitions"))
+                        .get("status") == "False" and c, timeout=60, what="ReplicasWithinPartitions False")
+        assert "1 replica(s) idle" in idle["message"], idle
+        kube.run("scale", "streamingapp", app, "-n", namespace, "--replicas=1")
+        wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=300, what="back to one Ready pod", every=2)
+        time.sleep(5)  # a few batches on the one pod after the others drained
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(feed.truth))
+    print(f"scale 1 -> 5: {up_s:.0f} s to five Ready pods; owners {owners}")
+
+
+@pytest.mark.slow
+def test_the_native_autoscaler_scales_pods_up_to_the_partitions_under_a_burst_and_back_down(
+    kube: Kubectl, namespace: str, lag_operator: object, stack_env: dict[str, str]
+) -> None:
+    env = require_node(stack_env)
+    # small batches: one replica works off a few hundred records a second, less than the feed
+    body = _app(kube, namespace, env, "burst", max_batch=200, autoscaling={
+        "mode": "Native", "minReplicas": 1, "maxReplicas": 8, "catchUpSeconds": 10,
+        "stabilizationWindowSeconds": 30})
+    app, spec = body["metadata"]["name"], body["spec"]
+    topic_in, topic_out = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0]
+    keyspace = spec["state"]["cassandra"]["keyspace"]
+    wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=480, what="one Ready pod", every=2)
+
+    def replicas() -> int:
+        return int((kube.get("streamingapp", app, namespace) or {})["spec"]["replicas"])
+
+    seen: list[int] = []
+    with Feed(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, per_tick=100).running() as feed:
+        wait_for(lambda: seen.append(replicas()) or seen[-1] > 1, timeout=420, what="a scale-up on lag", every=2)
+        wait_for(lambda: _ready_pods(kube, namespace, app, replicas()), timeout=420, what="the added pods Ready",
+                 every=2)
+        time.sleep(30)
+        seen.append(replicas())
+    wait_for(lambda: seen.append(replicas()) or seen[-1] == 1, timeout=600, what="back to one replica", every=5)
+    assert max(seen) <= PARTITIONS, f"scaled past the {PARTITIONS} partitions: {seen}"
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(feed.truth))
+    print(f"replicas seen: {sorted(set(seen))}")
