@@ -101,10 +101,11 @@ def running_operator(kube: Kubectl, namespace: str, *, resync_seconds: float) ->
 def pods_state(stack_env: dict[str, str]) -> tuple[str, str]:
     """(Degraded status, Ready reason) of an app whose image is not built here, once its status
     follows its Deployment: with the stack's node, admission refuses its pods (the node runs only
-    images built here) and the app says so; without a node they stay Pending, not a fault."""
+    images built here) and the app says so; without a node the scheduler has nowhere to put them,
+    and the app says that."""
     if stack_env.get("FLOE_NODE") == "1":
         return "True", "PodsRejected"
-    return "False", "ReplicasNotReady"
+    return "True", "Unschedulable"
 
 
 def counts_store(app: str) -> str:

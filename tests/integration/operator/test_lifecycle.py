@@ -43,7 +43,7 @@ def _writes() -> float:
 
 def _settled(kube: Kubectl, namespace: str, replicas: int) -> dict[str, Any] | None:
     """The app's status has caught up with its spec and with its Deployment at `replicas`
-    (whose pods the stack's node refuses, or, without a node, leaves Pending)."""
+    (whose pods the stack's node refuses, or, without a node, the scheduler cannot place)."""
     obj = kube.get("streamingapp", APP, namespace)
     dep = kube.get("deployment", APP, namespace)
     status = (obj or {}).get("status") or {}
@@ -54,7 +54,7 @@ def _settled(kube: Kubectl, namespace: str, replicas: int) -> dict[str, Any] | N
         and (dep or {}).get("spec", {}).get("replicas") == replicas
         and dep_status.get("observedGeneration") == (dep or {}).get("metadata", {}).get("generation")
         and status.get("replicas") == dep_status.get("replicas", 0)
-        and condition(obj, "Ready").get("reason") in ("ReplicasNotReady", "PodsRejected")
+        and condition(obj, "Ready").get("reason") in ("ReplicasNotReady", "PodsRejected", "Unschedulable")
     )
     return obj if ok else None
 
