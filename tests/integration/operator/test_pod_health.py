@@ -63,6 +63,24 @@ def _ready_after(kube: Kubectl, namespace: str, app: str, restarts: int) -> dict
     return pod
 
 
+def _names(body: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The app's name, input and output topics and keyspace."""
+    spec = body["spec"]
+    return (body["metadata"]["name"], spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0],
+            spec["state"]["cassandra"]["keyspace"])
+
+
+def _first_wave(kube: Kubectl, namespace: str, env: dict[str, str], body: dict[str, Any]
+                ) -> tuple[dict[str, Any], list[str]]:
+    """Wait for the app's pod to be Ready, count a first wave of lines exactly; (the pod, the lines)."""
+    app, topic_in, topic_out, keyspace = _names(body)
+    pod = wait_for(lambda: _ready_after(kube, namespace, app, 0), timeout=480, what="the app's pod Ready", every=2)
+    lines = localrun.word_lines(300, seed=1)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)))
+    return pod, lines
+
+
 def _descendants(pid: int) -> list[int]:
     """Host pids of every process below `pid` (from /proc's parent links)."""
     children: dict[int, list[int]] = {}
@@ -98,13 +116,8 @@ def test_a_wedged_runtime_is_restarted_by_its_liveness_probe(
     # every batch runs Spark jobs, so a batch waits on the JVM the test stops
     body = _one_app(kube, namespace, env, "wedge", metrics={"stallSeconds": STALL_SECONDS},
                     spark={"driverBatchMaxRecords": 0})
-    app, spec = body["metadata"]["name"], body["spec"]
-    topic_in, topic_out, keyspace = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], \
-        spec["state"]["cassandra"]["keyspace"]
-    pod = wait_for(lambda: _ready_after(kube, namespace, app, 0), timeout=480, what="the app's pod Ready", every=2)
-    lines = localrun.word_lines(300, seed=1)
-    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
-    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)))
+    app, topic_in, topic_out, keyspace = _names(body)
+    pod, lines = _first_wave(kube, namespace, env, body)
 
     jvm = _jvm_of(main_pid(env, pod))
     os.kill(jvm, signal.SIGSTOP)
@@ -132,13 +145,8 @@ def test_a_replica_over_its_memory_limit_is_oom_killed_and_loses_nothing(
                         "containers": [{"name": "app", "volumeMounts": [
                             {"name": "hog-job", "mountPath": "/opt/floe-test", "readOnly": True}]}],
                         "volumes": [{"name": "hog-job", "configMap": {"name": config}}]}})
-    app, spec = body["metadata"]["name"], body["spec"]
-    topic_in, topic_out, keyspace = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], \
-        spec["state"]["cassandra"]["keyspace"]
-    pod = wait_for(lambda: _ready_after(kube, namespace, app, 0), timeout=480, what="the app's pod Ready", every=2)
-    lines = localrun.word_lines(300, seed=1)
-    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
-    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)))
+    app, topic_in, topic_out, keyspace = _names(body)
+    pod, lines = _first_wave(kube, namespace, env, body)
 
     more = localrun.word_lines(300, seed=2)
     localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, more)
