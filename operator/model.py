@@ -134,12 +134,20 @@ class SparkExecutor(_Model):
     memory: str = "1g"
 
 
+class SparkUI(_Model):
+    """spec.spark.ui: Spark's web UI, served by every replica and reached through one Service."""
+
+    enabled: bool = False
+    port: int = 4040
+
+
 class SparkSpec(_Model):
     master: str = "local[*]"
     conf: dict[str, str] = Field(default_factory=dict)
     driver: SparkDriver = Field(default_factory=SparkDriver)
     executor: SparkExecutor | None = None
     driver_batch_max_records: int | None = None
+    ui: SparkUI = Field(default_factory=SparkUI)
 
     @property
     def on_kubernetes(self) -> bool:

@@ -316,6 +316,7 @@ async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[
         ("Role", render.spark_service_account_name(app)),
         ("RoleBinding", render.spark_service_account_name(app)),
         ("Service", render.driver_service_name(app)),
+        ("Service", render.spark_ui_service_name(app)),
         ("ServiceMonitor", app.name),
         *((kind, name) for _, kind, name in scalers.candidates(app)),
     }

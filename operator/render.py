@@ -72,6 +72,10 @@ def driver_service_name(app: model.StreamingApp) -> str:
     return f"{app.name}-driver"
 
 
+def spark_ui_service_name(app: model.StreamingApp) -> str:
+    return f"{app.name}-spark-ui"
+
+
 def spark_service_account_name(app: model.StreamingApp) -> str:
     return f"{app.name}-spark"
 
@@ -209,6 +213,10 @@ def spark_conf(app: model.StreamingApp) -> dict[str, str]:
         "spark.jars.ivy": "/tmp/.ivy2",
         "spark.ui.enabled": "false",
     }
+    if spark.ui.enabled:
+        # read-only: a stage killed from the UI would only fail a batch the replica then retries
+        conf.update({"spark.ui.enabled": "true", "spark.ui.port": str(spark.ui.port),
+                     "spark.ui.killEnabled": "false"})
     if spark.on_kubernetes:
         executor = spark.executor or model.SparkExecutor()
         conf.update(
@@ -408,6 +416,8 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
     ports: list[dict[str, Any]] = [{"name": "http", "containerPort": spec.metrics.port, "protocol": "TCP"}]
     if spec.metrics.query_port:
         ports.append({"name": "query", "containerPort": spec.metrics.query_port, "protocol": "TCP"})
+    if spec.spark.ui.enabled:
+        ports.append({"name": "spark-ui", "containerPort": spec.spark.ui.port, "protocol": "TCP"})
     if spec.spark.on_kubernetes:
         ports.append({"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"})
         ports.append({"name": "spark-blockmgr", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"})
@@ -518,6 +528,8 @@ def pod_template_owned(app: model.StreamingApp) -> podtemplate.Owned:
     ports = {app.spec.metrics.port, app.spec.metrics.query_port} - {0}
     if app.spec.spark.on_kubernetes:
         ports |= {DRIVER_PORT, BLOCK_MANAGER_PORT}
+    if app.spec.spark.ui.enabled:
+        ports.add(app.spec.spark.ui.port)
     return podtemplate.Owned(
         container=CONTAINER,
         volumes=frozenset({"config", "tmp"}),
@@ -540,6 +552,24 @@ def service(app: model.StreamingApp) -> Manifest:
         "kind": "Service",
         "metadata": object_meta(app, service_name(app)),
         "spec": {"type": "ClusterIP", "clusterIP": "None", "selector": selector_labels(app), "ports": ports},
+    }
+
+
+def spark_ui_service(app: model.StreamingApp) -> Manifest:
+    """Service of Spark's UI (spec.spark.ui). Each replica has a UI of its own (its driver's jobs),
+    so the Service keeps a client on one replica (client-IP affinity); `kubectl port-forward
+    svc/<name>` picks one pod."""
+    port = app.spec.spark.ui.port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(app, spark_ui_service_name(app)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(app),
+            "sessionAffinity": "ClientIP",
+            "ports": [{"name": "spark-ui", "port": port, "targetPort": "spark-ui", "protocol": "TCP"}],
+        },
     }
 
 
@@ -648,6 +678,8 @@ def children(
         objects.extend(spark_rbac(app))
         objects.append(driver_service(app))
     objects.append(service(app))
+    if app.spec.spark.ui.enabled:
+        objects.append(spark_ui_service(app))
     objects.append(pod_disruption_budget(app))
     if app.spec.metrics.service_monitor.enabled and service_monitor_available:
         objects.append(service_monitor(app))

@@ -310,6 +310,16 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "spec.podTemplate.metadata.labels must not set app.kubernetes.io/ or streaming.floe.dev/ labels",
     ),
     ("restart-nonce-too-long", _set("spec.restartNonce", "x" * 200), "spec.restartNonce: Too long"),
+    (
+        "spark-ui-on-metrics-port",
+        _set("spec.spark.ui", {"enabled": True, "port": 9400}),
+        "spec.spark.ui.port must differ from spec.metrics.port and spec.metrics.queryPort",
+    ),
+    (
+        "spark-ui-on-driver-port",
+        _set("spec.spark.ui", {"enabled": True, "port": 7078}),
+        "spec.spark.ui.port must not be 7078 or 7079",
+    ),
 ]
 
 

@@ -201,6 +201,37 @@ def test_a_new_restart_nonce_rolls_the_pods_and_changes_nothing_else(
     assert cm_after is not None and cm_after["metadata"]["resourceVersion"] == cm["metadata"]["resourceVersion"]
 
 
+# --- Spark UI on demand -------------------------------------------------------------------
+
+
+def test_the_spark_ui_gets_a_port_and_a_service_on_demand_and_loses_them_when_off(
+    kube: Kubectl, spec_args: dict[str, Any], operator: object
+) -> None:
+    ns, name = spec_args["namespace"], "ui"
+    kube.apply(app_manifest(name, **spec_args))
+    wait_for(lambda: _observed(kube, ns, name), what="a settled status")
+    assert kube.get("service", f"{name}-spark-ui", ns) is None
+
+    _patch(kube, ns, name, {"spark": {"ui": {"enabled": True, "port": 4050}}})
+    svc = wait_for(lambda: kube.get("service", f"{name}-spark-ui", ns), what="the Spark UI Service")
+    assert svc["spec"]["ports"] == [{"name": "spark-ui", "port": 4050, "targetPort": "spark-ui", "protocol": "TCP"}]
+    assert svc["spec"]["sessionAffinity"] == "ClientIP"
+    assert svc["spec"]["selector"] == {render.APP_LABEL: name}
+
+    def container_port() -> bool:
+        dep = kube.get("deployment", name, ns) or {}
+        app = next(c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "app")
+        return {"name": "spark-ui", "containerPort": 4050, "protocol": "TCP"} in app.get("ports", [])
+
+    wait_for(container_port, what="the app container's spark-ui port")
+    cm = kube.get("configmap", f"{name}-config", ns)
+    assert cm is not None and "spark.ui.enabled: 'true'" in cm["data"]["floe.yaml"], cm["data"]["floe.yaml"]
+
+    _patch(kube, ns, name, {"spark": {"ui": {"enabled": False}}})
+    wait_for(lambda: kube.get("service", f"{name}-spark-ui", ns) is None, what="the Spark UI Service deleted")
+    kube.run("delete", "streamingapp", name, "-n", ns, "--wait=true", "--timeout=60s", timeout=90)
+
+
 # --- pod template ------------------------------------------------------------------------
 
 TEMPLATE: dict[str, Any] = {
