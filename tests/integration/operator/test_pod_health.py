@@ -161,3 +161,21 @@ def test_a_replica_over_its_memory_limit_is_oom_killed_and_loses_nothing(
                       .get("restarts", 0) >= 1, timeout=60, what="status.restarts >= 1")
     assert status
     kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
+
+
+def test_the_spark_ui_on_demand_serves_a_replicas_jobs_through_its_service(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str]
+) -> None:
+    import urllib.request
+
+    env = require_node(stack_env)
+    body = _one_app(kube, namespace, env, "ui", spark={"ui": {"enabled": True}})
+    app = body["metadata"]["name"]
+    pod, _ = _first_wave(kube, namespace, env, body)
+    service = kube.get("service", f"{app}-spark-ui", namespace)
+    assert service is not None
+    for host in (pod["status"]["podIP"], service["spec"]["clusterIP"]):
+        with urllib.request.urlopen(f"http://{host}:4040/jobs/", timeout=30) as page:
+            text = page.read().decode(errors="replace")
+        assert page.status == 200 and "Spark Jobs" in text, f"{host}: {text[:300]}"
+    kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
