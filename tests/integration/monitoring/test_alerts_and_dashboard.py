@@ -187,7 +187,11 @@ def scenario(
         healthy["spec"]["state"]["stores"] = app.stores
         healthy["spec"]["kafka"]["outputTopics"] = [healthy_out]
         s.apply(healthy)
-        s.apply(s.app(STALLED, topics=[stalled_in], keyspace=ks_stalled, replicas=1,
+        # Its pod exists but never runs, with or without the stack's node: an image the node's
+        # admission accepts (one built here, when there is a node) and a node selector no node has.
+        stalled_image = stack_env.get("FLOE_JOB_IMAGE", "example/word-count:1")
+        s.apply(s.app(STALLED, topics=[stalled_in], keyspace=ks_stalled, replicas=1, image=stalled_image,
+                      imagePullPolicy="Never", pod={"nodeSelector": {"floe.dev/monitoring-test": "no-such-node"}},
                       autoscaling={"mode": "Native", "minReplicas": 1, "maxReplicas": 1}))
         feeder = Feeder(kafka_bootstrap, healthy_in, stalled_in, OffsetsRows(cql, ks_stalled, f"{ns}-{STALLED}"))
         feeder.start()
