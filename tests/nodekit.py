@@ -25,6 +25,27 @@ def require_node(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def word_count_app(env: dict[str, str], *, namespace: str, name: str, partitions: int, replicas: int,
+                   cpu: str = "300m") -> dict[str, Any]:
+    """The word-count example as a StreamingApp named `<name>-<run>` on fresh topics of
+    `partitions` partitions and a fresh keyspace, requesting `cpu` (the node has two cores);
+    not applied."""
+    import uuid
+    from pathlib import Path
+
+    from floe_stack import demo, localrun
+
+    run = uuid.uuid4().hex[:8]
+    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", f"{name}_{run}"
+    for topic in (topic_in, topic_out):
+        localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic, partitions)
+    body = demo.app_body(Path(__file__).resolve().parents[1], env, namespace=namespace, topic_in=topic_in,
+                         topic_out=topic_out, keyspace=keyspace, replicas=replicas)
+    body["metadata"]["name"] = f"{name}-{run}"
+    body["spec"]["resources"] = {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    return body
+
+
 def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, truth: dict[str, int],
                       timeout: float = 420, explain: Callable[[], str] = str) -> float:
     """Wait until the word-count store in Cassandra, then the output topic's latest values, equal

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from floe_stack import demo, localrun
 
-from ...nodekit import main_pid, require_node, wait_exact_counts
+from ...nodekit import main_pid, require_node, wait_exact_counts, word_count_app
 from ..waiting import wait_for
 from .kube import Kubectl
 
@@ -31,15 +31,8 @@ STALL_SECONDS = 30
 
 
 def _one_app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, **spec: Any) -> dict[str, Any]:
-    """A one-replica word count on this run's topics, applied; its body."""
-    run = uuid.uuid4().hex[:8]
-    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", f"{name}_{run}"
-    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, 2)
-    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, 2)
-    body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
-                         replicas=1)
-    body["metadata"]["name"] = f"{name}-{run}"
-    body["spec"]["resources"] = {"requests": {"cpu": "300m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    """A one-replica word count on this run's topics, `spec`'s sections merged in, applied; its body."""
+    body = word_count_app(env, namespace=namespace, name=name, partitions=2, replicas=1)
     for key, value in spec.items():
         body["spec"][key] = {**body["spec"].get(key, {}), **value}
     kube.apply(body)

@@ -10,14 +10,13 @@ import os
 import random
 import signal
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from floe_stack import demo, localrun
 
-from ...nodekit import main_pid, require_node, wait_exact_counts
+from ...nodekit import main_pid, require_node, wait_exact_counts, word_count_app
 from ..waiting import wait_for
 from .kube import Kubectl
 
@@ -34,6 +33,12 @@ def _pods(kube: Kubectl, ns: str, app: str) -> list[dict[str, Any]]:
             if not p["metadata"].get("deletionTimestamp")]
 
 
+def _names(body: dict[str, Any]) -> tuple[str, str, str]:
+    """The app's input and output topics and keyspace."""
+    spec = body["spec"]
+    return spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], spec["state"]["cassandra"]["keyspace"]
+
+
 def _restarts(pod: dict[str, Any]) -> int:
     return sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses") or [])
 
@@ -42,15 +47,10 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
     kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str]
 ) -> None:
     env = require_node(stack_env)
-    run = uuid.uuid4().hex[:8]
-    topic_in, topic_out, keyspace = f"crash-in-{run}", f"crash-out-{run}", f"crash_{run}"
+    body = word_count_app(env, namespace=namespace, name="crash", partitions=6, replicas=REPLICAS)
+    app, (topic_in, topic_out, keyspace) = body["metadata"]["name"], _names(body)
     bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
-    localrun.create_topic(bootstrap, topic_in, 6)
-    localrun.create_topic(bootstrap, topic_out, 6)
-    body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
-                         replicas=REPLICAS)
-    body["metadata"]["name"] = app = f"crash-{run}"
-    body["spec"]["resources"] = {"requests": {"cpu": "300m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    run = app.rsplit("-", 1)[1]
     kube.apply(body)
 
     def ready() -> list[dict[str, Any]] | None:
@@ -95,15 +95,9 @@ def test_a_replica_whose_batches_fail_is_not_ready_until_one_succeeds(
     from floe_jobs.stores import schema
 
     env = require_node(stack_env)
-    run = uuid.uuid4().hex[:8]
-    topic_in, topic_out, keyspace = f"fail-in-{run}", f"fail-out-{run}", f"fail_{run}"
+    body = word_count_app(env, namespace=namespace, name="fail", partitions=2, replicas=1)
+    app, (topic_in, _, keyspace) = body["metadata"]["name"], _names(body)
     bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
-    localrun.create_topic(bootstrap, topic_in, 2)
-    localrun.create_topic(bootstrap, topic_out, 2)
-    body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
-                         replicas=1)
-    body["metadata"]["name"] = app = f"fail-{run}"
-    body["spec"]["resources"] = {"requests": {"cpu": "300m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
     kube.apply(body)
 
     def the_pod(ready: bool) -> dict[str, Any] | None:
