@@ -304,7 +304,7 @@ def _within_partitions(observed: Observed, desired: int, *, first: bool) -> Verd
             "False",
             REPLICAS_EXCEED_PARTITIONS,
             f"{desired} replicas but the input topics have {partitions} partition(s): "
-            f"{desired - partitions} replica(s) idle; lower spec.replicas or add partitions",
+            f"at least {desired - partitions} replica(s) own no input partition; lower spec.replicas or add partitions",
         )
     return "True", AS_EXPECTED, f"{desired} replica(s) for {partitions} input partition(s)"
 

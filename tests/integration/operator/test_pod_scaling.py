@@ -1,8 +1,10 @@
 """Scaling on the stack's node: the scale subresource and the native autoscaler, with pods.
 
-- `kubectl scale stapp --replicas 5` on 4 input partitions: five pods come up Ready, the four
-  partitions spread over four of them (the fifth idles, and the app's ReplicasWithinPartitions
-  condition says so), and scaling back to one drains the others; counts exact.
+- `kubectl scale stapp --replicas 5` on 4 input partitions: five pods come up Ready and the work
+  spreads over all of them. Word count reads 4 input and 4 repartition partitions in one group, so
+  every pod plans at least one of the 8, and every input partition is planned by a current pod. The
+  app's ReplicasWithinPartitions condition says at least one replica owns no input partition
+  (pigeonhole: 5 replicas, 4 input partitions). Scaling back to one drains the others; counts exact.
 - The native autoscaler under a lag burst (slow: `make test-all`): input faster than one replica
   works off scales the app up, never past the partition count, and back down once the lag is
   gone; counts exact.
@@ -112,8 +114,8 @@ def _ready_pods(kube: Kubectl, namespace: str, app: str, count: int) -> list[dic
     return pods if len(pods) == count and all(demo.is_ready(p) for p in pods) else None
 
 
-def _owners(env: dict[str, str], keyspace: str, app_id: str, topic: str) -> dict[int, str]:
-    """Input partition → the pod that planned it last (from Floe's offsets table)."""
+def _owners(env: dict[str, str], keyspace: str, app_id: str) -> dict[tuple[str, int], str]:
+    """(topic, partition) → the pod that planned it last (from Floe's offsets table)."""
     from cassandra.cluster import Cluster
     from floe_jobs import offsets
 
@@ -122,7 +124,7 @@ def _owners(env: dict[str, str], keyspace: str, app_id: str, topic: str) -> dict
         rows = offsets.progress(cluster.connect(), keyspace=keyspace, app_id=app_id)
     finally:
         cluster.shutdown()
-    return {p: row[3].split("/")[0] for (t, p), row in rows.items() if t == topic}
+    return {tp: row[3].split("/")[0] for tp, row in rows.items()}
 
 
 def _condition(kube: Kubectl, namespace: str, app: str, kind: str) -> dict[str, Any]:
@@ -149,16 +151,23 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
         up_s = time.monotonic() - start
         names = {p["metadata"]["name"] for p in pods}
 
-        def spread() -> dict[int, str] | None:
-            owners = _owners(env, keyspace, app_id, topic_in)
-            return owners if len(owners) == PARTITIONS and set(owners.values()) <= names and \
-                len(set(owners.values())) == PARTITIONS else None
+        seen: list[dict[tuple[str, int], str]] = []
 
-        owners = wait_for(spread, timeout=180, what=f"the {PARTITIONS} partitions owned by {PARTITIONS} pods",
-                          every=2)
+        def spread() -> dict[tuple[str, int], str] | None:
+            """Every partition of both stages planned by a current pod, and every pod planning one."""
+            seen.append(owners := _owners(env, keyspace, app_id))
+            inputs = {p for (t, p) in owners if t == topic_in}
+            return owners if inputs == set(range(PARTITIONS)) and len(owners) == 2 * PARTITIONS and \
+                set(owners.values()) == names else None
+
+        try:
+            owners = wait_for(spread, timeout=240, what="all 8 partitions planned by the 5 pods, each planning one",
+                              every=2)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; pods {sorted(names)}; owners last seen {seen[-1] if seen else None}") from None
         idle = wait_for(lambda: (c := _condition(kube, namespace, app, "ReplicasWithinPartitions"))
                         .get("status") == "False" and c, timeout=60, what="ReplicasWithinPartitions False")
-        assert "1 replica(s) idle" in idle["message"], idle
+        assert "at least 1 replica(s) own no input partition" in idle["message"], idle
         kube.run("scale", "streamingapp", app, "-n", namespace, "--replicas=1")
         wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=300, what="back to one Ready pod", every=2)
         time.sleep(5)  # a few batches on the one pod after the others drained

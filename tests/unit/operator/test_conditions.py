@@ -104,7 +104,7 @@ def test_replicas_beyond_partitions() -> None:
     status = conditions.status_for(_app(), conditions.Observed(deployment=_deployment(), partitions=2), now=T0)
     cond = next(c for c in status["conditions"] if c["type"] == "ReplicasWithinPartitions")
     assert (cond["status"], cond["reason"]) == ("False", "ReplicasExceedPartitions")
-    assert "1 replica(s) idle" in cond["message"]
+    assert "at least 1 replica(s) own no input partition" in cond["message"]
 
 
 def test_scaled_to_zero_is_ready() -> None:
