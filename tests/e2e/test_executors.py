@@ -59,8 +59,8 @@ def _owner(pod: dict[str, Any]) -> tuple[str, str] | None:
     return (refs[0]["name"], refs[0]["uid"]) if refs else None
 
 
-def _driver_with_executors(env: dict[str, str], namespace: str, app: str) -> tuple[dict[str, Any], list[Any]] | None:
-    """The one Ready driver pod and its EXECUTORS Running executor pods, once there are."""
+def _driver_and_executors(env: dict[str, str], namespace: str, app: str) -> tuple[dict[str, Any], list[Any]] | None:
+    """The one Ready driver pod and its Running executor pods; None while there is no such driver."""
     drivers = [p for p in _pods(env, namespace, f"streaming.floe.dev/app={app}")
                if not p["metadata"].get("deletionTimestamp")]
     ready = [p for p in drivers if _conditions(p).get("Ready") == "True"]
@@ -69,8 +69,13 @@ def _driver_with_executors(env: dict[str, str], namespace: str, app: str) -> tup
     driver = ready[0]
     mine = [p for p in _executor_pods(env, namespace, app)
             if _owner(p) == (driver["metadata"]["name"], driver["metadata"]["uid"])]
-    running = [p for p in mine if p["status"].get("phase") == "Running"]
-    return (driver, running) if len(running) == EXECUTORS else None
+    return driver, [p for p in mine if p["status"].get("phase") == "Running"]
+
+
+def _driver_with_executors(env: dict[str, str], namespace: str, app: str) -> tuple[dict[str, Any], list[Any]] | None:
+    """The one Ready driver pod and its EXECUTORS Running executor pods, once there are."""
+    found = _driver_and_executors(env, namespace, app)
+    return found if found is not None and len(found[1]) == EXECUTORS else None
 
 
 def _finished_tasks(env: dict[str, str], namespace: str, pods: list[dict[str, Any]]) -> dict[str, int]:
@@ -98,6 +103,34 @@ def _histogram_above(text: str, name: str, labels: dict[str, str], bound: float)
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
     return value(f"{name}_count") - value(f"{name}_bucket", f'le="{bound}"')
+
+
+def _executor_app(env: dict[str, str], app_ns: str, lines: list[str], *, executor: dict[str, Any],
+                  conf: dict[str, str] | None = None) -> tuple[dict[str, Any], str, str, str]:
+    """A one-replica word count whose driver has a k8s:// master and `executor` sizing, on this
+    run's topics (`lines` produced before it starts, so its first batch leaves the driver);
+    (its body, input topic, output topic, keyspace)."""
+    run = uuid.uuid4().hex[:8]
+    topic_in, topic_out, keyspace = f"wc-exec-in-{run}", f"wc-exec-out-{run}", f"wc_exec_{run}"
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
+    localrun.create_topic(bootstrap, topic_in, 6)
+    localrun.create_topic(bootstrap, topic_out, 6)
+    localrun.produce(bootstrap, topic_in, lines)
+
+    body = demo.app_body(ROOT, env, namespace=app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
+    spec = body["spec"]
+    spec["replicas"] = 1
+    spec["kafka"]["sparkReadMinRecords"] = THRESHOLD
+    spec["spark"].update(
+        master=f"k8s://{env['FLOE_KUBE_APISERVER_PODS']}",
+        executor={"cores": 1, "memory": "768m", **executor},
+        driverBatchMaxRecords=THRESHOLD,
+    )
+    # two cores on the node: the driver and each executor ask for a fraction of one
+    spec["spark"]["conf"]["spark.kubernetes.executor.request.cores"] = "200m"
+    spec["spark"]["conf"].update(conf or {})
+    spec["resources"] = {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    return body, topic_in, topic_out, keyspace
 
 
 @pytest.fixture
@@ -137,27 +170,10 @@ def test_word_count_with_executors_on_kubernetes(
 ) -> None:
     env = node_env
     op_ns, app_ns = namespaces
-    run = uuid.uuid4().hex[:8]
-    topic_in, topic_out, keyspace = f"wc-exec-in-{run}", f"wc-exec-out-{run}", f"wc_exec_{run}"
-    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
-    localrun.create_topic(bootstrap, topic_in, 6)
-    localrun.create_topic(bootstrap, topic_out, 6)
     lines = localrun.word_lines(LINES, seed=23)
-    localrun.produce(bootstrap, topic_in, lines)
-
-    body = demo.app_body(ROOT, env, namespace=app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace)
+    body, topic_in, topic_out, keyspace = _executor_app(env, app_ns, lines, executor={"instances": EXECUTORS})
     name = body["metadata"]["name"]
-    spec = body["spec"]
-    spec["replicas"] = 1
-    spec["kafka"]["sparkReadMinRecords"] = THRESHOLD
-    spec["spark"].update(
-        master=f"k8s://{env['FLOE_KUBE_APISERVER_PODS']}",
-        executor={"instances": EXECUTORS, "cores": 1, "memory": "768m"},
-        driverBatchMaxRecords=THRESHOLD,
-    )
-    # two cores on the node: the driver and each executor ask for a fraction of one
-    spec["spark"]["conf"]["spark.kubernetes.executor.request.cores"] = "200m"
-    spec["resources"] = {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
 
     t0 = time.monotonic()
     kubectl(env, "apply", "-f", "-", input=yaml.safe_dump(body))
@@ -244,3 +260,64 @@ def test_word_count_with_executors_on_kubernetes(
     # Deleting the app takes its drivers, and with them every executor.
     kubectl(env, "delete", "streamingapp", name, "-n", app_ns, "--wait=true", "--timeout=180s", timeout=200)
     wait_for(lambda: not _pods(env, app_ns), timeout=180, what="no pods left in the app's namespace", every=2)
+
+
+@pytest.mark.node
+@pytest.mark.k8s
+@pytest.mark.helm
+@pytest.mark.kafka
+@pytest.mark.cassandra
+@pytest.mark.spark
+@pytest.mark.timeout(1800)
+def test_dynamic_allocation_releases_idle_executors_and_asks_again_for_a_large_batch(
+    node_env: dict[str, str], namespaces: tuple[str, str], operator_release: str  # noqa: F811
+) -> None:
+    """Spark's dynamic allocation, turned on in spec.spark.conf: `instances` is where it starts,
+    idle executors are released down to minExecutors (0), and a batch above the driver's
+    thresholds asks for executors again, which come up as pods of the same driver; counts exact."""
+    env = node_env
+    _, app_ns = namespaces
+    lines = localrun.word_lines(LINES, seed=31)
+    body, _, _, keyspace = _executor_app(env, app_ns, lines, executor={"instances": 1}, conf={
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        # shuffle files keep an executor until the driver's cleaner drops them; do not wait for it
+        "spark.dynamicAllocation.shuffleTracking.timeout": "15s",
+        "spark.dynamicAllocation.minExecutors": "0",
+        "spark.dynamicAllocation.maxExecutors": str(EXECUTORS),
+        "spark.dynamicAllocation.executorIdleTimeout": "10s",
+        "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
+    })
+    name = body["metadata"]["name"]
+    kubectl(env, "apply", "-f", "-", input=yaml.safe_dump(body))
+    truth = dict(localrun.word_truth(lines))
+
+    from cassandra.cluster import Cluster
+
+    session = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"])).connect()
+    try:
+        wait_for(lambda: _counts(session, keyspace) == truth, timeout=600, every=2,
+                 what="the first wave counted (its batches ran on the executor the driver started with)")
+        driver, _ = wait_for(lambda: (found := _driver_and_executors(env, app_ns, name)) and not found[1] and found,
+                             timeout=180, every=2, what="the idle executors released (none Running)")
+        asked: list[int] = []
+
+        def second_wave_counted() -> bool:
+            found = _driver_and_executors(env, app_ns, name)
+            asked.append(len(found[1]) if found else 0)
+            return _counts(session, keyspace) == truth
+
+        more = localrun.word_lines(MORE_LINES, seed=37)
+        localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], body["spec"]["kafka"]["topics"][0], more)
+        for word, count in localrun.word_truth(more).items():
+            truth[word] = truth.get(word, 0) + count
+        try:
+            wait_for(second_wave_counted, timeout=420, every=1, what="the second wave counted")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{_describe(env, app_ns)}") from None
+        assert max(asked) >= 1, f"no executor came back for the large batch: {asked}"
+        again = _driver_and_executors(env, app_ns, name)
+        assert again is not None and again[0]["metadata"]["uid"] == driver["metadata"]["uid"], "the driver changed"
+        print(f"executors Running while the second wave ran: up to {max(asked)}")
+    finally:
+        session.cluster.shutdown()
