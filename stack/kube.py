@@ -12,6 +12,7 @@ leads pods to it, and it reaches the kubelet by the node's hostname.
 
 from __future__ import annotations
 
+import json
 import ssl
 import subprocess
 import urllib.request
@@ -101,6 +102,14 @@ current-context: floe-local
         )
         path.chmod(0o600)
         return path
+
+    def apply(self, objects: list[dict[str, object]], *, what: str) -> None:
+        """Server-side apply of ``objects`` as the stack (``what`` names them in an error)."""
+        docs = "\n---\n".join(json.dumps(o) for o in objects)
+        proc = subprocess.run([self.bin("kubectl"), f"--kubeconfig={self.kubeconfig}", "apply", "--server-side",
+                               "--field-manager=floe-stack", "-f", "-"], input=docs, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise component.StackError(f"applying {what} failed: {proc.stderr.strip()}")
 
     def _pki(self) -> None:
         d = self.dir

@@ -19,6 +19,7 @@ KUBE_VERSION = "1.34.10"
 ETCD_VERSION = "3.6.5"
 HELM_VERSION = "3.19.0"
 PROMETHEUS_VERSION = "3.16.0"
+COREDNS_VERSION = "1.15.0"
 SCALA_BINARY = "2.13"
 
 # The node's pod network: one bridge whose address is also where the stack's services listen

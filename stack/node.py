@@ -185,8 +185,10 @@ def kubelet_config(paths: Paths, *, port: int, healthz_port: int, ca: Path, reso
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                            "x509": {"clientCAFile": str(ca)}},
         "authorization": {"mode": "Webhook"},
+        # Cluster DNS (dns.py) on the bridge; pods' own resolv.conf lists it and the cluster's
+        # search path, and nothing from the host (there is no upstream resolver).
+        "clusterDNS": [NODE_BRIDGE_IP],
         "clusterDomain": "cluster.local",
-        # No cluster DNS: pods get an empty resolv.conf and address services by IP.
         "resolvConf": str(resolv),
         "podLogsDir": str(paths.pod_logs),
         "volumePluginDir": str(paths.kubelet_root / "volume-plugins"),
@@ -417,15 +419,7 @@ class Node:
         component.wait_until(self._healthz(self.proxy_healthz), what="kube-proxy", timeout=timeout,
                              alive=component.alive(self.layout, KUBE_PROXY), log=str(self.layout.log(KUBE_PROXY)))
         guard()
-        self._apply(local_images_policy())
-
-    def _apply(self, objects: list[dict[str, object]]) -> None:
-        docs = "\n---\n".join(json.dumps(o) for o in objects)
-        proc = subprocess.run([self.bin("kubectl"), f"--kubeconfig={self.kube.kubeconfig}", "apply",
-                               "--server-side", "--field-manager=floe-stack", "-f", "-"],
-                              input=docs, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise component.StackError(f"applying the node's admission policy failed: {proc.stderr.strip()}")
+        self.kube.apply(local_images_policy(), what="the node's admission policy")
 
     def env(self) -> dict[str, str]:
         return {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from floe_stack import cassandra, component, envfile, helm, kafka, kube, node, procs, prometheus, spark
+from floe_stack import cassandra, component, dns, envfile, helm, kafka, kube, node, procs, prometheus, spark
 from floe_stack.layout import Layout, node_enabled
 
 Factory = Callable[[Layout, component.PortBook], component.Component]
@@ -13,9 +13,10 @@ COMPONENTS: tuple[Factory, ...] = (
     kafka.Kafka, cassandra.Cassandra, kube.Kube, helm.Helm, spark.SparkConnector, prometheus.Prometheus,
 )
 # With the node (unless FLOE_NODE=0): its bridge before every service, so they can listen on
-# its address; containerd, kubelet and kube-proxy after the control plane; then the images.
+# its address; containerd, kubelet and kube-proxy after the control plane, and cluster DNS;
+# then the images.
 NODE_FIRST: tuple[Factory, ...] = (node.Bridge,)
-NODE_LAST: tuple[Factory, ...] = (node.Node, node.NodeImages)
+NODE_LAST: tuple[Factory, ...] = (node.Node, dns.ClusterDNS, node.NodeImages)
 
 
 def components(*, with_node: bool) -> tuple[Factory, ...]:

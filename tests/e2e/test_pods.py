@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_stack import demo, localrun
+from floe_stack import demo, kube, localrun
 
 from ..integration.waiting import wait_for
 from ..nodekit import kubectl, main_pid, require_node, wait_exact_counts
@@ -172,6 +172,18 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
             raise AssertionError(f"{exc}\n{_describe(env, app_ns)}\n{_describe(env, op_ns)}") from None
         app_ready_s = time.monotonic() - t1
         print(f"app: apply → {REPLICAS} pods Ready in {app_ready_s:.1f} s")
+
+        # Cluster DNS: a replica finds Services by name through the pod's search path, and the
+        # kubelet had a DNS server to give the pods (no MissingClusterDNS event).
+        # The app's metrics Service is headless: its name resolves to a replica's pod IP.
+        pod_ips = {p["status"]["podIP"] for p in _pods(env, app_ns, selector)}
+        first = _pods(env, app_ns, selector)[0]["metadata"]["name"]
+        resolved = kubectl(env, "exec", first, "-n", app_ns, "-c", "app", "--", "python3", "-c",
+                           "import socket, sys; print(*(socket.gethostbyname(n) for n in sys.argv[1:]))",
+                           "kubernetes.default.svc", name).split()
+        assert resolved[0] == kube.SERVICE_IP and resolved[1] in pod_ips, (resolved, pod_ips)
+        events = json.loads(kubectl(env, "get", "events", "-n", app_ns, "-o", "json"))["items"]
+        assert not [e for e in events if e.get("reason") == "MissingClusterDNS"], "pods were started without DNS"
 
         # The Secret and the ConfigMap reach the process (its environment, its topics), and the
         # ConfigMap carries no credential.
