@@ -204,4 +204,5 @@ def test_the_native_autoscaler_scales_pods_up_to_the_partitions_under_a_burst_an
     assert max(seen) <= PARTITIONS, f"scaled past the {PARTITIONS} partitions: {seen}"
     wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(feed.truth))
     status = (kube.get("streamingapp", app, namespace) or {}).get("status") or {}
-    print(f"replicas seen: {sorted(set(seen))}; {sum(feed.truth.values())} words; autoscaling {status.get('autoscaling')}")
+    print(f"replicas seen: {sorted(set(seen))}; {sum(feed.truth.values())} words; "
+          f"autoscaling {status.get('autoscaling')}")
