@@ -24,6 +24,7 @@ from floe_jobs import config, pem
 from floe_operator import (
     cassandra,
     conditions,
+    desired,
     k8s,
     kafka,
     model,
@@ -308,9 +309,9 @@ async def _provision(
     return want, None
 
 
-async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[str, Any]]) -> None:
+async def _prune(app: model.StreamingApp, deps: Deps, wanted: Sequence[Mapping[str, Any]]) -> None:
     """Delete optional children this spec no longer asks for (only after a spec change)."""
-    wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
+    kept = {(o["kind"], o["metadata"]["name"]) for o in wanted}
     candidates = {
         ("ServiceAccount", render.spark_service_account_name(app)),
         ("Role", render.spark_service_account_name(app)),
@@ -322,7 +323,7 @@ async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[
     }
     for api_version, kind in OPTIONAL_CHILDREN:
         for cand_kind, name in candidates:
-            if cand_kind != kind or (kind, name) in wanted:
+            if cand_kind != kind or (kind, name) in kept:
                 continue
             if kind == "ServiceMonitor" and not await deps.cluster.crd_exists(SERVICE_MONITOR_CRD):
                 continue
@@ -378,16 +379,20 @@ async def _reconcile(
             provisioned = None
 
     if fault is None:
-        sm_available = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)
-        desired = render.children(
-            app, service_monitor_available=sm_available, secrets_digest=render.secrets_hash(secrets.versions)
+        # A CRD is asked about only when the spec wants its child; without this pass's partition
+        # count (Kafka not asked) the last one recorded in status stands.
+        facts = desired.Facts(
+            service_monitor_crd=app.spec.metrics.service_monitor.enabled
+            and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD),
+            keda_crd=scalers.wants_keda(app) and await deps.cluster.crd_exists(scalers.KEDA_CRD),
+            partitions=partitions or app.status.get("partitions"),
+            secret_versions=secrets.versions,
         )
-        keda = scalers.wants_keda(app) and await deps.cluster.crd_exists(scalers.KEDA_CRD)
-        desired += scalers.children(app, keda_available=keda, partitions=partitions or app.status.get("partitions"))
+        wanted = desired.desired(app, facts)
         # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
         mounted = set(MOUNTED_KINDS) - ({"ConfigMap"} if deployment is None else set())
-        first = [o for o in desired if o["kind"] in mounted]
-        rest = [o for o in desired if o["kind"] not in mounted]
+        first = [o for o in wanted if o["kind"] in mounted]
+        rest = [o for o in wanted if o["kind"] not in mounted]
         for batch in (first, rest):
             results = await asyncio.gather(*(_converge_child(app, deps, children, obj) for obj in batch))
             for obj, (stored, error) in zip(batch, results, strict=True):
@@ -403,7 +408,7 @@ async def _reconcile(
         previous = app.status.get("observedGeneration")
         if fault is None and previous is not None and app.generation != previous:
             try:
-                await _prune(app, deps, desired)
+                await _prune(app, deps, wanted)
             except k8s.ApiError as exc:
                 fault = conditions.Fault(conditions.APPLY_FAILED, f"Removing an unneeded child failed: {exc.message}")
         if applied:
@@ -479,9 +484,9 @@ def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
         generation=int(meta.get("generation", 1)),
         now=now(),
     )
-    desired = {"observedGeneration": int(meta.get("generation", 1)), "conditions": conds}
+    target = {"observedGeneration": int(meta.get("generation", 1)), "conditions": conds}
     events = conditions.transitions(current.get("conditions") or [], conds)
-    return Outcome(conditions.status_patch(current, desired), events, fault, [])
+    return Outcome(conditions.status_patch(current, target), events, fault, [])
 
 
 # --- deletion ---------------------------------------------------------------------------
