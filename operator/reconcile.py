@@ -367,7 +367,7 @@ async def _reconcile(
     return await _outcome(app, deps, children, checked, deployment=deployment, fault=fault, applied=applied)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Checked:
     """What the checks before any apply found: the Secrets read, the input partitions (None when
     Kafka was not asked), the table layout provisioned, and the first fault."""
