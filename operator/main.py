@@ -39,8 +39,32 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The flags, each defaulting to its environment variable (the chart sets those), in the order
+    `--help` lists them: what one operator watches and serves, then how several replicas share
+    the work (Kopf peering, or a Lease), then the lag loop and logging."""
     env = os.environ
     parser = argparse.ArgumentParser(prog="floe-operator", description="Run the Floe StreamingApp operator.")
+    _add_watch_flags(parser, env)
+    _add_peering_flags(parser, env)
+    _add_leader_election_flags(parser, env)
+    parser.add_argument(
+        "--lag-interval-seconds",
+        type=float,
+        default=float(env.get("FLOE_LAG_INTERVAL_SECONDS", "10")),
+        help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off "
+        "(env FLOE_LAG_INTERVAL_SECONDS, default 10).",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=env.get("FLOE_LOG_LEVEL", "INFO"),
+        help="Log level (env FLOE_LOG_LEVEL, default INFO).",
+    )
+    return parser.parse_args(argv)
+
+
+def _add_watch_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """What one operator watches, how often it resyncs, the endpoints it serves, and whether it
+    asks Kafka about topics."""
     parser.add_argument(
         "-n",
         "--namespace",
@@ -73,6 +97,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=not _env_bool("FLOE_CHECK_KAFKA", True),
         help="Do not ask Kafka whether topics exist and how many partitions they have (env FLOE_CHECK_KAFKA=false).",
     )
+
+
+def _add_peering_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """Several replicas through Kopf peering: the highest-priority live one works."""
     parser.add_argument(
         "--peering",
         action="store_true",
@@ -91,6 +119,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="This replica's peering priority; the highest live replica works, the others stand by "
         "(env FLOE_PEERING_PRIORITY; default derived from POD_ID, so replicas differ).",
     )
+
+
+def _add_leader_election_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+    """Several replicas through a coordination.k8s.io Lease: the holder works, the others stand by
+    until its renewals stop."""
     parser.add_argument(
         "--leader-election",
         action="store_true",
@@ -128,19 +161,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=float(env.get("FLOE_RETRY_PERIOD_SECONDS", "2")),
         help="Seconds between renewals, and between a standby's tries (env FLOE_RETRY_PERIOD_SECONDS, default 2).",
     )
-    parser.add_argument(
-        "--lag-interval-seconds",
-        type=float,
-        default=float(env.get("FLOE_LAG_INTERVAL_SECONDS", "10")),
-        help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off "
-        "(env FLOE_LAG_INTERVAL_SECONDS, default 10).",
-    )
-    parser.add_argument(
-        "--log-level",
-        default=env.get("FLOE_LOG_LEVEL", "INFO"),
-        help="Log level (env FLOE_LOG_LEVEL, default INFO).",
-    )
-    return parser.parse_args(argv)
 
 
 class _QuietRoutine(logging.Filter):

@@ -24,6 +24,7 @@ from floe_jobs import config, pem
 from floe_operator import (
     cassandra,
     conditions,
+    desired,
     k8s,
     kafka,
     model,
@@ -308,9 +309,9 @@ async def _provision(
     return want, None
 
 
-async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[str, Any]]) -> None:
+async def _prune(app: model.StreamingApp, deps: Deps, wanted: Sequence[Mapping[str, Any]]) -> None:
     """Delete optional children this spec no longer asks for (only after a spec change)."""
-    wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
+    kept = {(o["kind"], o["metadata"]["name"]) for o in wanted}
     candidates = {
         ("ServiceAccount", render.spark_service_account_name(app)),
         ("Role", render.spark_service_account_name(app)),
@@ -322,7 +323,7 @@ async def _prune(app: model.StreamingApp, deps: Deps, desired: Sequence[Mapping[
     }
     for api_version, kind in OPTIONAL_CHILDREN:
         for cand_kind, name in candidates:
-            if cand_kind != kind or (kind, name) in wanted:
+            if cand_kind != kind or (kind, name) in kept:
                 continue
             if kind == "ServiceMonitor" and not await deps.cluster.crd_exists(SERVICE_MONITOR_CRD):
                 continue
@@ -354,61 +355,119 @@ async def reconcile(
 async def _reconcile(
     app: model.StreamingApp, *, deps: Deps, children: Children, others: Sequence[Mapping[str, Any]] = ()
 ) -> Outcome:
+    """Check, then converge the children, then report: the status is computed whether or not a
+    fault stopped the pass, so a fault always reaches the app's conditions."""
+    deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
+    checked = await _check(app, deps, others)
     applied: list[str] = []
+    fault = checked.fault
+    if fault is None:
+        wanted = desired.desired(app, await _facts(app, deps, checked))
+        applied, deployment, fault = await _converge(app, deps, children, wanted, deployment=deployment)
+    return await _outcome(app, deps, children, checked, deployment=deployment, fault=fault, applied=applied)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What the checks before any apply found: the Secrets read, the input partitions (None when
+    Kafka was not asked), the table layout provisioned, and the first fault."""
+
+    secrets: SecretsSeen = field(default_factory=SecretsSeen)
     partitions: int | None = None
     provisioned: str | None = None
-    deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
+    fault: conditions.Fault | None = None
 
+
+async def _check(app: model.StreamingApp, deps: Deps, others: Sequence[Mapping[str, Any]]) -> _Checked:
+    """What only the operator can check: the spec against the other apps and the pod profile,
+    the Secrets and their key material, then Kafka and Cassandra together. The first fault ends
+    the checks, so a half-valid app never rolls out halfway."""
     fault = store_in_use(app, neighbours(app, others)) or pod_template_fault(app)
-    secrets = SecretsSeen()
-    if fault is None:
-        secrets, fault = await _check_secrets(app, deps)
+    if fault is not None:
+        return _Checked(fault=fault)
+    secrets, fault = await _check_secrets(app, deps)
     if fault is None:
         fault = _check_material(app, secrets.data)
-    if fault is None:
-        # Independent round trips, so a new app waits for the slower of the two, not their sum.
-        # A Kafka fault is reported first; tables made meanwhile are kept (provisioning is idempotent).
-        kafka_checked, (provisioned, cassandra_fault) = await asyncio.gather(
-            _check_kafka(app, deps, secrets.data) if deps.check_kafka else _no_check(),
-            _provision(app, deps, secrets.data),
-        )
-        partitions, fault = kafka_checked
-        fault = fault or cassandra_fault
+    if fault is not None:
+        return _Checked(secrets=secrets, fault=fault)
+    # Independent round trips, so a new app waits for the slower of the two, not their sum.
+    # A Kafka fault is reported first; tables made meanwhile are kept (provisioning is idempotent).
+    (partitions, fault), (provisioned, cassandra_fault) = await asyncio.gather(
+        _check_kafka(app, deps, secrets.data) if deps.check_kafka else _no_check(),
+        _provision(app, deps, secrets.data),
+    )
+    fault = fault or cassandra_fault
+    return _Checked(
+        secrets=secrets, partitions=partitions, provisioned=provisioned if fault is None else None, fault=fault
+    )
+
+
+async def _facts(app: model.StreamingApp, deps: Deps, checked: _Checked) -> desired.Facts:
+    """What rendering needs from the cluster. A CRD is asked about only when the spec wants its
+    child; without this pass's partition count (Kafka not asked) the last one recorded in status
+    stands."""
+    service_monitor = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)
+    keda = scalers.wants_keda(app) and await deps.cluster.crd_exists(scalers.KEDA_CRD)
+    return desired.Facts(
+        service_monitor_crd=service_monitor,
+        keda_crd=keda,
+        partitions=checked.partitions or app.status.get("partitions"),
+        secret_versions=checked.secrets.versions,
+    )
+
+
+async def _converge(
+    app: model.StreamingApp,
+    deps: Deps,
+    children: Children,
+    wanted: Sequence[Mapping[str, Any]],
+    *,
+    deployment: Mapping[str, Any] | None,
+) -> tuple[list[str], Mapping[str, Any] | None, conditions.Fault | None]:
+    """Apply what differs from the live children, then prune what a changed spec no longer asks
+    for. Returns the children applied ("Kind/name"), the Deployment as now stored, and the first
+    refusal: it stops the pass before the next batch, so the pods' mounts come before the pods."""
+    applied: list[str] = []
+    fault: conditions.Fault | None = None
+    # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
+    mounted = set(MOUNTED_KINDS) - ({"ConfigMap"} if deployment is None else set())
+    first = [o for o in wanted if o["kind"] in mounted]
+    rest = [o for o in wanted if o["kind"] not in mounted]
+    for batch in (first, rest):
+        results = await asyncio.gather(*(_converge_child(app, deps, children, obj) for obj in batch))
+        for obj, (stored, error) in zip(batch, results, strict=True):
+            kind, name = obj["kind"], obj["metadata"]["name"]
+            if error is not None:
+                fault = fault or _apply_fault(kind, name, error)
+            elif stored is not None:
+                applied.append(f"{kind}/{name}")
+                if kind == "Deployment":
+                    deployment = stored
         if fault is not None:
-            provisioned = None
+            break
+    previous = app.status.get("observedGeneration")
+    if fault is None and previous is not None and app.generation != previous:
+        try:
+            await _prune(app, deps, wanted)
+        except k8s.ApiError as exc:
+            fault = conditions.Fault(conditions.APPLY_FAILED, f"Removing an unneeded child failed: {exc.message}")
+    if applied:
+        log.info("Applied children app=%s/%s objects=%s", app.namespace, app.name, ",".join(applied))
+    return applied, deployment, fault
 
-    if fault is None:
-        sm_available = app.spec.metrics.service_monitor.enabled and await deps.cluster.crd_exists(SERVICE_MONITOR_CRD)
-        desired = render.children(
-            app, service_monitor_available=sm_available, secrets_digest=render.secrets_hash(secrets.versions)
-        )
-        keda = scalers.wants_keda(app) and await deps.cluster.crd_exists(scalers.KEDA_CRD)
-        desired += scalers.children(app, keda_available=keda, partitions=partitions or app.status.get("partitions"))
-        # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
-        mounted = set(MOUNTED_KINDS) - ({"ConfigMap"} if deployment is None else set())
-        first = [o for o in desired if o["kind"] in mounted]
-        rest = [o for o in desired if o["kind"] not in mounted]
-        for batch in (first, rest):
-            results = await asyncio.gather(*(_converge_child(app, deps, children, obj) for obj in batch))
-            for obj, (stored, error) in zip(batch, results, strict=True):
-                kind, name = obj["kind"], obj["metadata"]["name"]
-                if error is not None:
-                    fault = fault or _apply_fault(kind, name, error)
-                elif stored is not None:
-                    applied.append(f"{kind}/{name}")
-                    if kind == "Deployment":
-                        deployment = stored
-            if fault is not None:
-                break
-        previous = app.status.get("observedGeneration")
-        if fault is None and previous is not None and app.generation != previous:
-            try:
-                await _prune(app, deps, desired)
-            except k8s.ApiError as exc:
-                fault = conditions.Fault(conditions.APPLY_FAILED, f"Removing an unneeded child failed: {exc.message}")
-        if applied:
-            log.info("Applied children app=%s/%s objects=%s", app.namespace, app.name, ",".join(applied))
 
+async def _outcome(
+    app: model.StreamingApp,
+    deps: Deps,
+    children: Children,
+    checked: _Checked,
+    *,
+    deployment: Mapping[str, Any] | None,
+    fault: conditions.Fault | None,
+    applied: list[str],
+) -> Outcome:
+    """The declared offset reset (only on a pass without fault, once the children are in place),
+    then the status from what was observed, and the events of its transitions."""
     reset = None
     if fault is None:
         reset = await offsetreset.run(
@@ -416,7 +475,7 @@ async def _reconcile(
             cluster=deps.cluster,
             provisioner=deps.provisioner,
             inspector=deps.kafka,
-            secrets=secrets.data,
+            secrets=checked.secrets.data,
             now=now(),
         )
     executors = None
@@ -427,9 +486,9 @@ async def _reconcile(
         fault=fault,
         pods_fault=podfaults.fault(children.get("Pod", ()), image=app.spec.image) or podfaults.rejected(deployment),
         restarts=podfaults.restarts(children.get("Pod", ())) if "Pod" in children else None,
-        provisioned_keyspace=app.spec.state.cassandra.keyspace if provisioned else None,
-        provisioned_hash=provisioned,
-        partitions=partitions,
+        provisioned_keyspace=app.spec.state.cassandra.keyspace if checked.provisioned else None,
+        provisioned_hash=checked.provisioned,
+        partitions=checked.partitions,
         executors_unschedulable=executors,
     )
     status = conditions.status_for(app, observed, now=now())
@@ -479,9 +538,9 @@ def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
         generation=int(meta.get("generation", 1)),
         now=now(),
     )
-    desired = {"observedGeneration": int(meta.get("generation", 1)), "conditions": conds}
+    target = {"observedGeneration": int(meta.get("generation", 1)), "conditions": conds}
     events = conditions.transitions(current.get("conditions") or [], conds)
-    return Outcome(conditions.status_patch(current, desired), events, fault, [])
+    return Outcome(conditions.status_patch(current, target), events, fault, [])
 
 
 # --- deletion ---------------------------------------------------------------------------

@@ -283,8 +283,8 @@ def wait_caught_up(
 
 def drop_keyspace(session: Any, keyspace: str) -> None:
     """Drops an app's keyspace when a test or benchmark is done with it. Left behind, keyspaces
-    slow every later schema change on the node: provisioning a keyspace with two tables took
-    0.44 s (median of 6) with 1,000 leftover tables against 0.17 s on a clean node."""
+    slow every later schema change on the node, provisioning included (docs/operator.md,
+    "Benchmark", has the measurement)."""
     from floe_jobs.stores import schema
 
     schema.check_identifier(keyspace, "keyspace")

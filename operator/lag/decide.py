@@ -230,67 +230,125 @@ def _bound(value: int, policy: Policy, partitions: int) -> int:
     return max(policy.min_replicas, min(value, _cap(policy, partitions)))
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """What every step of one decision reads: the policy and context, the points of the window,
+    the limit, μ, and the inputs each decision reports (the same whichever step decides)."""
+
+    samples: Sequence[Sample]
+    policy: Policy
+    ctx: Context
+    pts: list[Point]
+    last: Point | None
+    cap: int
+    mu: float | None
+    inputs: Mapping[str, float | int | None]
+
+    @classmethod
+    def of(cls, samples: Sequence[Sample], policy: Policy, ctx: Context) -> _Frame:
+        pts = points(samples, policy, ctx.capacity)
+        last = pts[-1] if pts else None
+        mu = last.capacity if last is not None else ctx.capacity
+        inputs: dict[str, float | int | None] = {
+            "replicas": ctx.replicas,
+            "partitions": ctx.partitions,
+            "lag": last.lag if last else None,
+            "inputRate": round(last.input_rate, 3) if last else None,
+            "consumptionRate": round(last.consumption_rate, 3) if last else None,
+            "capacityPerReplica": round(mu, 3) if mu is not None else None,
+            "recommended": last.want if last else None,
+        }
+        return cls(
+            samples=samples,
+            policy=policy,
+            ctx=ctx,
+            pts=pts,
+            last=last,
+            cap=_cap(policy, ctx.partitions),
+            mu=mu,
+            inputs=inputs,
+        )
+
+    @property
+    def current(self) -> int:
+        return self.ctx.replicas
+
+    def hold(self, reason: str, message: str) -> Decision:
+        return Decision(self.current, "Hold", reason, message, self.mu, self.inputs)
+
+    def scale(self, to: int, reason: str, message: str) -> Decision:
+        action: Action = "ScaleUp" if to > self.current else "ScaleDown"
+        return Decision(to, action, reason, message, self.mu, self.inputs)
+
+    def bound(self, value: int) -> int:
+        return _bound(value, self.policy, self.ctx.partitions)
+
+
 def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
-    """The replicas the app should run now, and why. Pure: same inputs, same decision."""
-    current = ctx.replicas
-    cap = _cap(policy, ctx.partitions)
-    pts = points(samples, policy, ctx.capacity)
-    last = pts[-1] if pts else None
-    mu = last.capacity if last is not None else ctx.capacity
-    inputs: dict[str, float | int | None] = {
-        "replicas": current,
-        "partitions": ctx.partitions,
-        "lag": last.lag if last else None,
-        "inputRate": round(last.input_rate, 3) if last else None,
-        "consumptionRate": round(last.consumption_rate, 3) if last else None,
-        "capacityPerReplica": round(mu, 3) if mu is not None else None,
-        "recommended": last.want if last else None,
-    }
+    """The replicas the app should run now, and why. Pure: same inputs, same decision.
 
-    def hold(reason: str, message: str) -> Decision:
-        return Decision(current, "Hold", reason, message, mu, inputs)
+    The steps run in the order their reasons take precedence: what forbids or forces a count
+    whatever the load, then scaling up (sustained over the up window), then scaling down
+    (agreed over the whole stabilization window). A step that does not decide passes on.
+    """
+    f = _Frame.of(samples, policy, ctx)
+    if (decided := _outside_the_load(f)) is not None:
+        return decided
+    last = f.last
+    if last is None:
+        return f.hold(COLLECTING, "Not enough samples yet")
+    # Scaled to zero: any input or lag brings one replica (or minReplicas) back.
+    if f.current == 0:
+        if last.lag > 0 or last.input_rate > 0:
+            return f.scale(max(1, policy.min_replicas), INPUT_WHILE_ZERO, f"Input arrived (lag {last.lag})")
+        return f.hold(WITHIN_TARGET, "No input")
+    up_pts = [p for p in f.pts if p.at >= ctx.now - policy.up_seconds]
+    if not up_pts:
+        return f.hold(COLLECTING, "No recent samples")
+    if (decided := _scale_up(f, last, up_pts)) is not None:
+        return decided
+    if last.lag > policy.activation_lag and last.consumption_rate == 0 and all(p.consumption_rate == 0 for p in up_pts):
+        return f.hold(NO_PROGRESS, f"Lag {last.lag} but nothing was consumed; more replicas would not help")
+    if f.mu is None:
+        return f.hold(WITHIN_TARGET, "Capacity per replica not measured yet; scaling down needs it")
+    return _scale_down(f, last, f.mu)
 
-    def scale(to: int, reason: str, message: str) -> Decision:
-        action: Action = "ScaleUp" if to > current else "ScaleDown"
-        return Decision(to, action, reason, message, mu, inputs)
 
+def _outside_the_load(f: _Frame) -> Decision | None:
+    """A hold or a correction that no sample can change: the app is suspended, the samples are
+    stale or mid-rollout, or spec.replicas lies outside [minReplicas, cap]."""
+    ctx, policy, current = f.ctx, f.policy, f.current
     if ctx.suspended:
-        return hold(SUSPENDED, "The app is suspended (spec.suspend); it is not scaled until it resumes")
+        return f.hold(SUSPENDED, "The app is suspended (spec.suspend); it is not scaled until it resumes")
     if ctx.stale:
-        return hold(METRICS_STALE, "Lag metrics are stale; no scaling on old data")
+        return f.hold(METRICS_STALE, "Lag metrics are stale; no scaling on old data")
     if ctx.rollout:
-        return hold(ROLLOUT_IN_PROGRESS, "A rollout is in progress; waiting for it to finish")
-    if current > cap:
+        return f.hold(ROLLOUT_IN_PROGRESS, "A rollout is in progress; waiting for it to finish")
+    if current > f.cap:
         why = EXCEEDS_PARTITIONS if current <= policy.max_replicas else OUTSIDE_BOUNDS
-        return scale(
-            cap,
+        return f.scale(
+            f.cap,
             why,
-            f"{current} replicas exceed the limit of {cap} ({ctx.partitions} input partitions, "
+            f"{current} replicas exceed the limit of {f.cap} ({ctx.partitions} input partitions, "
             f"maxReplicas {policy.max_replicas})",
         )
     if current < policy.min_replicas:
-        return scale(policy.min_replicas, OUTSIDE_BOUNDS, f"{current} replicas is below minReplicas")
-    if last is None:
-        return hold(COLLECTING, "Not enough samples yet")
+        return f.scale(policy.min_replicas, OUTSIDE_BOUNDS, f"{current} replicas is below minReplicas")
+    return None
 
-    # Scaled to zero: any input or lag brings one replica (or minReplicas) back.
-    if current == 0:
-        if last.lag > 0 or last.input_rate > 0:
-            return scale(max(1, policy.min_replicas), INPUT_WHILE_ZERO, f"Input arrived (lag {last.lag})")
-        return hold(WITHIN_TARGET, "No input")
 
-    up_pts = [p for p in pts if p.at >= ctx.now - policy.up_seconds]
-    if not up_pts:
-        return hold(COLLECTING, "No recent samples")
-
-    # Up: sustained over the up window (every sample agrees, or the lag grew at each of them).
+def _scale_up(f: _Frame, last: Point, up_pts: Sequence[Point]) -> Decision | None:
+    """Up when the need is sustained over the up window: every sample agrees, or the lag grew at
+    each of them. The app is sized for the lowest need of the window, so one spike never scales.
+    Without μ only lag growing at every sample scales, by the ratio of input to consumption."""
+    policy, current, mu = f.policy, f.current, f.mu
     wants = [(p.want, p.want_up) for p in up_pts if p.want is not None and p.want_up is not None]
     if mu is not None and wants and (len(wants) == len(up_pts) or last.growing):
         lowest = min(w for w, _ in wants)
         trigger = min(u for _, u in wants)
-        target = _bound(lowest, policy, ctx.partitions)
+        target = f.bound(lowest)
         if trigger > current and target > current:
-            return scale(
+            return f.scale(
                 target,
                 LAG_ABOVE_CAPACITY,
                 f"Input {last.input_rate:.1f}/s and lag {last.lag} need {lowest} replicas at "
@@ -298,31 +356,32 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
             )
     elif mu is None and last.growing and last.consumption_rate > 0:
         want = max(current + 1, math.ceil(current * last.input_rate / last.consumption_rate - 1e-9))
-        target = _bound(want, policy, ctx.partitions)
+        target = f.bound(want)
         if target > current:
-            return scale(target, LAG_GROWING, f"Lag grew at every sample to {last.lag}; capacity not measured yet")
-    if last.lag > policy.activation_lag and last.consumption_rate == 0 and all(p.consumption_rate == 0 for p in up_pts):
-        return hold(NO_PROGRESS, f"Lag {last.lag} but nothing was consumed; more replicas would not help")
-    if mu is None:
-        return hold(WITHIN_TARGET, "Capacity per replica not measured yet; scaling down needs it")
+            return f.scale(target, LAG_GROWING, f"Lag grew at every sample to {last.lag}; capacity not measured yet")
+    return None
 
-    # Down: the whole stabilization window must agree.
-    stab = [p for p in pts if p.at >= ctx.now - policy.stabilization_seconds]
+
+def _scale_down(f: _Frame, last: Point, mu: float) -> Decision:
+    """Down only when the whole stabilization window agrees, has been observed in full, the last
+    scale is a window ago and no backlog is being worked off; at most `max_down_fraction` a step."""
+    policy, ctx, current = f.policy, f.ctx, f.current
+    stab = [p for p in f.pts if p.at >= ctx.now - policy.stabilization_seconds]
     highest = max((p.want for p in stab if p.want is not None), default=None)
-    if highest is None or _bound(highest, policy, ctx.partitions) >= current:
-        if current >= cap and last.want is not None and last.want > cap:
-            return hold(AT_LIMIT, f"{last.want} replicas recommended but the limit is {cap}")
-        return hold(WITHIN_TARGET, f"{current} replicas fit the load")
-    covered = samples[0].at <= ctx.now - policy.stabilization_seconds
+    if highest is None or f.bound(highest) >= current:
+        if current >= f.cap and last.want is not None and last.want > f.cap:
+            return f.hold(AT_LIMIT, f"{last.want} replicas recommended but the limit is {f.cap}")
+        return f.hold(WITHIN_TARGET, f"{current} replicas fit the load")
+    covered = f.samples[0].at <= ctx.now - policy.stabilization_seconds
     settled = ctx.last_scale_at is None or ctx.now - ctx.last_scale_at >= policy.stabilization_seconds
     if not (covered and settled):
-        return hold(STABILIZING, f"Fewer replicas ({highest}) fit; waiting out the stabilization window")
+        return f.hold(STABILIZING, f"Fewer replicas ({highest}) fit; waiting out the stabilization window")
     drain = last.lag / (mu * current)
     if drain > policy.saturation_seconds:
-        return hold(WORKING_OFF_BACKLOG, f"Working off a backlog of {last.lag} records (~{drain:.0f} s)")
+        return f.hold(WORKING_OFF_BACKLOG, f"Working off a backlog of {last.lag} records (~{drain:.0f} s)")
     step = max(1, math.floor(current * policy.max_down_fraction))
-    target = max(_bound(highest, policy, ctx.partitions), current - step)
-    return scale(
+    target = max(f.bound(highest), current - step)
+    return f.scale(
         target,
         LOW_LOAD,
         f"Input {last.input_rate:.1f}/s and lag {last.lag} fit {highest} replicas for "

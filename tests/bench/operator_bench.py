@@ -337,8 +337,7 @@ class Bench:
 
     def naive_children(self) -> list[dict[str, Any]]:
         """Every child the operator's own renderers give each StreamingApp now in the namespace."""
-        from floe_operator import model, render
-        from floe_operator.lag import scalers
+        from floe_operator import desired, model
 
         items = self.custom.list_namespaced_custom_object(
             "streaming.floe.dev", "v1alpha1", self.namespace, "streamingapps"
@@ -346,8 +345,8 @@ class Bench:
         out: list[dict[str, Any]] = []
         for body in items:
             app = model.StreamingApp.from_body(body)
-            out += render.children(app, service_monitor_available=False, secrets_digest=None)
-            out += scalers.children(app, keda_available=False, partitions=app.status.get("partitions"))
+            facts = desired.Facts(service_monitor_crd=False, keda_crd=False, partitions=app.status.get("partitions"))
+            out += desired.desired(app, facts)
         return out
 
     def naive_resync(self, until: float) -> dict[str, float]:
