@@ -30,6 +30,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from floe_stack import artifacts, component, images, kube, ports, procs
 from floe_stack.layout import ETCD_VERSION, KUBE_VERSION, NODE_BRIDGE, NODE_BRIDGE_IP, POD_CIDR, Layout
@@ -216,6 +217,17 @@ def kube_proxy_config(*, kubeconfig: Path, healthz_port: int, metrics_port: int)
     }
 
 
+def referenced_images(listing: dict[str, Any]) -> set[str]:
+    """Every container and init container image named by a list of pods and of workloads."""
+    found: set[str] = set()
+    for item in listing.get("items") or []:
+        spec = item.get("spec") or {}
+        pod = spec if item.get("kind") == "Pod" else (spec.get("template") or {}).get("spec") or {}
+        for key in ("containers", "initContainers"):
+            found.update(c["image"] for c in pod.get(key) or [] if c.get("image"))
+    return found
+
+
 def _iptables(family: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([family, "-w", *args], capture_output=True, text=True)
 
@@ -332,8 +344,23 @@ class Node:
             raise component.StackError(f"{image.archive} was imported but containerd does not list {image.ref}")
         repo = image.ref.rsplit(":", 1)[0]
         stale = [ref for ref in have if ref.startswith(f"{repo}:") and ref != image.ref]
-        if stale:
-            subprocess.run(self.ctr("images", "rm", *stale), capture_output=True)
+        in_use = self.images_in_use()
+        unused = [ref for ref in stale if in_use is not None and ref not in in_use]
+        if unused:
+            subprocess.run(self.ctr("images", "rm", *unused), capture_output=True)
+
+    def images_in_use(self) -> set[str] | None:
+        """Images that pods, ReplicaSets or Deployments name (what a pod started later may
+        need: a replacement of a running app's pod starts from its ReplicaSet's template); None
+        when the API server cannot tell, and then nothing is removed. An older build of an image
+        stays until nothing names it: removing it under a running app left that app's next pod
+        in ErrImageNeverPull."""
+        proc = subprocess.run(
+            [self.bin("kubectl"), f"--kubeconfig={self.kube.kubeconfig}", "get", "pods,replicasets,deployments",
+             "--all-namespaces", "-o", "json"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            return None
+        return referenced_images(json.loads(proc.stdout))
 
     def _check_services_on_bridge(self) -> None:
         """Pods need the services on the bridge; one started before the node was enabled is not.

@@ -135,20 +135,32 @@ class App:
                 and names <= set(self.owners()))
 
 
-def wait(check: Any, *, timeout: float, what: str) -> Any:
+def pod_states(app: App) -> str:
+    """Each pod of the app with its phase, readiness and why its container waits, if it does."""
+    out = []
+    for pod in pods_of(app.env, app.namespace, app.name):
+        waiting = [s["state"]["waiting"].get("reason", "") for s in pod["status"].get("containerStatuses") or []
+                   if "waiting" in s.get("state", {})]
+        out.append(f"{pod['metadata']['name']} {pod['status'].get('phase')} ready={is_ready(pod)}"
+                   + (f" waiting={','.join(waiting)}" if waiting else ""))
+    return "; ".join(out) or "no pods"
+
+
+def wait(check: Any, *, timeout: float, what: str, app: App | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         got = check()
         if got:
             return got
         time.sleep(1)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}"
+                       + (f"; pods: {pod_states(app)}; owners: {sorted(set(app.owners()))}" if app else ""))
 
 
 def settle(app: App, steady_s: float) -> tuple[float, set[str]]:
     """Wait for the app to run steadily, watch `steady_s` of it; (its start, the pods' names)."""
     wait(lambda: app.steady(pods_of(app.env, app.namespace, app.name), time.monotonic() - 5), timeout=600,
-         what=f"{app.name}: {REPLICAS} Ready pods committing on every partition")
+         what=f"{app.name}: {REPLICAS} Ready pods committing on every partition", app=app)
     steady_from = time.monotonic()
     time.sleep(steady_s)
     return steady_from, {p["metadata"]["name"] for p in pods_of(app.env, app.namespace, app.name)}
@@ -167,7 +179,7 @@ def replace_one(app: App, *, steady_s: float, window_s: float) -> dict[str, Any]
         new = {p["metadata"]["name"] for p in pods} - before
         return bool(new) and bool(new & set(app.owners())) and app.steady(pods, t_del)
 
-    wait(replaced, timeout=600, what=f"{app.name}: the replacement of {victim} committing")
+    wait(replaced, timeout=600, what=f"{app.name}: a replacement of the deleted {victim} committing", app=app)
     t_joined = time.monotonic()
     time.sleep(window_s)
     return {
@@ -191,7 +203,7 @@ def roll(app: App, run: int, *, steady_s: float, window_s: float) -> dict[str, A
         pods = pods_of(app.env, app.namespace, app.name)
         return not ({p["metadata"]["name"] for p in pods} & before) and app.steady(pods, time.monotonic() - 5)
 
-    wait(rolled, timeout=900, what=f"{app.name}: every pod replaced and committing")
+    wait(rolled, timeout=900, what=f"{app.name}: every pod replaced and committing", app=app)
     t_done = time.monotonic()
     time.sleep(window_s)
     return {

@@ -115,3 +115,16 @@ def test_oci_archive_is_a_valid_layout(tmp_path: Path) -> None:
     assert config["rootfs"]["diff_ids"] == [layer["digest"] for layer in manifest["layers"]]
     assert len(config["history"]) == len(manifest["layers"]), "buildah needs a history entry per layer"
     assert config["config"] == {"Cmd": ["/hello"]}
+
+
+def test_images_named_by_pods_and_workload_templates_are_in_use() -> None:
+    listing = {"items": [
+        {"kind": "Pod", "spec": {"containers": [{"image": "localhost/floe/job:a"}],
+                                 "initContainers": [{"image": "localhost/floe/init:a"}]}},
+        {"kind": "ReplicaSet", "spec": {"template": {"spec": {"containers": [{"image": "localhost/floe/job:old"}]}}}},
+        {"kind": "Deployment",
+         "spec": {"template": {"spec": {"containers": [{"image": "localhost/floe/operator:b"}]}}}},
+        {"kind": "Deployment", "spec": {}},
+    ]}
+    assert node.referenced_images(listing) == {
+        "localhost/floe/job:a", "localhost/floe/init:a", "localhost/floe/job:old", "localhost/floe/operator:b"}
