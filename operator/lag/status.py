@@ -1,9 +1,12 @@
 """What status.lag and status.autoscaling say, and when a tick writes them.
 
 A lag that only moved is written at most every `status_seconds`, and an unchanged one is
-rewritten every ten of those (so `updateTime` says the loop is alive); a decision to scale, a
-change of staleness or Burrow status, lag appearing or clearing, or a new hold reason is
-written at once. A merge patch keeps keys it does not mention, so what no longer applies is
+never rewritten: `updateTime` is when the values shown were measured, not a heartbeat. A status
+heartbeat would cost one write per app every few minutes for nothing a user acts on (Kubernetes
+moved node heartbeats out of Node status into Leases for the same reason); whether the operator
+is alive is its `/healthz`, its leader Lease and the `up` series its alerts watch. A decision to
+scale, a change of staleness or Burrow status, lag appearing or clearing, or a new hold reason
+is written at once. A merge patch keeps keys it does not mention, so what no longer applies is
 cleared with explicit nulls.
 """
 
@@ -89,7 +92,7 @@ def due(
 ) -> bool:
     """Whether `status` is to be written now, given what was `written` last and when."""
     if _comparable(status) == _comparable(written):
-        return now - written_at >= 10 * status_seconds
+        return False
     if urgent or now - written_at >= status_seconds:
         return True
     old_lag, new_lag = written.get("lag") or {}, status.get("lag") or {}

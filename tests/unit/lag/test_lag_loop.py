@@ -139,6 +139,9 @@ def test_status_is_written_on_change_and_throttled_otherwise() -> None:
     assert len(cluster.patches) == 2 and cluster.patches[1]["autoscaling"]["reason"] == "WithinTarget"
     tick(loop, clock)
     assert len(cluster.patches) == 2  # nothing changed
+    for _ in range(40):  # 400 s: no heartbeat rewrites an unchanged status
+        tick(loop, clock)
+    assert len(cluster.patches) == 2, "an unchanged status is never rewritten, however long ago it was written"
     scraper.end = 50  # lag appears: from zero to non-zero is written at once
     tick(loop, clock)
     assert len(cluster.patches) == 3 and cluster.patches[-1]["lag"]["records"] == 50
