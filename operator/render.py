@@ -409,10 +409,8 @@ def _probe(path: str, *, period: int, failures: int) -> dict[str, Any]:
     }
 
 
-def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: str | None = None) -> Manifest:
-    """The app's pods: stateless, rolling one at a time, draining on shutdown."""
-    spec = app.spec
-    proc = process(app)
+def _container_ports(spec: model.AppSpec) -> list[dict[str, Any]]:
+    """Metrics always; the query server, the Spark UI and the driver's ports when turned on."""
     ports: list[dict[str, Any]] = [{"name": "http", "containerPort": spec.metrics.port, "protocol": "TCP"}]
     if spec.metrics.query_port:
         ports.append({"name": "query", "containerPort": spec.metrics.query_port, "protocol": "TCP"})
@@ -421,14 +419,21 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
     if spec.spark.on_kubernetes:
         ports.append({"name": "spark-driver", "containerPort": DRIVER_PORT, "protocol": "TCP"})
         ports.append({"name": "spark-blockmgr", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"})
+    return ports
 
+
+def _app_container(app: model.StreamingApp) -> dict[str, Any]:
+    """The replica's container: the restricted security context, probes on /healthz and /readyz,
+    the ConfigMap and a writable /tmp as its only mounts, and preStop when asked for."""
+    spec = app.spec
+    proc = process(app)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": proc["command"],
         "env": proc["env"],
-        "ports": ports,
+        "ports": _container_ports(spec),
         "resources": {k: dict(v) for k, v in sorted(spec.resources.items())},
         "startupProbe": _probe("/healthz", period=5, failures=60),
         "readinessProbe": _probe("/readyz", period=5, failures=3),
@@ -448,7 +453,13 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
         container["args"] = proc["args"]
     if spec.shutdown.pre_stop_delay_seconds > 0:
         container["lifecycle"] = {"preStop": {"sleep": {"seconds": spec.shutdown.pre_stop_delay_seconds}}}
+    return container
 
+
+def _pod_spec(app: model.StreamingApp) -> dict[str, Any]:
+    """The pod around the container, before spec.podTemplate is merged in: spec.pod's scheduling
+    and identity fields, set only when given."""
+    spec = app.spec
     pod_spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": spec.shutdown.termination_grace_period_seconds,
         "enableServiceLinks": False,
@@ -458,7 +469,7 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
             "runAsGroup": spec.pod.run_as_user,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [container],
+        "containers": [_app_container(app)],
         "volumes": [
             {"name": "config", "configMap": {"name": config_map_name(app)}},
             {"name": "tmp", "emptyDir": {}},
@@ -480,8 +491,14 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
         pod_spec["imagePullSecrets"] = [dict(s) for s in spec.pod.image_pull_secrets]
     if spec.pod.priority_class_name:
         pod_spec["priorityClassName"] = spec.pod.priority_class_name
+    return pod_spec
 
-    pod_annotations = {
+
+def _pod_annotations(app: model.StreamingApp, *, config_digest: str, secrets_digest: str | None) -> dict[str, str]:
+    """Scrape hints and the digests that roll the pods when their config, Secrets or restart
+    nonce change; Floe's own keys win over spec.pod's, which win over spec.podTemplate's."""
+    spec = app.spec
+    annotations = {
         **spec.pod.annotations,
         "prometheus.io/scrape": "true",
         "prometheus.io/port": str(spec.metrics.port),
@@ -489,12 +506,15 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
         CONFIG_HASH: config_digest,
     }
     if secrets_digest is not None:
-        pod_annotations[SECRETS_HASH] = secrets_digest
-    template = spec.pod_template
+        annotations[SECRETS_HASH] = secrets_digest
     if spec.restart_nonce:
-        pod_annotations[RESTART_NONCE] = spec.restart_nonce
-    pod_annotations = {**template.metadata.annotations, **pod_annotations}
-    pod_spec = podtemplate.merge(pod_spec, app, selector=selector_labels(app))
+        annotations[RESTART_NONCE] = spec.restart_nonce
+    return dict(sorted({**spec.pod_template.metadata.annotations, **annotations}.items()))
+
+
+def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: str | None = None) -> Manifest:
+    """The app's pods: stateless, rolling one at a time, draining on shutdown."""
+    spec = app.spec
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -514,10 +534,10 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
             },
             "template": {
                 "metadata": {
-                    "labels": {**template.metadata.labels, **spec.pod.labels, **common_labels(app)},
-                    "annotations": dict(sorted(pod_annotations.items())),
+                    "labels": {**spec.pod_template.metadata.labels, **spec.pod.labels, **common_labels(app)},
+                    "annotations": _pod_annotations(app, config_digest=config_digest, secrets_digest=secrets_digest),
                 },
-                "spec": pod_spec,
+                "spec": podtemplate.merge(_pod_spec(app), app, selector=selector_labels(app)),
             },
         },
     }
