@@ -315,6 +315,18 @@ class KafkaSettings(_Model):
         return self
 
 
+_CONNECTION_TUNING = (
+    "consistency",
+    "serial_consistency",
+    "ddl_consistency",
+    "request_timeout",
+    "ddl_timeout",
+    "connect_timeout",
+    "protocol_version",
+)
+"""Settings of `CassandraSettings` handed to the store library only when set."""
+
+
 class CassandraSettings(_Model):
     hosts: list[str] = setting(
         default_factory=lambda: ["127.0.0.1"], env="FLOE_CASSANDRA_HOSTS", description="contact points"
@@ -348,35 +360,73 @@ class CassandraSettings(_Model):
         description="check that a node's certificate names the address connected to; off still checks the CA",
     )
 
+    consistency: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_CONSISTENCY",
+        description="consistency level of reads and writes; default: LOCAL_QUORUM",
+    )
+    serial_consistency: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_SERIAL_CONSISTENCY",
+        description="serial consistency of the conditional writes (offsets, fenced state); default: LOCAL_SERIAL",
+    )
+    ddl_consistency: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_DDL_CONSISTENCY",
+        description="consistency of schema changes (tables made at start); default: ALL",
+    )
+    request_timeout: float | None = setting(
+        default=None, gt=0, env="FLOE_CASSANDRA_REQUEST_TIMEOUT", description="seconds per request; default: 10"
+    )
+    ddl_timeout: float | None = setting(
+        default=None,
+        gt=0,
+        env="FLOE_CASSANDRA_DDL_TIMEOUT",
+        description="seconds per schema change and its agreement; default: 60",
+    )
+    connect_timeout: float | None = setting(
+        default=None, gt=0, env="FLOE_CASSANDRA_CONNECT_TIMEOUT", description="seconds to connect; default: 10"
+    )
+    protocol_version: int | None = setting(
+        default=None,
+        ge=1,
+        env="FLOE_CASSANDRA_PROTOCOL_VERSION",
+        description="native protocol version (5 for Cassandra 4 and 5, 4 for ScyllaDB); default: negotiated",
+    )
+
     @field_validator("tls_ca_pem")
     @classmethod
     def _ca_pem(cls, value: str | None) -> str | None:
         return _certificate(value, "cassandra.tls_ca_pem", ca=True)
 
     @model_validator(mode="after")
-    def _credentials_together(self) -> CassandraSettings:
-        if (self.username is None) != (self.password is None):
-            raise ValueError(
-                "cassandra.username (FLOE_CASSANDRA_USERNAME) and cassandra.password (FLOE_CASSANDRA_PASSWORD) "
-                "go together"
-            )
+    def _connection_valid(self) -> CassandraSettings:
+        # the store library's checks (credentials together, consistency names, …), made once, there
+        from floe_jobs.stores.errors import StoreConfigError
+
+        try:
+            self.connection()
+        except StoreConfigError as exc:
+            raise ValueError(str(exc)) from None
         return self
 
     def connection(self, **overrides: Any) -> CassandraConfig:
         """The session settings of the store library (`floe_jobs.stores.config`): the one
-        connection shape every Cassandra session of the runtime is opened from."""
+        connection shape every Cassandra session, the runtime's and the operator's, is opened
+        from. Settings left unset keep the library's defaults."""
         from floe_jobs.stores.config import CassandraConfig
 
+        tuning = {name: getattr(self, name) for name in _CONNECTION_TUNING if getattr(self, name) is not None}
         return CassandraConfig(
             hosts=tuple(self.hosts),
             port=self.port,
             local_datacenter=self.local_datacenter,
             username=self.username,
             password=self.password.get_secret_value() if self.password else None,
-            tls=self.tls or self.tls_ca_pem is not None,
+            tls=self.tls,
             tls_ca_pem=self.tls_ca_pem,
             tls_verify_hostname=self.tls_verify_hostname,
-            **overrides,
+            **{**tuning, **overrides},
         )
 
     @field_validator("keyspace")
@@ -384,13 +434,6 @@ class CassandraSettings(_Model):
     def _keyspace_name(cls, value: str) -> str:
         if not re.match(r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$", value):
             raise ValueError("a Cassandra keyspace name: a letter then up to 47 of [a-zA-Z0-9_]")
-        return value
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts_nonempty(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("at least one contact point is required")
         return value
 
 

@@ -84,6 +84,12 @@ def test_config_env_var_names_the_file(tmp_path: Path) -> None:
         ),
         ({"FLOE_STORES": "[not json"}, ["FLOE_STORES", "not valid JSON"]),
         ({"FLOE_KAFKA_TOPICS": "bad topic!"}, ["kafka.topics"]),
+        ({"FLOE_CASSANDRA_TLS": "maybe"}, ["cassandra.tls (FLOE_CASSANDRA_TLS)"]),
+        ({"FLOE_CASSANDRA_CONSISTENCY": "MOST"}, ["FLOE_CASSANDRA_CONSISTENCY", "unknown consistency level 'MOST'"]),
+        ({"FLOE_CASSANDRA_DDL_TIMEOUT": "-1"}, ["cassandra.ddl_timeout (FLOE_CASSANDRA_DDL_TIMEOUT)"]),
+        ({"FLOE_CASSANDRA_PROTOCOL_VERSION": "v5"}, ["cassandra.protocol_version"]),
+        ({"FLOE_CASSANDRA_HOSTS": " , "}, ["FLOE_CASSANDRA_HOSTS", "at least one host"]),
+        ({"FLOE_CASSANDRA_USERNAME": "u"}, ["FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD) go together"]),
     ],
 )
 def test_invalid_values_name_key_and_accepted(env: dict[str, str], expected: list[str]) -> None:
@@ -91,6 +97,40 @@ def test_invalid_values_name_key_and_accepted(env: dict[str, str], expected: lis
         config.load(environ={**BASE_ENV, **env})
     for fragment in expected:
         assert fragment in str(err.value)
+
+
+def test_cassandra_settings_reach_the_one_connection_shape() -> None:
+    """What the store library opens sessions with is built from the typed configuration alone:
+    every connection setting a pod can set arrives, and the rest keep the library's defaults."""
+    cfg = config.load(
+        environ={
+            **BASE_ENV,
+            "FLOE_CASSANDRA_HOSTS": "10.0.0.1, 10.0.0.2",
+            "FLOE_CASSANDRA_PORT": "19042",
+            "FLOE_CASSANDRA_LOCAL_DC": "dc1",
+            "FLOE_CASSANDRA_USERNAME": "floe",
+            "FLOE_CASSANDRA_PASSWORD": "s3cr3t-pw",
+            "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME": "false",
+            "FLOE_CASSANDRA_CONSISTENCY": "quorum",
+            "FLOE_CASSANDRA_SERIAL_CONSISTENCY": "SERIAL",
+            "FLOE_CASSANDRA_DDL_CONSISTENCY": "QUORUM",
+            "FLOE_CASSANDRA_REQUEST_TIMEOUT": "2.5",
+            "FLOE_CASSANDRA_DDL_TIMEOUT": "90",
+            "FLOE_CASSANDRA_CONNECT_TIMEOUT": "3",
+            "FLOE_CASSANDRA_PROTOCOL_VERSION": "4",
+        }
+    )
+    conn = cfg.cassandra.connection()
+    assert (conn.hosts, conn.port, conn.local_datacenter) == (("10.0.0.1", "10.0.0.2"), 19042, "dc1")
+    assert (conn.username, conn.password, conn.tls, conn.tls_verify_hostname) == ("floe", "s3cr3t-pw", False, False)
+    assert (conn.consistency, conn.serial_consistency, conn.ddl_consistency) == ("quorum", "SERIAL", "QUORUM")
+    assert (conn.request_timeout, conn.ddl_timeout, conn.connect_timeout) == (2.5, 90.0, 3.0)
+    assert conn.protocol_version == 4
+    assert "s3cr3t-pw" not in repr(conn)
+    from floe_jobs.stores.config import CassandraConfig
+
+    defaults = CassandraConfig(hosts=("127.0.0.1",))
+    assert config.load(environ=BASE_ENV).cassandra.connection() == defaults
 
 
 def test_missing_keys_are_named() -> None:
