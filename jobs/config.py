@@ -734,6 +734,37 @@ def scrub_secrets(environ: os._Environ[str] | dict[str, str]) -> list[str]:
     return removed
 
 
+def _secrets_in(raw: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    return [p for p in sorted(SECRET_KEYS) if _get_path(raw, p) is not None]
+
+
+def _undeclared(model: type[BaseModel], raw: Mapping[str, Any], prefix: tuple[str, ...]) -> Iterator[str]:
+    for key, value in raw.items():
+        info = model.model_fields.get(key)
+        path = (*prefix, str(key))
+        if info is None:
+            yield ".".join(path)
+            continue
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, Mapping):
+            yield from _undeclared(annotation, value, path)
+        elif typing.get_origin(annotation) is list and isinstance(value, list):
+            (item_type,) = typing.get_args(annotation)
+            if isinstance(item_type, type) and issubclass(item_type, BaseModel):
+                for index, item in enumerate(value):
+                    if isinstance(item, Mapping):
+                        yield from _undeclared(item_type, item, (*path, str(index)))
+
+
+def file_problems(raw: Mapping[str, Any]) -> list[str]:
+    """What a config file may not hold, found from its keys alone: a key no setting declares, and
+    a secret (environment only). The operator checks each file it renders with this, so that a
+    key renamed or dropped on one side fails where it is rendered, not in a replica."""
+    unknown = [f"{key}: is not a known key" for key in _undeclared(FloeConfig, raw, ())]
+    secrets = [f"{'.'.join(p)} ({_ENV_OF[p]}): comes from the environment only" for p in _secrets_in(raw)]
+    return unknown + secrets
+
+
 def _secret_refs(env: Mapping[str, str]) -> dict[str, SecretRef]:
     """FLOE_SECRET_REFS as far as it can be read (validation reports what it cannot)."""
     try:
@@ -785,7 +816,7 @@ def _load(*, path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Flo
         if not isinstance(loaded, dict):
             raise ConfigError(f"invalid configuration: {path} must hold a mapping at the top level")
         raw = loaded
-        in_file = [p for p in sorted(SECRET_KEYS) if _get_path(raw, p) is not None]
+        in_file = _secrets_in(raw)
         if in_file:
             named = ", ".join(f"{'.'.join(p)} ({_ENV_OF[p]})" for p in in_file)
             raise ConfigError(

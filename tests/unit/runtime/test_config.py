@@ -155,6 +155,21 @@ def test_unknown_file_key_rejected(tmp_path: Path) -> None:
         config.load(path=f, environ=BASE_ENV)
 
 
+def test_file_problems_name_undeclared_keys_and_secrets() -> None:
+    raw = {
+        "app_id": "a",
+        "cassandra": {"hosts": ["h"], "read_timeout": 5, "password": "pw"},
+        "stores": [{"name": "s", "kind": "partitioned"}],
+        "spark": {"conf": {"spark.any.setting": "1"}},
+    }
+    assert config.file_problems(raw) == [
+        "cassandra.read_timeout: is not a known key",
+        "stores.0.kind: is not a known key",
+        "cassandra.password (FLOE_CASSANDRA_PASSWORD): comes from the environment only",
+    ]
+    assert "pw" not in " ".join(config.file_problems(raw))
+
+
 def test_describe_lists_every_env_var() -> None:
     text = config.describe()
     for _, (env, _kind) in config.ENV_KEYS.items():
