@@ -451,11 +451,31 @@ class StoreSettings(_Model):
         return value
 
 
+REDACTION_SETTINGS = ("spark.redaction.regex", "spark.sql.redaction.options.regex")
+"""Spark settings that `spark.conf` may not set: the redaction that keeps the Kafka credentials
+(the JAAS line, the client key) out of Spark's logged configuration, plans and UI."""
+
+
 class SparkSettings(_Model):
     master: str = setting(default="local[*]", env="FLOE_SPARK_MASTER", description="Spark master URL")
     conf: dict[str, str] = setting(
-        default_factory=dict, env="FLOE_SPARK_CONF", description="JSON object of Spark settings"
+        default_factory=dict,
+        env="FLOE_SPARK_CONF",
+        description="JSON object of Spark settings; not the redaction settings (spark.redaction.regex, "
+        "spark.sql.redaction.options.regex)",
     )
+
+    @field_validator("conf")
+    @classmethod
+    def _redaction_kept(cls, value: dict[str, str]) -> dict[str, str]:
+        overridden = [name for name in REDACTION_SETTINGS if name in value]
+        if overridden:
+            raise ValueError(
+                f"{' and '.join(overridden)} may not be set: Spark's redaction keeps the Kafka credentials (the "
+                "JAAS line with the SASL password, the client key) out of its logged configuration, plans and UI; "
+                "Floe sets spark.sql.redaction.options.regex itself and keeps Spark's spark.redaction.regex"
+            )
+        return value
     jars: list[str] = setting(
         default_factory=list,
         env="FLOE_SPARK_JARS",

@@ -155,6 +155,17 @@ def test_unknown_file_key_rejected(tmp_path: Path) -> None:
         config.load(path=f, environ=BASE_ENV)
 
 
+@pytest.mark.parametrize("setting", ["spark.redaction.regex", "spark.sql.redaction.options.regex"])
+def test_spark_conf_cannot_turn_off_the_redaction(setting: str) -> None:
+    """The JAAS line carries the SASL password as a Spark Kafka option: a conf that replaced the
+    redaction patterns would let Spark log it, so the replica refuses to start instead."""
+    with pytest.raises(config.ConfigError) as err:
+        config.load(environ={**BASE_ENV, "FLOE_SPARK_CONF": f'{{"{setting}": "nothing", "spark.x": "1"}}'})
+    assert "spark.conf (FLOE_SPARK_CONF)" in str(err.value)
+    assert f"{setting} may not be set" in str(err.value)
+    assert config.load(environ={**BASE_ENV, "FLOE_SPARK_CONF": '{"spark.x": "1"}'}).spark.conf == {"spark.x": "1"}
+
+
 def test_file_problems_name_undeclared_keys_and_secrets() -> None:
     raw = {
         "app_id": "a",
