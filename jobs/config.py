@@ -464,18 +464,6 @@ class SparkSettings(_Model):
         description="JSON object of Spark settings; not the redaction settings (spark.redaction.regex, "
         "spark.sql.redaction.options.regex)",
     )
-
-    @field_validator("conf")
-    @classmethod
-    def _redaction_kept(cls, value: dict[str, str]) -> dict[str, str]:
-        overridden = [name for name in REDACTION_SETTINGS if name in value]
-        if overridden:
-            raise ValueError(
-                f"{' and '.join(overridden)} may not be set: Spark's redaction keeps the Kafka credentials (the "
-                "JAAS line with the SASL password, the client key) out of its logged configuration, plans and UI; "
-                "Floe sets spark.sql.redaction.options.regex itself and keeps Spark's spark.redaction.regex"
-            )
-        return value
     jars: list[str] = setting(
         default_factory=list,
         env="FLOE_SPARK_JARS",
@@ -490,6 +478,18 @@ class SparkSettings(_Model):
         "of the time for small batches); 0: always in Spark. Default: 50,000 with a local master (Spark's tasks "
         "run on the driver's cores anyway), 10,000 with executors elsewhere (they share a large batch's work)",
     )
+
+    @field_validator("conf")
+    @classmethod
+    def _redaction_kept(cls, value: dict[str, str]) -> dict[str, str]:
+        overridden = [name for name in REDACTION_SETTINGS if name in value]
+        if overridden:
+            raise ValueError(
+                f"{' and '.join(overridden)} may not be set: Spark's redaction keeps the Kafka credentials (the "
+                "JAAS line with the SASL password, the client key) out of its logged configuration, plans and UI; "
+                "Floe sets spark.sql.redaction.options.regex itself and keeps Spark's spark.redaction.regex"
+            )
+        return value
 
     @property
     def driver_batch_limit(self) -> int:
