@@ -315,6 +315,18 @@ class KafkaSettings(_Model):
         return self
 
 
+_CONNECTION_TUNING = (
+    "consistency",
+    "serial_consistency",
+    "ddl_consistency",
+    "request_timeout",
+    "ddl_timeout",
+    "connect_timeout",
+    "protocol_version",
+)
+"""Settings of `CassandraSettings` handed to the store library only when set."""
+
+
 class CassandraSettings(_Model):
     hosts: list[str] = setting(
         default_factory=lambda: ["127.0.0.1"], env="FLOE_CASSANDRA_HOSTS", description="contact points"
@@ -348,35 +360,73 @@ class CassandraSettings(_Model):
         description="check that a node's certificate names the address connected to; off still checks the CA",
     )
 
+    consistency: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_CONSISTENCY",
+        description="consistency level of reads and writes; default: LOCAL_QUORUM",
+    )
+    serial_consistency: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_SERIAL_CONSISTENCY",
+        description="serial consistency of the conditional writes (offsets, fenced state); default: LOCAL_SERIAL",
+    )
+    ddl_consistency: str | None = setting(
+        default=None,
+        env="FLOE_CASSANDRA_DDL_CONSISTENCY",
+        description="consistency of schema changes (tables made at start); default: ALL",
+    )
+    request_timeout: float | None = setting(
+        default=None, gt=0, env="FLOE_CASSANDRA_REQUEST_TIMEOUT", description="seconds per request; default: 10"
+    )
+    ddl_timeout: float | None = setting(
+        default=None,
+        gt=0,
+        env="FLOE_CASSANDRA_DDL_TIMEOUT",
+        description="seconds per schema change and its agreement; default: 60",
+    )
+    connect_timeout: float | None = setting(
+        default=None, gt=0, env="FLOE_CASSANDRA_CONNECT_TIMEOUT", description="seconds to connect; default: 10"
+    )
+    protocol_version: int | None = setting(
+        default=None,
+        ge=1,
+        env="FLOE_CASSANDRA_PROTOCOL_VERSION",
+        description="native protocol version (5 for Cassandra 4 and 5, 4 for ScyllaDB); default: negotiated",
+    )
+
     @field_validator("tls_ca_pem")
     @classmethod
     def _ca_pem(cls, value: str | None) -> str | None:
         return _certificate(value, "cassandra.tls_ca_pem", ca=True)
 
     @model_validator(mode="after")
-    def _credentials_together(self) -> CassandraSettings:
-        if (self.username is None) != (self.password is None):
-            raise ValueError(
-                "cassandra.username (FLOE_CASSANDRA_USERNAME) and cassandra.password (FLOE_CASSANDRA_PASSWORD) "
-                "go together"
-            )
+    def _connection_valid(self) -> CassandraSettings:
+        # the store library's checks (credentials together, consistency names, …), made once, there
+        from floe_jobs.stores.errors import StoreConfigError
+
+        try:
+            self.connection()
+        except StoreConfigError as exc:
+            raise ValueError(str(exc)) from None
         return self
 
     def connection(self, **overrides: Any) -> CassandraConfig:
         """The session settings of the store library (`floe_jobs.stores.config`): the one
-        connection shape every Cassandra session of the runtime is opened from."""
+        connection shape every Cassandra session, the runtime's and the operator's, is opened
+        from. Settings left unset keep the library's defaults."""
         from floe_jobs.stores.config import CassandraConfig
 
+        tuning = {name: getattr(self, name) for name in _CONNECTION_TUNING if getattr(self, name) is not None}
         return CassandraConfig(
             hosts=tuple(self.hosts),
             port=self.port,
             local_datacenter=self.local_datacenter,
             username=self.username,
             password=self.password.get_secret_value() if self.password else None,
-            tls=self.tls or self.tls_ca_pem is not None,
+            tls=self.tls,
             tls_ca_pem=self.tls_ca_pem,
             tls_verify_hostname=self.tls_verify_hostname,
-            **overrides,
+            **{**tuning, **overrides},
         )
 
     @field_validator("keyspace")
@@ -384,13 +434,6 @@ class CassandraSettings(_Model):
     def _keyspace_name(cls, value: str) -> str:
         if not re.match(r"^[a-zA-Z][a-zA-Z0-9_]{0,47}$", value):
             raise ValueError("a Cassandra keyspace name: a letter then up to 47 of [a-zA-Z0-9_]")
-        return value
-
-    @field_validator("hosts")
-    @classmethod
-    def _hosts_nonempty(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("at least one contact point is required")
         return value
 
 
@@ -408,10 +451,18 @@ class StoreSettings(_Model):
         return value
 
 
+REDACTION_SETTINGS = ("spark.redaction.regex", "spark.sql.redaction.options.regex")
+"""Spark settings that `spark.conf` may not set: the redaction that keeps the Kafka credentials
+(the JAAS line, the client key) out of Spark's logged configuration, plans and UI."""
+
+
 class SparkSettings(_Model):
     master: str = setting(default="local[*]", env="FLOE_SPARK_MASTER", description="Spark master URL")
     conf: dict[str, str] = setting(
-        default_factory=dict, env="FLOE_SPARK_CONF", description="JSON object of Spark settings"
+        default_factory=dict,
+        env="FLOE_SPARK_CONF",
+        description="JSON object of Spark settings; not the redaction settings (spark.redaction.regex, "
+        "spark.sql.redaction.options.regex)",
     )
     jars: list[str] = setting(
         default_factory=list,
@@ -427,6 +478,18 @@ class SparkSettings(_Model):
         "of the time for small batches); 0: always in Spark. Default: 50,000 with a local master (Spark's tasks "
         "run on the driver's cores anyway), 10,000 with executors elsewhere (they share a large batch's work)",
     )
+
+    @field_validator("conf")
+    @classmethod
+    def _redaction_kept(cls, value: dict[str, str]) -> dict[str, str]:
+        overridden = [name for name in REDACTION_SETTINGS if name in value]
+        if overridden:
+            raise ValueError(
+                f"{' and '.join(overridden)} may not be set: Spark's redaction keeps the Kafka credentials (the "
+                "JAAS line with the SASL password, the client key) out of its logged configuration, plans and UI; "
+                "Floe sets spark.sql.redaction.options.regex itself and keeps Spark's spark.redaction.regex"
+            )
+        return value
 
     @property
     def driver_batch_limit(self) -> int:
@@ -691,6 +754,37 @@ def scrub_secrets(environ: os._Environ[str] | dict[str, str]) -> list[str]:
     return removed
 
 
+def _secrets_in(raw: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    return [p for p in sorted(SECRET_KEYS) if _get_path(raw, p) is not None]
+
+
+def _undeclared(model: type[BaseModel], raw: Mapping[str, Any], prefix: tuple[str, ...]) -> Iterator[str]:
+    for key, value in raw.items():
+        info = model.model_fields.get(key)
+        path = (*prefix, str(key))
+        if info is None:
+            yield ".".join(path)
+            continue
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, Mapping):
+            yield from _undeclared(annotation, value, path)
+        elif typing.get_origin(annotation) is list and isinstance(value, list):
+            (item_type,) = typing.get_args(annotation)
+            if isinstance(item_type, type) and issubclass(item_type, BaseModel):
+                for index, item in enumerate(value):
+                    if isinstance(item, Mapping):
+                        yield from _undeclared(item_type, item, (*path, str(index)))
+
+
+def file_problems(raw: Mapping[str, Any]) -> list[str]:
+    """What a config file may not hold, found from its keys alone: a key no setting declares, and
+    a secret (environment only). The operator checks each file it renders with this, so that a
+    key renamed or dropped on one side fails where it is rendered, not in a replica."""
+    unknown = [f"{key}: is not a known key" for key in _undeclared(FloeConfig, raw, ())]
+    secrets = [f"{'.'.join(p)} ({_ENV_OF[p]}): comes from the environment only" for p in _secrets_in(raw)]
+    return unknown + secrets
+
+
 def _secret_refs(env: Mapping[str, str]) -> dict[str, SecretRef]:
     """FLOE_SECRET_REFS as far as it can be read (validation reports what it cannot)."""
     try:
@@ -742,7 +836,7 @@ def _load(*, path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Flo
         if not isinstance(loaded, dict):
             raise ConfigError(f"invalid configuration: {path} must hold a mapping at the top level")
         raw = loaded
-        in_file = [p for p in sorted(SECRET_KEYS) if _get_path(raw, p) is not None]
+        in_file = _secrets_in(raw)
         if in_file:
             named = ", ".join(f"{'.'.join(p)} ({_ENV_OF[p]})" for p in in_file)
             raise ConfigError(

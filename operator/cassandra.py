@@ -12,15 +12,19 @@ fix the spec".
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from floe_operator import model
+
+if TYPE_CHECKING:
+    from floe_jobs.stores.config import CassandraConfig
 
 RECHECK_SECONDS = 30.0
 """How long `Provisioner.check` takes a cluster it could not reach for still unreachable."""
@@ -58,22 +62,25 @@ class ProvisioningRejected(Exception):
 
 @dataclass(frozen=True)
 class Target:
-    """How to reach one Cassandra cluster, with credentials resolved from Secrets; the key of the
-    operator's shared sessions, opened through the store library's `CassandraConfig` like every
-    session of the runtime."""
+    """How to reach one Cassandra cluster, with credentials resolved from Secrets: the key of the
+    operator's shared sessions. It holds the store library's connection settings, the one shape
+    every session is opened from, and equals what a replica of the app connects with
+    (`floe_jobs.config`: `cassandra.connection()`)."""
 
-    hosts: tuple[str, ...]
-    port: int
-    local_datacenter: str
-    username: str | None = field(default=None, repr=False)
-    password: str | None = field(default=None, repr=False)
-    tls: bool = False
-    ca_pem: str | None = field(default=None, repr=False)
-    verify_hostname: bool = True
+    connection: CassandraConfig
+
+    @property
+    def where(self) -> str:
+        """The contact points, for messages."""
+        return f"{','.join(self.connection.hosts)}:{self.connection.port}"
 
 
 def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
-    """The app's cluster; `secrets` maps Secret name → decoded data (already checked to exist)."""
+    """The app's cluster; `secrets` maps Secret name → decoded data (checked to exist by the
+    reconcile; CredentialsRejected when a key of the credentials Secret is missing after all)."""
+    from floe_jobs.stores.config import CassandraConfig
+    from floe_jobs.stores.errors import StoreConfigError
+
     cass = app.spec.state.cassandra
     username = password = ca_pem = None
     if cass.credentials_secret_ref is not None:
@@ -82,16 +89,20 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
         password = data.get(cass.credentials_secret_ref.password_key)
     if cass.tls.ca_secret_ref is not None:
         ca_pem = secrets.get(cass.tls.ca_secret_ref.name, {}).get(cass.tls.ca_secret_ref.key)
-    return Target(
-        hosts=tuple(cass.hosts),
-        port=cass.port,
-        local_datacenter=cass.local_datacenter,
-        username=username,
-        password=password,
-        tls=cass.tls.enabled,
-        ca_pem=ca_pem,
-        verify_hostname=cass.tls.verify_hostname,
-    )
+    try:
+        connection = CassandraConfig(
+            hosts=tuple(cass.hosts),
+            port=cass.port,
+            local_datacenter=cass.local_datacenter,
+            username=username,
+            password=password,
+            tls=cass.tls.enabled,
+            tls_ca_pem=ca_pem,
+            tls_verify_hostname=cass.tls.verify_hostname,
+        )
+    except StoreConfigError as exc:
+        raise CredentialsRejected(f"spec.state.cassandra.credentialsSecretRef: {exc}") from None
+    return Target(connection)
 
 
 def replication_of(app: model.StreamingApp) -> dict[str, object]:
@@ -184,27 +195,17 @@ class Provisioner:
         from floe_jobs.stores import config
         from floe_jobs.stores.errors import StoreConfigError
 
-        cfg = config.CassandraConfig(
-            hosts=target.hosts,
-            port=target.port,
-            local_datacenter=target.local_datacenter,
-            username=target.username,
-            password=target.password,
-            tls=target.tls,
-            tls_ca_pem=target.ca_pem,
-            tls_verify_hostname=target.verify_hostname,
-            connect_timeout=self._connect_timeout,
-            ddl_timeout=30.0,
-            schema_metadata=False,
+        # the operator's sessions only provision and read a few rows: no schema mirror, and a
+        # short connect so an unreachable cluster does not hold a reconcile long
+        cfg = dataclasses.replace(
+            target.connection, connect_timeout=self._connect_timeout, ddl_timeout=30.0, schema_metadata=False
         )
         try:
             session = config.connect(cfg)
         except StoreConfigError as exc:
             raise CredentialsRejected(str(exc), tls=_tls_refused(exc)) from exc
         except (NoHostAvailable, OperationTimedOut, OSError) as exc:
-            raise CassandraUnavailable(
-                f"cannot connect to Cassandra at {','.join(target.hosts)}:{target.port}: {exc}"
-            ) from exc
+            raise CassandraUnavailable(f"cannot connect to Cassandra at {target.where}: {exc}") from exc
         self._sessions[target] = session
         return session
 
@@ -218,7 +219,7 @@ class Provisioner:
             return
         failed = self._unreachable.get(target)
         if failed is not None and time.monotonic() - failed < RECHECK_SECONDS:
-            raise CassandraUnavailable(f"Cassandra at {','.join(target.hosts)}:{target.port} was unreachable")
+            raise CassandraUnavailable(f"Cassandra at {target.where} was unreachable")
         try:
             await asyncio.to_thread(self.session, target)
         except CredentialsRejected:

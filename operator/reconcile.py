@@ -220,7 +220,7 @@ def _check_material(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, 
     past its date, an encrypted or unreadable key, text that is no certificate. Reported before
     any client is made from it (a broker answers an expired certificate with a bare alert)."""
     kafka_tls = kafka.target_of(app, secrets).security
-    cassandra_ca = cassandra.target_of(app, secrets).ca_pem
+    cassandra_ca = cassandra.target_of(app, secrets).connection.tls_ca_pem
     material: tuple[tuple[tuple[str, str], str | None, Literal["ca", "certificate", "key"], str], ...] = (
         (("kafka", "ssl_ca_pem"), kafka_tls.ca_pem, "ca", conditions.KAFKA_TLS_FAILED),
         (("kafka", "ssl_cert_pem"), kafka_tls.cert_pem, "certificate", conditions.KAFKA_TLS_FAILED),

@@ -136,7 +136,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     on)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
     spark.{master, conf, driver_batch_max_records (when set)}, shutdown.drain_timeout_seconds,
     metrics.{port, query_port, stall_seconds}, job.{entrypoint, args}: settings of
-    `floe_jobs.config.FloeConfig`, which loads them.
+    `floe_jobs.config.FloeConfig`, which loads them; a key it does not declare (or a secret)
+    raises `ConfigError` here, so the two sides cannot drift apart unnoticed.
     Credentials and TLS material reach the runtime as FLOE_* environment variables from
     Secrets (see `process`).
     """
@@ -157,7 +158,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
     limit = spec.spark.driver_batch_max_records
     driver_batches = {} if limit is None else {"driver_batch_max_records": limit}
-    return {
+    rendered: dict[str, Any] = {
         "app_id": app.app_id,
         "kafka": {
             "bootstrap_servers": kafka.bootstrap_servers,
@@ -200,6 +201,10 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
         },
         "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args)},
     }
+    problems = config.file_problems(rendered)
+    if problems:
+        raise config.ConfigError(f"the runtime would refuse the rendered {CONFIG_FILE}: {'; '.join(problems)}")
+    return rendered
 
 
 def spark_conf(app: model.StreamingApp) -> dict[str, str]:

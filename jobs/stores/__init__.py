@@ -6,7 +6,7 @@ values with reader-side upgrades), a read cache, Prometheus metrics, and read-on
 interactive queries over HTTP. Usable as a plain library:
 
     from floe_jobs import stores
-    session = stores.connect(stores.CassandraConfig.from_env())
+    session = stores.connect(stores.CassandraConfig(hosts=("10.0.0.1",), local_datacenter="dc1"))
     counts = stores.PartitionedStore(session, "word-counts", keyspace="app",
                                      key_serde=stores.serdes.STR, value_serde=stores.serdes.LONG)
     counts.put(0, "kafka", 1)

@@ -1,26 +1,29 @@
 """Connection settings for Cassandra and the one function that opens a session.
 
-Every setting has an environment variable (read by `CassandraConfig.from_env`):
+`CassandraConfig` is the one connection shape: every session of the runtime, of the state
+helpers and of the operator is opened from it. A Floe replica builds it from its typed
+configuration (`floe_jobs.config`: `load().cassandra.connection()`), which declares the
+environment variable of each setting; a program using the stores library on its own
+constructs it directly.
 
-| field                 | variable                              | default        |
-|-----------------------|---------------------------------------|----------------|
-| hosts                 | FLOE_CASSANDRA_HOSTS (comma list)     | 127.0.0.1      |
-| port                  | FLOE_CASSANDRA_PORT                   | 9042           |
-| local_datacenter      | FLOE_CASSANDRA_LOCAL_DC               | (driver picks) |
-| username              | FLOE_CASSANDRA_USERNAME               | none           |
-| password              | FLOE_CASSANDRA_PASSWORD               | none           |
-| tls_ca                | FLOE_CASSANDRA_TLS_CA (PEM file)      | none (no TLS)  |
-| tls_ca_pem            | FLOE_CASSANDRA_TLS_CA_PEM (PEM text)  | none (no TLS)  |
-| tls_cert / tls_key    | FLOE_CASSANDRA_TLS_CERT / _TLS_KEY    | none           |
-| tls_verify_hostname   | FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME    | true           |
-| tls                   | FLOE_CASSANDRA_TLS (true to force)    | set by tls_ca  |
-| consistency           | FLOE_CASSANDRA_CONSISTENCY            | LOCAL_QUORUM   |
-| serial_consistency    | FLOE_CASSANDRA_SERIAL_CONSISTENCY     | LOCAL_SERIAL   |
-| ddl_consistency       | FLOE_CASSANDRA_DDL_CONSISTENCY        | ALL            |
-| request_timeout       | FLOE_CASSANDRA_REQUEST_TIMEOUT (s)    | 10             |
-| ddl_timeout           | FLOE_CASSANDRA_DDL_TIMEOUT (s)        | 60             |
-| connect_timeout       | FLOE_CASSANDRA_CONNECT_TIMEOUT (s)    | 10             |
-| protocol_version      | FLOE_CASSANDRA_PROTOCOL_VERSION       | negotiated     |
+| field                 | setting of floe_jobs.config (variable)                       | default        |
+|-----------------------|--------------------------------------------------------------|----------------|
+| hosts                 | cassandra.hosts (FLOE_CASSANDRA_HOSTS, comma list)           | 127.0.0.1      |
+| port                  | cassandra.port (FLOE_CASSANDRA_PORT)                         | 9042           |
+| local_datacenter      | cassandra.local_datacenter (FLOE_CASSANDRA_LOCAL_DC)         | (driver picks) |
+| username / password   | cassandra.username / password (FLOE_CASSANDRA_USERNAME / _PASSWORD) | none    |
+| tls                   | cassandra.tls (FLOE_CASSANDRA_TLS)                           | set by a CA    |
+| tls_ca_pem            | cassandra.tls_ca_pem (FLOE_CASSANDRA_TLS_CA_PEM, PEM text)   | system CAs     |
+| tls_verify_hostname   | cassandra.tls_verify_hostname (FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME) | true     |
+| consistency           | cassandra.consistency (FLOE_CASSANDRA_CONSISTENCY)           | LOCAL_QUORUM   |
+| serial_consistency    | cassandra.serial_consistency (FLOE_CASSANDRA_SERIAL_CONSISTENCY) | LOCAL_SERIAL |
+| ddl_consistency       | cassandra.ddl_consistency (FLOE_CASSANDRA_DDL_CONSISTENCY)   | ALL            |
+| request_timeout       | cassandra.request_timeout (FLOE_CASSANDRA_REQUEST_TIMEOUT, s) | 10            |
+| ddl_timeout           | cassandra.ddl_timeout (FLOE_CASSANDRA_DDL_TIMEOUT, s)        | 60             |
+| connect_timeout       | cassandra.connect_timeout (FLOE_CASSANDRA_CONNECT_TIMEOUT, s) | 10            |
+| protocol_version      | cassandra.protocol_version (FLOE_CASSANDRA_PROTOCOL_VERSION) | negotiated     |
+| tls_ca                | (the library only: a PEM file)                               | none           |
+| tls_cert / tls_key    | (the library only: PEM files of a client certificate)        | none           |
 
 Credentials never appear in `repr`, logs or error messages.
 """
@@ -28,9 +31,7 @@ Credentials never appear in `repr`, logs or error messages.
 from __future__ import annotations
 
 import logging
-import os
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,25 +61,6 @@ def _consistency(name: str, setting: str) -> int:
     except KeyError:
         known = ", ".join(sorted(ConsistencyLevel.name_to_value))
         raise StoreConfigError(f"{setting}: unknown consistency level {name!r}; known: {known}") from None
-
-
-def _bool(text: str, setting: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off", ""}:
-        return False
-    raise StoreConfigError(f"{setting}: expected true or false, got {text!r}")
-
-
-def _float(text: str, setting: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise StoreConfigError(f"{setting}: expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise StoreConfigError(f"{setting}: must be positive, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -122,64 +104,18 @@ class CassandraConfig:
             raise StoreConfigError(f"port (FLOE_CASSANDRA_PORT): {self.port} is not a TCP port")
         if (self.username is None) != (self.password is None):
             raise StoreConfigError(
-                "FLOE_CASSANDRA_USERNAME and FLOE_CASSANDRA_PASSWORD must be set together"
+                "username and password (FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD) go together"
             )
         if (self.tls_cert is None) != (self.tls_key is None):
-            raise StoreConfigError("FLOE_CASSANDRA_TLS_CERT and FLOE_CASSANDRA_TLS_KEY must be set together")
+            raise StoreConfigError("tls_cert and tls_key go together")
+        for name in ("request_timeout", "ddl_timeout", "connect_timeout"):
+            if getattr(self, name) <= 0:
+                raise StoreConfigError(f"{name} (FLOE_CASSANDRA_{name.upper()}): must be positive seconds")
         if self.tls_ca is not None or self.tls_ca_pem is not None or self.tls_cert is not None:
             object.__setattr__(self, "tls", True)
         _consistency(self.consistency, "consistency (FLOE_CASSANDRA_CONSISTENCY)")
         _consistency(self.serial_consistency, "serial_consistency (FLOE_CASSANDRA_SERIAL_CONSISTENCY)")
         _consistency(self.ddl_consistency, "ddl_consistency (FLOE_CASSANDRA_DDL_CONSISTENCY)")
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> CassandraConfig:
-        """Reads the FLOE_CASSANDRA_* variables (see the module docstring)."""
-        env = os.environ if environ is None else environ
-
-        def get(name: str) -> str | None:
-            value = env.get(f"FLOE_CASSANDRA_{name}")
-            return value if value not in (None, "") else None
-
-        kwargs: dict[str, Any] = {}
-        if (hosts := get("HOSTS")) is not None:
-            kwargs["hosts"] = tuple(h.strip() for h in hosts.split(",") if h.strip())
-        if (port := get("PORT")) is not None:
-            try:
-                kwargs["port"] = int(port)
-            except ValueError:
-                raise StoreConfigError(f"FLOE_CASSANDRA_PORT: not a port number: {port!r}") from None
-        for name, attr in (
-            ("LOCAL_DC", "local_datacenter"),
-            ("USERNAME", "username"),
-            ("PASSWORD", "password"),
-            ("TLS_CA", "tls_ca"),
-            ("TLS_CA_PEM", "tls_ca_pem"),
-            ("TLS_CERT", "tls_cert"),
-            ("TLS_KEY", "tls_key"),
-            ("CONSISTENCY", "consistency"),
-            ("SERIAL_CONSISTENCY", "serial_consistency"),
-            ("DDL_CONSISTENCY", "ddl_consistency"),
-        ):
-            if (value := get(name)) is not None:
-                kwargs[attr] = value
-        if (protocol := get("PROTOCOL_VERSION")) is not None:
-            try:
-                kwargs["protocol_version"] = int(protocol)
-            except ValueError:
-                raise StoreConfigError(f"FLOE_CASSANDRA_PROTOCOL_VERSION: not a number: {protocol!r}") from None
-        if (tls := get("TLS")) is not None:
-            kwargs["tls"] = _bool(tls, "FLOE_CASSANDRA_TLS")
-        if (verify := get("TLS_VERIFY_HOSTNAME")) is not None:
-            kwargs["tls_verify_hostname"] = _bool(verify, "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME")
-        for name, attr in (
-            ("REQUEST_TIMEOUT", "request_timeout"),
-            ("DDL_TIMEOUT", "ddl_timeout"),
-            ("CONNECT_TIMEOUT", "connect_timeout"),
-        ):
-            if (value := get(name)) is not None:
-                kwargs[attr] = _float(value, f"FLOE_CASSANDRA_{name}")
-        return cls(**kwargs)
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context for the driver, or None without TLS."""

@@ -119,7 +119,10 @@ class LagLoop:
                 unresolved[key] = f"reading Secrets failed: {exc}"
                 parsed[key] = app
                 continue
-            refs.append(scrape.app_ref(app, secrets))
+            try:
+                refs.append(scrape.app_ref(app, secrets))
+            except cassandra.CredentialsRejected as exc:
+                unresolved[key] = str(exc)  # a Secret lost a key since the reconcile checked it
             parsed[key] = app
         return refs, parsed, unresolved
 

@@ -24,8 +24,8 @@ Writes bench/results/store-<name>.json, one file per benchmark:
   Ratio fenced/unfenced time per batch, lower is better; the target bounds the added time.
 
 Each figure is the median of --runs runs; store and raw runs alternate so drift hits both.
-Needs the local stack (`make up`): reads .floe/stack.env, or FLOE_CASSANDRA_* from the
-environment.
+Needs the local stack (`make up`): reads .floe/stack.env, or FLOE_CASSANDRA_HOSTS, _PORT and
+_LOCAL_DC from the environment.
 """
 
 from __future__ import annotations
@@ -73,7 +73,11 @@ def stack_config() -> CassandraConfig:
             name, sep, value = line.partition("=")
             if sep and name.strip().startswith("FLOE_CASSANDRA_"):
                 env[name.strip()] = value.strip().strip('"').strip("'")
-    return CassandraConfig.from_env(env)
+    return CassandraConfig(
+        hosts=tuple(env["FLOE_CASSANDRA_HOSTS"].split(",")),
+        port=int(env.get("FLOE_CASSANDRA_PORT", "9042")),
+        local_datacenter=env.get("FLOE_CASSANDRA_LOCAL_DC") or None,
+    )
 
 
 def percentile(samples: list[float], q: float) -> float:

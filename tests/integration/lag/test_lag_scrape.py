@@ -210,10 +210,10 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(lab: Lab, ca
     sessions: dict[int, Any] = {}
 
     def session_for(target: cassandra.Target) -> Any:
-        if target.port == cassandra_port:
+        if target.connection.port == cassandra_port:
             return lab.cql
-        if target.port in sessions:
-            return sessions[target.port]
+        if target.connection.port in sessions:
+            return sessions[target.connection.port]
         return provisioner.session(target)  # raises CassandraUnavailable
 
     scraper = lag_scrape.Scraper(

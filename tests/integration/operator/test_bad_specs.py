@@ -162,6 +162,11 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "spec.spark.conf must not set spark.master or spark.app.name",
     ),
     (
+        "spark-conf-sets-redaction",
+        _set("spec.spark", {"conf": {"spark.sql.redaction.options.regex": "nothing"}}),
+        "spec.spark.conf must not set spark.redaction.regex or spark.sql.redaction.options.regex",
+    ),
+    (
         "executor-without-k8s",
         _set("spec.spark", {"executor": {"instances": 2}}),
         "spec.spark.executor needs a k8s:// spec.spark.master",

@@ -127,7 +127,12 @@ def committed(session: Any, app: SecuredApp) -> tuple[dict[Any, Any], dict[Any, 
 
 
 @pytest.mark.spark
-def test_bad_input_after_a_good_run_loses_nothing_committed(make_app: Any, secured_session: Any) -> None:
+def test_bad_input_after_a_good_run_loses_nothing_committed(
+    make_app: Any, secured_session: Any, stack_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Each kind of bad input in turn (a wrong password, an unknown CA, an expired certificate, a
+    missing Secret key, for Kafka and Cassandra) while input waits: the replica stops before it
+    applies or commits anything, and the run after the fix counts every line once."""
     app: SecuredApp = make_app("SCRAM-SHA-256")
     app.create_secrets()
     topics = [app.topic, f"{app.app_id}-words-repartition"]
@@ -142,13 +147,23 @@ def test_bad_input_after_a_good_run_loses_nothing_committed(make_app: Any, secur
     # more input waits while the credentials are wrong: nothing of it may be applied or committed
     localrun.produce(app.plain_bootstrap, app.topic, lines[600:])
     good = dict(app.secrets)
-    for name, data in [
-        ("kafka-user", {"username": "floe", "password": "wrong-0b1e"}),
-        ("cassandra-user", {"username": "floe", "password": "wrong-77aa"}),
-        ("cassandra-user", {"username": "floe"}),
+    stranger = stranger_ca(tmp_path / "stranger")
+    expired = stack_tls.expired_ca(Path(stack_env["FLOE_STACK_TLS_DIR"]), tmp_path / "expired")
+    kafka_ca = "FLOE_KAFKA_SSL_CA_PEM from Secret kafka-ca key ca.crt"
+    cassandra_ca = "FLOE_CASSANDRA_TLS_CA_PEM from Secret cassandra-ca key ca.crt"
+    cassandra_password = "FLOE_CASSANDRA_PASSWORD from Secret cassandra-user key password"
+    for name, data, named in [
+        ("kafka-user", {"username": "floe", "password": "wrong-0b1e"}, "FLOE_KAFKA_SASL_PASSWORD from Secret"),
+        ("cassandra-user", {"username": "floe", "password": "wrong-77aa"}, cassandra_password),
+        ("cassandra-user", {"username": "floe"}, cassandra_password),
+        ("kafka-ca", {"ca.crt": stranger}, kafka_ca),
+        ("cassandra-ca", {"ca.crt": stranger}, cassandra_ca),
+        ("kafka-ca", {"ca.crt": expired}, kafka_ca),
+        ("cassandra-ca", {"ca.crt": expired}, cassandra_ca),
     ]:
         replace_secret(app.namespace, name, data)
-        stopped_at_start(app)
+        log = stopped_at_start(app)
+        assert named in log, log  # stopped by this swap, not by something else
         replace_secret(app.namespace, name, good[name])
         assert committed(secured_session, app) == before
 

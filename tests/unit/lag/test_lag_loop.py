@@ -271,3 +271,25 @@ def test_an_app_recreated_under_the_same_name_starts_afresh() -> None:
     track(loop, recreated)
     tick(loop, clock)
     assert loop.memory[("ns", "a")].uid == "u-2" and loop.memory[("ns", "a")].capacity != 5.0
+
+
+def test_a_cassandra_secret_missing_a_key_marks_only_its_app_stale() -> None:
+    """The reconcile checks an app's Secrets before it connects; the lag loop reads them on its
+    own, and a credentials Secret that lost its username since must not end the tick for every
+    app: only that app is stale, with the reference to fix."""
+    loop, clock, scraper, cluster, _ = make(mode="HPA")
+    broken = body("HPA")
+    broken["metadata"]["name"] = "b"
+    broken["spec"]["state"]["cassandra"]["credentialsSecretRef"] = {"name": "cass"}  # holds only a password
+    track(loop, broken)
+    scraper.end = 3
+    tick(loop, clock)
+    stale = {
+        sample.labels["app"]: sample.value
+        for family in loop.metrics.families()
+        if family.name == "floe_lag_metrics_stale"
+        for sample in family.samples
+    }
+    assert stale == {"a": 0, "b": 1}
+    (error,) = [p["lag"]["error"] for p in cluster.patches if p["lag"].get("stale")]
+    assert "spec.state.cassandra.credentialsSecretRef" in error and "go together" in error

@@ -84,6 +84,12 @@ def test_config_env_var_names_the_file(tmp_path: Path) -> None:
         ),
         ({"FLOE_STORES": "[not json"}, ["FLOE_STORES", "not valid JSON"]),
         ({"FLOE_KAFKA_TOPICS": "bad topic!"}, ["kafka.topics"]),
+        ({"FLOE_CASSANDRA_TLS": "maybe"}, ["cassandra.tls (FLOE_CASSANDRA_TLS)"]),
+        ({"FLOE_CASSANDRA_CONSISTENCY": "MOST"}, ["FLOE_CASSANDRA_CONSISTENCY", "unknown consistency level 'MOST'"]),
+        ({"FLOE_CASSANDRA_DDL_TIMEOUT": "-1"}, ["cassandra.ddl_timeout (FLOE_CASSANDRA_DDL_TIMEOUT)"]),
+        ({"FLOE_CASSANDRA_PROTOCOL_VERSION": "v5"}, ["cassandra.protocol_version"]),
+        ({"FLOE_CASSANDRA_HOSTS": " , "}, ["FLOE_CASSANDRA_HOSTS", "at least one host"]),
+        ({"FLOE_CASSANDRA_USERNAME": "u"}, ["FLOE_CASSANDRA_USERNAME, FLOE_CASSANDRA_PASSWORD) go together"]),
     ],
 )
 def test_invalid_values_name_key_and_accepted(env: dict[str, str], expected: list[str]) -> None:
@@ -91,6 +97,40 @@ def test_invalid_values_name_key_and_accepted(env: dict[str, str], expected: lis
         config.load(environ={**BASE_ENV, **env})
     for fragment in expected:
         assert fragment in str(err.value)
+
+
+def test_cassandra_settings_reach_the_one_connection_shape() -> None:
+    """What the store library opens sessions with is built from the typed configuration alone:
+    every connection setting a pod can set arrives, and the rest keep the library's defaults."""
+    cfg = config.load(
+        environ={
+            **BASE_ENV,
+            "FLOE_CASSANDRA_HOSTS": "10.0.0.1, 10.0.0.2",
+            "FLOE_CASSANDRA_PORT": "19042",
+            "FLOE_CASSANDRA_LOCAL_DC": "dc1",
+            "FLOE_CASSANDRA_USERNAME": "floe",
+            "FLOE_CASSANDRA_PASSWORD": "s3cr3t-pw",
+            "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME": "false",
+            "FLOE_CASSANDRA_CONSISTENCY": "quorum",
+            "FLOE_CASSANDRA_SERIAL_CONSISTENCY": "SERIAL",
+            "FLOE_CASSANDRA_DDL_CONSISTENCY": "QUORUM",
+            "FLOE_CASSANDRA_REQUEST_TIMEOUT": "2.5",
+            "FLOE_CASSANDRA_DDL_TIMEOUT": "90",
+            "FLOE_CASSANDRA_CONNECT_TIMEOUT": "3",
+            "FLOE_CASSANDRA_PROTOCOL_VERSION": "4",
+        }
+    )
+    conn = cfg.cassandra.connection()
+    assert (conn.hosts, conn.port, conn.local_datacenter) == (("10.0.0.1", "10.0.0.2"), 19042, "dc1")
+    assert (conn.username, conn.password, conn.tls, conn.tls_verify_hostname) == ("floe", "s3cr3t-pw", False, False)
+    assert (conn.consistency, conn.serial_consistency, conn.ddl_consistency) == ("quorum", "SERIAL", "QUORUM")
+    assert (conn.request_timeout, conn.ddl_timeout, conn.connect_timeout) == (2.5, 90.0, 3.0)
+    assert conn.protocol_version == 4
+    assert "s3cr3t-pw" not in repr(conn)
+    from floe_jobs.stores.config import CassandraConfig
+
+    defaults = CassandraConfig(hosts=("127.0.0.1",))
+    assert config.load(environ=BASE_ENV).cassandra.connection() == defaults
 
 
 def test_missing_keys_are_named() -> None:
@@ -113,6 +153,32 @@ def test_unknown_file_key_rejected(tmp_path: Path) -> None:
     f.write_text("kafka: {bootstrap: x}\n")
     with pytest.raises(config.ConfigError, match=r"kafka\.bootstrap: is not a known key"):
         config.load(path=f, environ=BASE_ENV)
+
+
+@pytest.mark.parametrize("setting", ["spark.redaction.regex", "spark.sql.redaction.options.regex"])
+def test_spark_conf_cannot_turn_off_the_redaction(setting: str) -> None:
+    """The JAAS line carries the SASL password as a Spark Kafka option: a conf that replaced the
+    redaction patterns would let Spark log it, so the replica refuses to start instead."""
+    with pytest.raises(config.ConfigError) as err:
+        config.load(environ={**BASE_ENV, "FLOE_SPARK_CONF": f'{{"{setting}": "nothing", "spark.x": "1"}}'})
+    assert "spark.conf (FLOE_SPARK_CONF)" in str(err.value)
+    assert f"{setting} may not be set" in str(err.value)
+    assert config.load(environ={**BASE_ENV, "FLOE_SPARK_CONF": '{"spark.x": "1"}'}).spark.conf == {"spark.x": "1"}
+
+
+def test_file_problems_name_undeclared_keys_and_secrets() -> None:
+    raw = {
+        "app_id": "a",
+        "cassandra": {"hosts": ["h"], "read_timeout": 5, "password": "pw"},
+        "stores": [{"name": "s", "kind": "partitioned"}],
+        "spark": {"conf": {"spark.any.setting": "1"}},
+    }
+    assert config.file_problems(raw) == [
+        "cassandra.read_timeout: is not a known key",
+        "stores.0.kind: is not a known key",
+        "cassandra.password (FLOE_CASSANDRA_PASSWORD): comes from the environment only",
+    ]
+    assert "pw" not in " ".join(config.file_problems(raw))
 
 
 def test_describe_lists_every_env_var() -> None:

@@ -1,8 +1,9 @@
-"""Connection settings from the environment, secrets kept out of repr, metrics registration."""
+"""Connection settings checked where they are defined, secrets kept out of repr, metrics registration."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from floe_jobs.stores import CassandraConfig, StoreConfigError, StoreMetrics, StoreOptions
@@ -12,51 +13,41 @@ from floe_jobs.stores.execution import RetryPolicy
 from prometheus_client import CollectorRegistry
 
 
-def test_from_env_reads_every_setting() -> None:
-    config = CassandraConfig.from_env({
-        "FLOE_CASSANDRA_HOSTS": "10.0.0.1, 10.0.0.2",
-        "FLOE_CASSANDRA_PORT": "19042",
-        "FLOE_CASSANDRA_LOCAL_DC": "dc1",
-        "FLOE_CASSANDRA_USERNAME": "floe",
-        "FLOE_CASSANDRA_PASSWORD": "s3cr3t-pw",
-        "FLOE_CASSANDRA_CONSISTENCY": "quorum",
-        "FLOE_CASSANDRA_REQUEST_TIMEOUT": "2.5",
-        "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME": "false",
-    })
-    assert config.hosts == ("10.0.0.1", "10.0.0.2")
-    assert config.port == 19042
-    assert config.local_datacenter == "dc1"
-    assert config.request_timeout == 2.5
-    assert config.tls is False
-    assert config.tls_verify_hostname is False
+def test_defaults_and_tls_from_ca() -> None:
+    config = CassandraConfig()
+    assert (config.hosts, config.port, config.consistency, config.tls) == (("127.0.0.1",), 9042, "LOCAL_QUORUM", False)
+    assert CassandraConfig(hosts="10.0.0.1, 10.0.0.2").hosts == ("10.0.0.1", "10.0.0.2")  # type: ignore[arg-type]
+    assert CassandraConfig(tls_ca="/etc/ca.pem").tls is True
+
+
+def test_credentials_stay_out_of_repr() -> None:
+    config = CassandraConfig(username="floe", password="s3cr3t-pw")
     assert "s3cr3t-pw" not in repr(config)
     assert "floe'" not in repr(config) and "username" not in repr(config)
 
 
-def test_defaults_and_tls_from_ca() -> None:
-    assert CassandraConfig.from_env({}).hosts == ("127.0.0.1",)
-    assert CassandraConfig(tls_ca="/etc/ca.pem").tls is True
-
-
 @pytest.mark.parametrize(
-    ("env", "message"),
+    ("settings", "message"),
     [
-        ({"FLOE_CASSANDRA_PORT": "x"}, "FLOE_CASSANDRA_PORT"),
-        ({"FLOE_CASSANDRA_USERNAME": "u"}, "together"),
-        ({"FLOE_CASSANDRA_CONSISTENCY": "MOST"}, "FLOE_CASSANDRA_CONSISTENCY"),
-        ({"FLOE_CASSANDRA_TLS": "maybe"}, "FLOE_CASSANDRA_TLS"),
-        ({"FLOE_CASSANDRA_DDL_TIMEOUT": "-1"}, "FLOE_CASSANDRA_DDL_TIMEOUT"),
-        ({"FLOE_CASSANDRA_HOSTS": " , "}, "FLOE_CASSANDRA_HOSTS"),
+        ({"username": "u"}, "FLOE_CASSANDRA_PASSWORD"),
+        ({"consistency": "MOST"}, "FLOE_CASSANDRA_CONSISTENCY"),
+        ({"serial_consistency": "ONE_OR_TWO"}, "FLOE_CASSANDRA_SERIAL_CONSISTENCY"),
+        ({"ddl_timeout": -1.0}, "FLOE_CASSANDRA_DDL_TIMEOUT"),
+        ({"hosts": " , "}, "FLOE_CASSANDRA_HOSTS"),
+        ({"port": 0}, "FLOE_CASSANDRA_PORT"),
+        ({"tls_cert": "/etc/c.pem"}, "tls_key"),
     ],
 )
-def test_bad_settings_name_their_variable(env: dict[str, str], message: str) -> None:
+def test_bad_settings_name_their_variable(settings: dict[str, Any], message: str) -> None:
+    """Every check of a connection is made here, once: the runtime's typed configuration builds
+    this shape while it loads, so its errors name the variable a pod sets."""
     with pytest.raises(StoreConfigError, match=message):
-        CassandraConfig.from_env(env)
+        CassandraConfig(**settings)
 
 
 def test_password_is_not_in_error_messages() -> None:
     with pytest.raises(StoreConfigError) as info:
-        CassandraConfig.from_env({"FLOE_CASSANDRA_PASSWORD": "topsecret"})
+        CassandraConfig(password="topsecret")
     assert "topsecret" not in str(info.value)
 
 
@@ -129,12 +120,9 @@ def test_tls_context_from_files(tmp_path: Path) -> None:
     subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                     "-nodes", "-keyout", str(ca_key), "-out", str(ca_pem), "-days", "1", "-subj", "/CN=floe-test-ca"],
                    check=True, capture_output=True)
-    config = CassandraConfig.from_env({
-        "FLOE_CASSANDRA_TLS_CA": str(ca_pem),
-        "FLOE_CASSANDRA_TLS_CERT": str(ca_pem),
-        "FLOE_CASSANDRA_TLS_KEY": str(ca_key),
-        "FLOE_CASSANDRA_TLS_VERIFY_HOSTNAME": "false",
-    })
+    config = CassandraConfig(
+        tls_ca=str(ca_pem), tls_cert=str(ca_pem), tls_key=str(ca_key), tls_verify_hostname=False
+    )
     context = config.ssl_context()
     assert context is not None
     assert context.verify_mode == ssl.CERT_REQUIRED
