@@ -28,8 +28,12 @@ RUN mkdir /deps \
 COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
-COPY stack/ stack/
-RUN python -m build --wheel --outdir /wheels .
+# The product only: the wheel leaves out the local stack (floe_stack), which nothing in the
+# operator or the runtime imports.
+COPY images/product_pyproject.py /tmp/
+RUN python /tmp/product_pyproject.py pyproject.toml > pyproject.product.toml \
+ && mv pyproject.product.toml pyproject.toml \
+ && python -m build --wheel --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 # Spark 4 runs on Java 17; procps gives Spark's scripts `ps`. /opt/java points at the JRE

@@ -4,8 +4,9 @@
 #   docker build -f images/operator.Dockerfile -t ghcr.io/floe-dev/floe-operator:0.1.0 .
 #
 # The build context is the repository root. The operator shares the Cassandra DDL and the
-# offsets layout with the job runtime (floe_jobs), so it installs the whole distribution,
-# but not pyspark: nothing the operator imports needs it, and it is most of the job image.
+# offsets layout with the job runtime (floe_jobs), so it installs the product's distribution
+# (the local stack left out, as in the job image), but not pyspark: nothing the operator
+# imports needs it, and it is most of the job image.
 
 # The base: Debian bookworm with Python 3.11 and pip. `make up NODE=1` builds one here from
 # Debian's packages and passes it as --build-arg PYTHON_IMAGE=localhost/floe/base:<key>.
@@ -27,8 +28,12 @@ print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))' > /dep
 COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
-COPY stack/ stack/
-RUN python -m build --wheel --outdir /wheels .
+# The product only: the wheel leaves out the local stack (floe_stack), which nothing in the
+# operator or the runtime imports.
+COPY images/product_pyproject.py /tmp/
+RUN python /tmp/product_pyproject.py pyproject.toml > pyproject.product.toml \
+ && mv pyproject.product.toml pyproject.toml \
+ && python -m build --wheel --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 ARG UID=10001

@@ -36,7 +36,8 @@ BUILD_DEBS = ("debootstrap", "buildah", "gcc", "libc6-dev")
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What the Dockerfiles COPY from the repository (the build context is its root).
-CONTEXT = ("pyproject.toml", "README.md", ".dockerignore", "operator", "jobs", "stack", "examples")
+CONTEXT = ("pyproject.toml", "README.md", ".dockerignore", "operator", "jobs", "examples",
+           "images/product_pyproject.py")
 
 PAUSE_C = r"""
 /* The pod sandbox's process: holds the pod's namespaces, reaps orphans, exits on a signal. */

@@ -185,6 +185,14 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         events = json.loads(kubectl(env, "get", "events", "-n", app_ns, "-o", "json"))["items"]
         assert not [e for e in events if e.get("reason") == "MissingClusterDNS"], "pods were started without DNS"
 
+        # The images carry the product: the runtime (and in the operator's, the operator), never
+        # the local stack.
+        probe = "import importlib.util as u, sys; print(*(u.find_spec(m) is not None for m in sys.argv[1:]))"
+        for pod, ns, container in ((first, app_ns, "app"), (op_pod["metadata"]["name"], op_ns, None)):
+            found = kubectl(env, "exec", pod, "-n", ns, *(["-c", container] if container else []), "--",
+                            "python3", "-c", probe, "floe_jobs", "floe_operator", "floe_stack").split()
+            assert found == ["True", "True", "False"], (pod, found)
+
         # The Secret and the ConfigMap reach the process (its environment, its topics), and the
         # ConfigMap carries no credential.
         for pod in _pods(env, app_ns, selector):
