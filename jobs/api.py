@@ -165,7 +165,7 @@ class Batch:
     # seconds per phase of this batch; the state helpers add theirs ("state")
     clock: BatchClock = field(default_factory=lambda: BatchClock())
     dlq_records: int = 0
-    # a warm-up run (`floe_jobs.runner`): helpers touch no store (every key reads as absent and
+    # a warm-up run (`floe_jobs.warmup`): helpers touch no store (every key reads as absent and
     # nothing is written) and the sink produces nothing
     dry_run: bool = False
     # input records planned for this batch; None: unknown (every helper runs in Spark)
