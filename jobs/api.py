@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from floe_jobs import smallbatch, state
+from floe_jobs import placement, smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import KafkaSink
 from floe_jobs.localdf import arrow_dataframe, collect_rows, local_dataframe
@@ -165,7 +165,7 @@ class Batch:
     # seconds per phase of this batch; the state helpers add theirs ("state")
     clock: BatchClock = field(default_factory=lambda: BatchClock())
     dlq_records: int = 0
-    # a warm-up run (`floe_jobs.runner`): helpers touch no store (every key reads as absent and
+    # a warm-up run (`floe_jobs.warmup`): helpers touch no store (every key reads as absent and
     # nothing is written) and the sink produces nothing
     dry_run: bool = False
     # input records planned for this batch; None: unknown (every helper runs in Spark)
@@ -179,21 +179,31 @@ class Batch:
     stamps: dict[tuple[str, int], int] = field(default_factory=dict)
     # store → the stage that writes it, shared by every batch of a replica (`_fenced` checks it)
     writers: dict[str, str] = field(default_factory=dict)
+    # where the batch's phases run, decided once for it (`floe_jobs.placement`); None: decided
+    # here from `records` (a tool or a test driving helpers outside the loop)
+    where: placement.Placement | None = None
+
+    def __post_init__(self) -> None:
+        if self.where is None:
+            self.where = placement.decide(self.cfg, records=self.records)
 
     @property
     def stores(self) -> dict[str, StoreSettings]:
         return {s.name: s for s in self.cfg.stores}
 
     # -- plumbing ---------------------------------------------------------------------------
+    def _placement(self) -> placement.Placement:
+        assert self.where is not None  # set by __post_init__
+        return self.where
+
     def _small(self) -> bool:
         """Whether helpers do their grouping in the driver (`floe_jobs.smallbatch`)."""
-        return self.records is not None and self.records <= self.cfg.spark.driver_batch_limit
+        return self._placement().driver_grouping
 
     def _collected_by_sink(self) -> bool:
         """Whether the sink will collect what this batch emits and produce it from the driver
-        (at most `kafka.spark_sink_min_records` input records; a warm-up too), rather than
-        hand a Spark plan to Spark's Kafka sink."""
-        return self.records is None or self.records <= self.cfg.kafka.spark_sink_min_records
+        (a warm-up's too), rather than hand a Spark plan to Spark's Kafka sink."""
+        return not self._placement().spark_sink
 
     def _fences(self) -> dict[int, int]:
         fences: dict[int, int] = {}

@@ -216,7 +216,7 @@ class Membership:
     def _on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """The group gave these partitions to others already (this member's session expired, e.g.
         it was paused): they go at once, without waiting for running batches, which see them
-        gone (`assignments`) and give up instead of committing (`Runner._check_owned`)."""
+        gone (`assignments`) and give up instead of committing (`stagepass.check_owned`)."""
         log.warning("Lost partitions=%s (session expired)", sorted((p.topic, p.partition) for p in partitions))
         self._release(consumer, partitions, wait=False)
 

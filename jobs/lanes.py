@@ -1,0 +1,184 @@
+"""Lanes: the threads a replica runs its stages in, and the loop each of them turns.
+
+Stages that read the same topics share offsets rows, so they must not plan concurrently: they
+share a lane and run one after the other in it. The others run side by side, so word count's
+`split` commits its input partitions once per batch of its own instead of once per turn of both
+stages, and its batches overlap `count`'s on the machine's cores. Each lane has its own Kafka
+reader and producer and its own Spark scheduler pool (FAIR between lanes, so one lane's job does
+not queue behind another's tasks); lanes share the Spark session, the Cassandra sessions and the
+group member.
+
+Between two batches of a lane is a boundary for revocations (`Membership.batch`). A lane's
+failed batch is retried with a backoff; an outage of a dependency is waited out without being
+counted (`floe_jobs.outages`), and the lane gives up, stopping the replica, only when batches
+keep failing otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from floe_jobs import api, health, kafkaio, offsets, outages, stagepass
+from floe_jobs.config import FloeConfig
+
+if TYPE_CHECKING:
+    from floe_jobs.runner import Runner
+
+log = logging.getLogger("floe_jobs")
+
+# consecutive failed passes (outages not counted) after which a lane gives up
+MAX_FAILURES = 5
+
+
+@dataclass
+class Lane:
+    """Stages run one after the other by one thread, with the Kafka clients only it uses."""
+
+    name: str
+    stages: list[api.Stage]
+    topics: frozenset[str]
+    reader: kafkaio.RangeReader | None = None
+    sink: kafkaio.KafkaSink | None = None
+    # assignment generation (`Membership.rebalances`) seen at the start of its last full pass
+    passed_generation: int = -1
+    failures: int = 0
+
+
+def group_lanes(
+    stages: list[api.Stage], topics_of: Callable[[api.Stage], Iterable[str]]
+) -> list[tuple[list[api.Stage], frozenset[str]]]:
+    """Stages grouped so that no two groups read a common topic (such stages share offsets rows
+    and must not plan concurrently); stage order is kept within a group."""
+    groups: list[tuple[list[api.Stage], frozenset[str]]] = []
+    for stage in stages:
+        topics = frozenset(topics_of(stage))
+        merged = [g for g in groups if g[1] & topics]
+        rest = [g for g in groups if not g[1] & topics]
+        members = [s for g in merged for s in g[0]] + [stage]
+        members.sort(key=stages.index)
+        groups = [*rest, (members, topics.union(*(g[1] for g in merged)))]
+    groups.sort(key=lambda g: stages.index(g[0][0]))
+    return groups
+
+
+def build(
+    cfg: FloeConfig, stages: list[api.Stage], topics_of: Callable[[api.Stage], Iterable[str]], *, client_id: str
+) -> list[Lane]:
+    """The job's lanes with their Kafka clients; the first lane's clients carry `client_id`, the
+    others a numbered one, so the brokers' logs tell them apart."""
+    lanes = []
+    for i, (members, topics) in enumerate(group_lanes(stages, topics_of)):
+        lane_client = client_id if i == 0 else f"{client_id}-{i}"
+        lanes.append(
+            Lane(
+                name="+".join(s.name for s in members),
+                stages=members,
+                topics=topics,
+                reader=kafkaio.RangeReader(cfg, client_id=lane_client),
+                sink=kafkaio.KafkaSink(cfg, client_id=lane_client),
+            )
+        )
+    return lanes
+
+
+def run_all(r: Runner) -> None:
+    """Run every lane in its own thread until SIGTERM or a lane gives up. The calling thread
+    only waits, so signals are handled at once."""
+    threads = [
+        threading.Thread(target=run_lane, args=(r, lane), name=f"floe-lane-{lane.name}", daemon=True)
+        for lane in r.lanes
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+
+
+def run_lane(r: Runner, lane: Lane) -> None:
+    """The loop of one lane: a pass over its stages, one batch each, until the replica stops."""
+    assert r.membership is not None
+    # jobs of this thread go to the lane's pool: FAIR scheduling between lanes
+    r.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
+    idle = r.cfg.kafka.poll_interval_ms / 1000
+    outage = outages.Wait(lane.name, readiness=r.health)
+    while not r.should_stop():
+        r.health.beat(lane.name)
+        worked = 0
+        generation = r.membership.rebalances
+        try:
+            for stage in lane.stages:
+                if r.should_stop():
+                    break
+                # one batch per stage; between two of them is a boundary for revocations
+                with r.membership.batch(lane.topics) as owned:
+                    tps = [tp for tp in owned if tp[0] in set(r.stage_topics(stage))]
+                    if tps:
+                        worked += stagepass.run(r, stage, tps, lane)
+            lane.failures = 0
+            outage.succeeded()
+            _passed(r, lane, generation)
+        except offsets.OwnershipLost as lost:
+            # not a failure: this replica was paused past its session and another one owns
+            # the partitions now; the next pass plans only what the group gives it
+            log.warning(
+                "Abandoned batch stage=%s partitions=%s (another replica owns them now); "
+                "this replica commits nothing of it",
+                lost.stage,
+                lost.tps,
+            )
+            stagepass.forget_state_of(r, lost.tps)
+            continue
+        except Exception as exc:
+            if not _failed(r, lane, exc, outage):
+                return
+            continue
+        if not worked:
+            # nothing to read: sleep until new records are likely, or new partitions arrive
+            r.membership.wait(idle)
+
+
+def _passed(r: Runner, lane: Lane, generation: int) -> None:
+    """A lane completed a pass over what it owned at `generation`: ready once every lane has
+    done so since the last assignment change."""
+    assert r.membership is not None
+    owned = r.membership.owned
+    with r.lock:
+        lane.passed_generation = generation
+        if owned != r.last_owned:
+            r.last_owned = owned
+            health.OWNED.labels(r.app).set(len(owned))
+            health.REBALANCES.labels(r.app).set(r.membership.rebalances)
+        r.health.owned = len(owned)
+        current = r.membership.rebalances
+        r.health.batch_since_assignment = all(ln.passed_generation == current for ln in r.lanes)
+
+
+def _failed(r: Runner, lane: Lane, exc: Exception, outage: outages.Wait) -> bool:
+    """A lane's pass failed with `exc`: wait before the next pass; False when the lane gives up
+    (the other lanes stop too). A dependency's outage is waited out and not counted: a restart
+    would only add a Spark start to it. Otherwise the lane is not ready until a pass completes
+    again, so that a replica whose batches keep failing leaves its Service's endpoints and holds
+    up a rollout that brought it."""
+    dependency = outages.unavailable(exc)
+    if dependency is not None:
+        r.stop_requested.wait(outage.failed(dependency, exc))
+        return True
+    lane.failures += 1
+    with r.lock:
+        lane.passed_generation = -1
+        r.health.batch_since_assignment = False
+    log.exception(
+        "Batch failed lane=%s failures=%d; its plan stays in flight and is replayed",
+        lane.name,
+        lane.failures,
+    )
+    if lane.failures >= MAX_FAILURES:
+        r.halt.set()
+        return False
+    r.stop_requested.wait(min(2**lane.failures, 30))
+    return True

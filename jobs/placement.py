@@ -1,0 +1,50 @@
+"""Where one batch runs, in the driver or in Spark: one decision per batch, in one place.
+
+Three phases of a batch can run in the replica's driver or in Spark, and each is cheaper in the
+driver while the batch is small (docs/runtime.md, "What a batch costs"): its read (a consumer in
+the driver, or Spark's Kafka source), the helpers' grouping (`floe_jobs.smallbatch`, or Spark's
+shuffles) and its output (collected and produced by the driver, or Spark's Kafka sink). Each has
+its threshold in the configuration; `decide` compares the batch's size with all three once, and
+the read, the helpers and the sink follow what it decided, so a batch never takes a path that
+another phase sized differently.
+
+A batch's size is its input records. An input topic's batch is sized by its plan, before its
+read: Spark's source counts nothing it reads, and the driver reads one row per record. A
+repartition topic's batch, always read by the driver, is sized by the rows it read: its records
+may be runs of many rows (`floe_jobs.runs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floe_jobs.config import FloeConfig
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each phase of one batch runs."""
+
+    # the input records the decision was made for; None: unknown (a warm-up's dry run)
+    records: int | None
+    # read by Spark's Kafka source rather than by the lane's consumer in the driver
+    spark_read: bool
+    # the state helpers group rows in the driver (`floe_jobs.smallbatch`) rather than in Spark
+    driver_grouping: bool
+    # what the batch emits goes to Spark's Kafka sink (when its connector is on spark.jars)
+    # rather than being collected and produced by the lane's producer
+    spark_sink: bool
+
+
+def decide(cfg: FloeConfig, *, records: int | None, spark_source: bool = False) -> Placement:
+    """Where a batch of `records` input records runs. `spark_source`: Spark's Kafka source may
+    read it (an input topic's batch, the connector on spark.jars). A batch of unknown size (a
+    warm-up) runs its helpers' Spark plans, the ones large batches need, and collects its output."""
+    if records is None:
+        return Placement(records=None, spark_read=False, driver_grouping=False, spark_sink=False)
+    return Placement(
+        records=records,
+        spark_read=spark_source and records >= cfg.kafka.spark_read_min_records,
+        driver_grouping=records <= cfg.spark.driver_batch_limit,
+        spark_sink=records > cfg.kafka.spark_sink_min_records,
+    )

@@ -1,0 +1,356 @@
+"""One pass of one stage over the partitions a replica owns: plan, read, apply, emit, commit.
+
+The order is what makes a batch's state effect happen once (docs/runtime.md, "The batch loop and
+exactly-once state"): the plan is stored and claimed before anything of the batch has an effect,
+the partitions are checked to be still this replica's before its output and again before its
+commit, and the commit is refused unless this replica still holds every plan. Whatever happens
+in between, the plan stays in flight and the next owner replays exactly that range under the
+same sequence.
+
+Where the batch runs (driver or Spark) is decided once per batch (`floe_jobs.placement`); the
+read, the stage's helpers and the sink follow that decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from floe_jobs import api, faults, health, kafkaio, offsets, placement, planning, records, statecache
+
+if TYPE_CHECKING:
+    from floe_jobs.config import FloeConfig
+    from floe_jobs.lanes import Lane
+    from floe_jobs.runner import Runner
+
+log = logging.getLogger("floe_jobs")
+
+Positions = dict[tuple[str, int], dict[str, tuple[int, int]]]
+
+
+@dataclass(frozen=True)
+class StageRead:
+    """What one pass of a stage read: the frame, the plans as cut to what was read, the records
+    read, each partition's source positions once the batch commits (repartition topics), and
+    where the batch runs."""
+
+    df: Any
+    parts: list[planning.PartitionPlan]
+    size: int
+    positions: Positions
+    where: placement.Placement
+
+
+def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> int:
+    """One pass of `stage` over the partitions `tps`: plan, read, apply, emit, commit. The
+    records of the batch; 0 when there was nothing to read."""
+    assert r.offsets is not None and r.membership is not None
+    assert lane.reader is not None and lane.sink is not None
+    clock = api.BatchClock()
+    planned = _plan(r, stage, tps, lane.reader)
+    if planned is None:
+        return 0
+    plan, rows = planned
+    clock.lap("plan")
+    held = r.membership.assignments(p.tp for p in plan.partitions)
+    got = _read(r, stage, plan, rows, lane.reader, clock)
+    parts, size = got.parts, got.size
+    assignments = r.membership.assignments(p.tp for p in parts)
+    batch = batch_for(
+        r,
+        lane,
+        stage,
+        got.df,
+        clock,
+        seqs={p.tp: p.seq for p in parts},
+        stamps={p.tp: p.stamp for p in parts},
+        records=size,
+        where=got.where,
+        owned=statecache.Ownership(r.state_cache, {p: n for (_t, p), n in assignments.items()}),
+    )
+    result = stage.fn(batch)
+    clock.lap("fn")
+    faults.point(f"{stage.name}:after-state")
+    check_owned(r, stage, parts, held, ask_cassandra=True)
+    out = sum(write(lane.sink, e, large=got.where.spark_sink) for e in emitted(r.cfg, result))
+    clock.lap("emit")
+    faults.point(f"{stage.name}:after-emit")
+    check_owned(r, stage, parts, held, ask_cassandra=False)
+    if not r.offsets.commit(parts, got.positions):
+        raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+    clock.lap("commit")
+    r.membership.commit({p.tp: p.end for p in parts})
+    clock.lap("group")
+    replay = any(p.replay for p in plan.partitions)
+    _committed(r, stage, parts, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
+    return size
+
+
+def budget(r: Runner, stage: str) -> int:
+    """Records the stage's next batch may plan: the caps, over what its last read taught of the
+    records' size and rows per record."""
+    k = r.cfg.kafka
+    return planning.record_budget(
+        max_records=k.max_records_per_batch,
+        max_bytes=k.max_bytes_per_batch,
+        avg_record_bytes=r.avg_bytes.get(stage),
+        rows_per_record=r.rows_per_record.get(stage),
+    )
+
+
+def _plan(
+    r: Runner, stage: api.Stage, tps: list[tuple[str, int]], reader: kafkaio.RangeReader
+) -> tuple[planning.BatchPlan, dict[tuple[str, int], planning.OffsetRow]] | None:
+    """The stage's next batch over `tps` (an in-flight plan replayed exactly, or a new capped
+    range) and the offsets rows it was planned from; None when there is nothing to read."""
+    assert r.offsets is not None and r.membership is not None
+    topics = r.stage_topics(stage)
+    r.state_cache.retain(set(r.membership.assignments(r.membership.owned).values()))
+    rows = r.offsets.read(topics)
+    # rows another process claimed last: what this replica kept of their state may be stale
+    forget_state_of(r, [tp for tp, row in rows.items() if tp in tps and row.owner != r.owner])
+    marks = reader.watermarks(tps)
+    for (topic, partition), m in marks.items():
+        health.END_OFFSET.labels(r.app, topic, str(partition)).set(m.high)
+    plan = planning.plan_batch(
+        owned=tps,
+        rows=rows,
+        watermarks=marks,
+        starting_offsets=r.cfg.kafka.starting_offsets,
+        budget=budget(r, stage.name),
+        now_us=time.time_ns() // 1000,
+    )
+    for warning in plan.warnings:
+        log.warning(warning)
+    if plan.new_rows:
+        r.offsets.create(plan.new_rows)
+    if not plan.partitions:
+        return None
+    replays = [p for p in plan.partitions if p.replay]
+    if replays:
+        log.info(
+            "Replaying stage=%s plans=%s",
+            stage.name,
+            [(p.topic, p.partition, p.seq, p.start, p.end) for p in replays],
+        )
+    return plan, rows
+
+
+def _read(
+    r: Runner,
+    stage: api.Stage,
+    plan: planning.BatchPlan,
+    rows: dict[tuple[str, int], planning.OffsetRow],
+    reader: kafkaio.RangeReader,
+    clock: api.BatchClock,
+) -> StageRead:
+    """Claim the planned partitions and read their records into a DataFrame: through Spark's
+    Kafka source for a large batch of an input topic, else in the driver (where a repartition
+    topic's records already applied are dropped)."""
+    before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
+    # what each claim expects to find: the row as read, or as just created
+    expected = {**{(row.topic, row.partition): row for row in plan.new_rows}, **rows}
+    where = None
+    if stage.source is None:
+        # an input topic's batch is sized by its plan, before its read (`floe_jobs.placement`)
+        where = placement.decide(r.cfg, records=plan.records, spark_source=r.spark_reads)
+        if where.spark_read:
+            # records read are not counted (that would be a job): the plan's size is what is read
+            _claim(r, stage, plan.partitions, expected)
+            df = kafkaio.read_with_spark(r.spark, r.cfg, plan.partitions)
+            clock.lap("read")
+            return StageRead(df=df, parts=plan.partitions, size=plan.records, positions={}, where=where)
+    return _read_in_driver(r, stage, plan, reader, clock, where=where, before=before, expected=expected)
+
+
+def _read_in_driver(
+    r: Runner,
+    stage: api.Stage,
+    plan: planning.BatchPlan,
+    reader: kafkaio.RangeReader,
+    clock: api.BatchClock,
+    *,
+    where: placement.Placement | None,
+    before: Positions,
+    expected: dict[tuple[str, int], planning.OffsetRow],
+) -> StageRead:
+    """The batch read by the lane's consumer. A repartition topic's records may be runs of rows:
+    its read stops at the row cap, the plans are claimed as cut, before anything of the batch has
+    effects, the rows whose source position was already applied are dropped, and where the batch
+    runs is decided from the rows read (`where` None)."""
+    parts = plan.partitions
+    limits = planning.row_limits(parts, r.cfg.kafka.max_records_per_batch) if stage.source else None
+    batch_records, stopped = reader.read_rows(parts, limits)
+    parts = planning.cut(parts, stopped)
+    _claim(r, stage, parts, expected)
+    size = records.row_count(batch_records)
+    average = records.average_bytes(batch_records)
+    if average is not None:
+        r.avg_bytes[stage.name] = average
+        r.rows_per_record[stage.name] = size / len(batch_records)
+    if stage.source is None:
+        assert where is not None  # decided from the plan (`_read`)
+        clock.lap("read")
+        df = records.to_dataframe(r.spark, batch_records)
+        clock.lap("frame")
+        return StageRead(df=df, parts=parts, size=size, positions={}, where=where)
+    read = len(batch_records)
+    batch_records, seen = records.drop_applied(batch_records, before)
+    skipped = read - len(batch_records)
+    clock.lap("read")
+    df = records.to_dataframe(r.spark, batch_records)
+    clock.lap("frame")
+    if skipped > 0:
+        health.RECORDS_DEDUPED.labels(r.app).inc(skipped)
+        log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
+    positions = {p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in parts}
+    if where is None:  # a repartition topic's batch is sized by the rows it read
+        where = placement.decide(r.cfg, records=size)
+    return StageRead(df=df, parts=parts, size=size, positions=positions, where=where)
+
+
+def _committed(
+    r: Runner,
+    stage: api.Stage,
+    parts: list[planning.PartitionPlan],
+    *,
+    size: int,
+    out: int,
+    dlq: int,
+    replay: bool,
+    clock: api.BatchClock,
+) -> None:
+    """The metrics and the log line of a committed batch."""
+    app = r.app
+    for p in parts:
+        health.COMMITTED.labels(app, p.topic, str(p.partition)).set(p.end)
+    health.RECORDS_IN.labels(app, stage.name).inc(size)
+    health.RECORDS_OUT.labels(app, stage.name).inc(out)
+    health.RECORDS_DLQ.labels(app).inc(dlq)
+    health.BATCHES.labels(app, stage.name, "replay" if replay else "new").inc()
+    health.BATCH_SECONDS.labels(app, stage.name).observe(clock.total)
+    health.BATCH_RECORDS.labels(app, stage.name).observe(size)
+    health.LAST_BATCH.labels(app).set(time.time())
+    health.STATE_CACHE_KEYS.labels(app).set(r.state_cache.keys)
+    log.info(
+        "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f %s",
+        stage.name,
+        len(parts),
+        size,
+        out,
+        clock.total,
+        clock.summary(),
+    )
+
+
+def _claim(
+    r: Runner,
+    stage: api.Stage,
+    parts: list[planning.PartitionPlan],
+    expected: dict[tuple[str, int], planning.OffsetRow],
+) -> None:
+    """Claim the batch's partitions before it has any effect (`OffsetsTable.claim`)."""
+    assert r.offsets is not None
+    if not r.offsets.claim(parts, expected):
+        raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+    faults.point(f"{stage.name}:after-claim")
+
+
+def check_owned(
+    r: Runner,
+    stage: api.Stage,
+    parts: list[planning.PartitionPlan],
+    held: dict[tuple[str, int], int],
+    *,
+    ask_cassandra: bool,
+) -> None:
+    """Give the batch up if its partitions changed hands since it started: the group took them
+    (`held`: their assignments then), or, `ask_cassandra`, another replica claimed them. The
+    group's word can come late to a replica that was paused; Cassandra's cannot."""
+    assert r.offsets is not None and r.membership is not None
+    now = r.membership.assignments(held)
+    lost = [tp for tp, number in held.items() if now.get(tp) != number]
+    if not lost and ask_cassandra:
+        lost = r.offsets.lost(parts)
+    if lost:
+        raise offsets.OwnershipLost(lost, stage=stage.name)
+
+
+def forget_state_of(r: Runner, tps: list[tuple[str, int]]) -> None:
+    """Drop what this replica kept of the state of these input partitions' store partitions."""
+    for _topic, partition in tps:
+        r.state_cache.forget_partition(partition)
+
+
+def batch_for(
+    r: Runner,
+    lane: Lane,
+    stage: api.Stage,
+    df: Any,
+    clock: api.BatchClock,
+    *,
+    seqs: dict[tuple[str, int], int],
+    stamps: dict[tuple[str, int], int] | None = None,
+    dry_run: bool = False,
+    records: int | None = None,
+    where: placement.Placement | None = None,
+    owned: statecache.Ownership | None = None,
+) -> api.Batch:
+    """What a stage function receives: its records, the session, the lane's sink and a clock.
+    A warm-up's batch has no record count, so its helpers run the Spark plans that large
+    batches need, not the driver-side ones of small batches."""
+    assert lane.sink is not None
+    return api.Batch(
+        spark=r.spark,
+        df=df,
+        stage=stage.name,
+        cfg=r.cfg,
+        args=list(r.cfg.job.args),
+        seqs=seqs,
+        stamps=stamps or {},
+        sink=lane.sink,
+        clock=clock,
+        dry_run=dry_run,
+        records=records,
+        where=where,
+        owned=owned,
+        writers=r.store_writers,
+    )
+
+
+def emitted(cfg: FloeConfig, result: Any) -> list[api.Emit]:
+    """What a stage returned, as `Emit`s."""
+    from pyspark.sql import DataFrame
+
+    if result is None:
+        return []
+    out: list[api.Emit] = []
+    for item in result if isinstance(result, list | tuple) else [result]:
+        if isinstance(item, DataFrame):
+            if "topic" in item.columns:
+                item = api.Emit(item, None)
+            elif cfg.kafka.output_topics:
+                item = api.Emit(item, cfg.kafka.output_topics[0])
+            else:
+                raise ValueError("the stage returned rows but kafka.output_topics is empty")
+        if not isinstance(item, api.Emit):
+            raise TypeError(f"a stage returns DataFrame, Emit, a list of them or None; got {type(item).__name__}")
+        out.append(item)
+    return out
+
+
+def write(sink: kafkaio.KafkaSink, e: api.Emit, *, large: bool = False, dry_run: bool = False) -> int:
+    """What a stage emitted, written by the lane's sink (`KafkaSink.write`); the rows written.
+    `large`: the batch's output goes to Spark's Kafka sink (`Placement.spark_sink`)."""
+    return sink.write(
+        e.df,
+        topic=e.topic,
+        large=large,
+        order=e.order,
+        positions=e.positions,
+        dry_run=dry_run,
+        rows=e.rows,
+        table=e.table,
+    )
