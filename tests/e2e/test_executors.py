@@ -38,6 +38,9 @@ from .test_pods import (  # noqa: F401  (node_env and namespaces are fixtures)
     node_env,
 )
 
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.helm, pytest.mark.kafka, pytest.mark.cassandra,
+              pytest.mark.spark, pytest.mark.timeout(1800)]
+
 ROOT = Path(__file__).resolve().parents[2]
 EXECUTORS = 2
 # Records above which a batch leaves the driver: its input is read with Spark's Kafka source and
@@ -158,13 +161,6 @@ def operator_release(node_env: dict[str, str], namespaces: tuple[str, str]) -> I
         subprocess.run([*helm, "uninstall", release, "-n", op_ns, "--wait"], capture_output=True, timeout=180)
 
 
-@pytest.mark.node
-@pytest.mark.k8s
-@pytest.mark.helm
-@pytest.mark.kafka
-@pytest.mark.cassandra
-@pytest.mark.spark
-@pytest.mark.timeout(1800)
 def test_word_count_with_executors_on_kubernetes(
     node_env: dict[str, str], namespaces: tuple[str, str], operator_release: str  # noqa: F811
 ) -> None:
@@ -262,13 +258,6 @@ def test_word_count_with_executors_on_kubernetes(
     wait_for(lambda: not _pods(env, app_ns), timeout=180, what="no pods left in the app's namespace", every=2)
 
 
-@pytest.mark.node
-@pytest.mark.k8s
-@pytest.mark.helm
-@pytest.mark.kafka
-@pytest.mark.cassandra
-@pytest.mark.spark
-@pytest.mark.timeout(1800)
 def test_dynamic_allocation_releases_idle_executors_and_asks_again_for_a_large_batch(
     node_env: dict[str, str], namespaces: tuple[str, str], operator_release: str  # noqa: F811
 ) -> None:
