@@ -7,7 +7,9 @@ running), waits until it answers, and contributes lines to the stack's env file.
 from __future__ import annotations
 
 import json
+import ssl
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -81,6 +83,16 @@ class PortBook:
         self.notes.append(f"port {port} for {key} is held by {ports.holder(port)}; using {new} instead")
         self.chosen[key] = new
         return new
+
+
+def answers(url: str, *, context: ssl.SSLContext | None = None) -> bool:
+    """Whether a health or readiness endpoint answers 200 now (anything else, or no answer
+    within 2 s, is "not yet")."""
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
 
 
 def wait_until(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from floe_stack import artifacts, component, kube, procs
@@ -141,11 +140,7 @@ class ClusterDNS:
 
     def _ready(self) -> bool:
         """The ready plugin answers 200 once the kubernetes plugin has synced with the API server."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ready_port}/ready", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return component.answers(f"http://127.0.0.1:{self.ready_port}/ready")
 
     def wait_ready(self, timeout: float) -> None:
         component.wait_until(self._ready, what=NAME, timeout=timeout, alive=component.alive(self.layout, NAME),

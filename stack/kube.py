@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-import urllib.request
 from pathlib import Path
 
 from floe_stack import artifacts, component, procs
@@ -203,11 +202,7 @@ current-context: floe-local
         ctx = ssl.create_default_context(cafile=str(self.dir / "ca.crt"))
         if port != self.port:  # controller-manager and scheduler serve self-signed certificates
             ctx = ssl._create_unverified_context()
-        try:
-            with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return component.answers(f"https://127.0.0.1:{port}{path}", context=ctx)
 
     def wait_apiserver(self, timeout: float) -> None:
         component.wait_until(lambda: self._get("/readyz", self.port), what="kube-apiserver", timeout=timeout,

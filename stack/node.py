@@ -428,15 +428,7 @@ class Node:
         return proc.returncode == 0 and proc.stdout.strip() == "True"
 
     def _healthz(self, port: int) -> Callable[[], bool]:
-        import urllib.request
-
-        def check() -> bool:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                    return bool(r.status == 200)
-            except OSError:
-                return False
-        return check
+        return lambda: component.answers(f"http://127.0.0.1:{port}/healthz")
 
     def wait_ready(self, timeout: float) -> None:
         component.wait_until(self._healthz(self.kubelet_healthz), what="kubelet", timeout=timeout,

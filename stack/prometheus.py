@@ -18,7 +18,6 @@ discovery but files and HTTP (tag ``remove_all_sd``), which the stack does not u
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -120,11 +119,7 @@ class Prometheus:
         ], marker=f"--web.listen-address=127.0.0.1:{self.port}")
 
     def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return component.answers(f"{self.url}/-/ready")
 
     def wait_ready(self, timeout: float) -> None:
         component.wait_until(self._ready, what=NAME, timeout=timeout, alive=component.alive(self.layout, NAME),
