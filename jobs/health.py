@@ -46,7 +46,11 @@ BATCH_RECORDS = Histogram(
     ["app", "stage"],
     buckets=(1, 10, 100, 1_000, 10_000, 50_000, 100_000, 500_000, 1_000_000),
 )
-OWNED = Gauge("floe_job_owned_partitions", "Input partitions this replica owns", ["app"])
+OWNED = Gauge(
+    "floe_job_owned_partitions",
+    "Partitions this replica owns, of every topic its group reads (input and repartition)",
+    ["app"],
+)
 COMMITTED = Gauge("floe_job_committed_offset", "Next offset committed in Cassandra", ["app", "topic", "partition"])
 END_OFFSET = Gauge("floe_job_end_offset", "End offset seen at planning", ["app", "topic", "partition"])
 REBALANCES = Gauge("floe_job_rebalances", "Assignment changes seen by this replica", ["app"])
