@@ -47,19 +47,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     _add_watch_flags(parser, env)
     _add_peering_flags(parser, env)
     _add_leader_election_flags(parser, env)
-    parser.add_argument(
-        "--lag-interval-seconds",
-        type=float,
-        default=float(env.get("FLOE_LAG_INTERVAL_SECONDS", "10")),
-        help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off "
-        "(env FLOE_LAG_INTERVAL_SECONDS, default 10).",
-    )
+    _number(parser, env, "--lag-interval-seconds", var="FLOE_LAG_INTERVAL_SECONDS", default="10", kind=float,
+            help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off "
+        "(env FLOE_LAG_INTERVAL_SECONDS, default 10).")
     parser.add_argument(
         "--log-level",
         default=env.get("FLOE_LOG_LEVEL", "INFO"),
         help="Log level (env FLOE_LOG_LEVEL, default INFO).",
     )
     return parser.parse_args(argv)
+
+
+def _number(parser: argparse.ArgumentParser, env: Mapping[str, str], flag: str, *, var: str, default: str,
+            kind: type[int] | type[float], help: str) -> None:
+    """A numeric flag whose default is its environment variable's value, else `default`."""
+    parser.add_argument(flag, type=kind, default=kind(env.get(var, default)), help=help)
 
 
 def _add_watch_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -73,24 +75,12 @@ def _add_watch_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) ->
         help="Namespace to watch; repeat for several (env FLOE_WATCH_NAMESPACES, comma-separated). "
         "None means every namespace.",
     )
-    parser.add_argument(
-        "--resync-seconds",
-        type=float,
-        default=float(env.get("FLOE_RESYNC_SECONDS", "60")),
-        help="Seconds between resyncs of each app (env FLOE_RESYNC_SECONDS, default 60).",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        default=int(env.get("FLOE_METRICS_PORT", "8080")),
-        help="Port of the Prometheus /metrics endpoint; 0 disables it (env FLOE_METRICS_PORT, default 8080).",
-    )
-    parser.add_argument(
-        "--liveness-port",
-        type=int,
-        default=int(env.get("FLOE_LIVENESS_PORT", "8081")),
-        help="Port of the /healthz liveness endpoint; 0 disables it (env FLOE_LIVENESS_PORT, default 8081).",
-    )
+    _number(parser, env, "--resync-seconds", var="FLOE_RESYNC_SECONDS", default="60", kind=float,
+            help="Seconds between resyncs of each app (env FLOE_RESYNC_SECONDS, default 60).")
+    _number(parser, env, "--metrics-port", var="FLOE_METRICS_PORT", default="8080", kind=int,
+            help="Port of the Prometheus /metrics endpoint; 0 disables it (env FLOE_METRICS_PORT, default 8080).")
+    _number(parser, env, "--liveness-port", var="FLOE_LIVENESS_PORT", default="8081", kind=int,
+            help="Port of the /healthz liveness endpoint; 0 disables it (env FLOE_LIVENESS_PORT, default 8081).")
     parser.add_argument(
         "--no-kafka-check",
         action="store_true",
@@ -141,26 +131,14 @@ def _add_leader_election_flags(parser: argparse.ArgumentParser, env: Mapping[str
         default=env.get("FLOE_LEASE_NAMESPACE") or env.get("POD_NAMESPACE", ""),
         help="Namespace of the Lease (env FLOE_LEASE_NAMESPACE, default the pod's POD_NAMESPACE).",
     )
-    parser.add_argument(
-        "--lease-duration-seconds",
-        type=float,
-        default=float(env.get("FLOE_LEASE_DURATION_SECONDS", "15")),
-        help="How long standbys wait after the leader's last renewal before taking the Lease "
-        "(env FLOE_LEASE_DURATION_SECONDS, default 15).",
-    )
-    parser.add_argument(
-        "--renew-deadline-seconds",
-        type=float,
-        default=float(env.get("FLOE_RENEW_DEADLINE_SECONDS", "10")),
-        help="How long the leader keeps working without a renewal before it exits "
-        "(env FLOE_RENEW_DEADLINE_SECONDS, default 10; shorter than the lease duration).",
-    )
-    parser.add_argument(
-        "--retry-period-seconds",
-        type=float,
-        default=float(env.get("FLOE_RETRY_PERIOD_SECONDS", "2")),
-        help="Seconds between renewals, and between a standby's tries (env FLOE_RETRY_PERIOD_SECONDS, default 2).",
-    )
+    _number(parser, env, "--lease-duration-seconds", var="FLOE_LEASE_DURATION_SECONDS", default="15", kind=float,
+            help="How long standbys wait after the leader's last renewal before taking the Lease "
+        "(env FLOE_LEASE_DURATION_SECONDS, default 15).")
+    _number(parser, env, "--renew-deadline-seconds", var="FLOE_RENEW_DEADLINE_SECONDS", default="10", kind=float,
+            help="How long the leader keeps working without a renewal before it exits "
+        "(env FLOE_RENEW_DEADLINE_SECONDS, default 10; shorter than the lease duration).")
+    _number(parser, env, "--retry-period-seconds", var="FLOE_RETRY_PERIOD_SECONDS", default="2", kind=float,
+            help="Seconds between renewals, and between a standby's tries (env FLOE_RETRY_PERIOD_SECONDS, default 2).")
 
 
 class _QuietRoutine(logging.Filter):
