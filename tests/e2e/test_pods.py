@@ -182,6 +182,11 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
                            "import socket, sys; print(*(socket.gethostbyname(n) for n in sys.argv[1:]))",
                            "kubernetes.default.svc", name).split()
         assert resolved[0] == kube.SERVICE_IP and resolved[1] in pod_ips, (resolved, pod_ips)
+        # No upstream: a name outside the cluster fails at once, instead of waiting on a resolver.
+        outside = kubectl(env, "exec", first, "-n", app_ns, "-c", "app", "--", "python3", "-c",
+                          "import socket, time\nt = time.monotonic()\ntry:\n    socket.gethostbyname('floe.example')"
+                          "\nexcept socket.gaierror:\n    print('unresolved', time.monotonic() - t)").split()
+        assert outside[0] == "unresolved" and float(outside[1]) < 5, outside
         events = json.loads(kubectl(env, "get", "events", "-n", app_ns, "-o", "json"))["items"]
         assert not [e for e in events if e.get("reason") == "MissingClusterDNS"], "pods were started without DNS"
 
