@@ -342,12 +342,17 @@ class Node:
         have = self.imported()
         if image.ref not in have:
             raise component.StackError(f"{image.archive} was imported but containerd does not list {image.ref}")
+        self.prune_older(image, have)
+
+    def prune_older(self, image: images.Image, have: set[str] | None = None) -> list[str]:
+        """Remove the older builds of `image` that nothing names any more; what was removed."""
         repo = image.ref.rsplit(":", 1)[0]
-        stale = [ref for ref in have if ref.startswith(f"{repo}:") and ref != image.ref]
+        stale = [ref for ref in (have or self.imported()) if ref.startswith(f"{repo}:") and ref != image.ref]
         in_use = self.images_in_use()
-        unused = [ref for ref in stale if in_use is not None and ref not in in_use]
+        unused = sorted(ref for ref in stale if in_use is not None and ref not in in_use)
         if unused:
             subprocess.run(self.ctr("images", "rm", *unused), capture_output=True)
+        return unused
 
     def images_in_use(self) -> set[str] | None:
         """Images that pods, ReplicaSets or Deployments name (what a pod started later may
