@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from floe_stack import envfile
+from floe_stack import helm as helm_binary
+from floe_stack.layout import Layout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,8 +55,12 @@ def kubectl(stack_env: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def helm(stack_env: dict[str, str]) -> str:
-    return stack_env["FLOE_HELM"]
+def helm() -> str:
+    """Helm is a client: it is built into the cache when missing, and the stack is not started
+    for it, so `make unit` renders the chart without Kafka, Cassandra or Kubernetes."""
+    layout = Layout.discover(ROOT)
+    helm_binary.build(layout)
+    return str(layout.bin / "helm")
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,9 @@ cluster.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -302,3 +304,22 @@ def test_two_replicas_meet_in_the_peering_object(
     # Helm keeps hook objects after uninstall; the pre-delete twin takes the peering object along.
     run(helm, "uninstall", release, "--namespace", ns, "--wait")
     assert get_json(run, kubectl, "kopfpeerings.kopf.dev", "default", "-n", watched) is None
+
+
+def test_notes_render_with_next_steps(helm: str, kubeconfig: str) -> None:
+    """NOTES only render on install (helm template never prints them), and helm install asks
+    the API server for its version even with --dry-run=client, so this test is a live one."""
+    release = f"notes-{uuid.uuid4().hex[:6]}"  # a name no installed release holds
+    # The CRD is left out: install would refuse to adopt one it does not own.
+    proc = subprocess.run(
+        [helm, "install", release, str(CHART), "-n", "ops", "--dry-run=client", "--set", "crds.enabled=false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert f"kubectl -n ops rollout status deployment/{release}-floe" in notes
+    assert "kubectl explain streamingapp.spec" in notes
+    assert "examples/word-count/streamingapp.yaml" in notes

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import uuid
 from typing import Any
 
 import kubernetes_validate
@@ -308,22 +307,3 @@ def test_dashboard_configmap_carries_the_dashboard_and_the_sidecar_label(render:
     shipped = cm["data"]["floe.json"]
     assert shipped.strip() == (chartkit.CHART / "dashboards" / "floe.json").read_text().strip()
     assert by_kind(render(), "ConfigMap") == []
-
-
-@pytest.mark.k8s  # install --dry-run asks the API server for its version
-def test_notes_render_with_next_steps(helm: str, kubeconfig: str) -> None:
-    release = f"notes-{uuid.uuid4().hex[:6]}"  # a name no installed release holds
-    # helm template never prints NOTES; install --dry-run does (it asks the API server for its
-    # version, and would refuse to adopt a CRD it does not own: leave the CRD out).
-    proc = subprocess.run(
-        [helm, "install", release, str(chartkit.CHART), "-n", "ops", "--dry-run=client", "--set", "crds.enabled=false"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    notes = proc.stdout.split("NOTES:", 1)[1]
-    assert f"kubectl -n ops rollout status deployment/{release}-floe" in notes
-    assert "kubectl explain streamingapp.spec" in notes
-    assert "examples/word-count/streamingapp.yaml" in notes
