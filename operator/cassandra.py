@@ -99,6 +99,7 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
             tls=cass.tls.enabled,
             tls_ca_pem=ca_pem,
             tls_verify_hostname=cass.tls.verify_hostname,
+            **cass.tuning(),
         )
     except StoreConfigError as exc:
         raise CredentialsRejected(f"spec.state.cassandra.credentialsSecretRef: {exc}") from None

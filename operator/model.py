@@ -107,6 +107,24 @@ class CassandraSpec(_Model):
     replication: Replication = Field(default_factory=Replication)
     credentials_secret_ref: CredentialsSecretRef | None = None
     tls: CassandraTls = Field(default_factory=CassandraTls)
+    consistency: str | None = None
+    serial_consistency: str | None = None
+    request_timeout_seconds: float | None = None
+    connect_timeout_seconds: float | None = None
+    protocol_version: int | None = None
+
+    def tuning(self) -> dict[str, Any]:
+        """The session settings the spec sets, under the runtime's names (`floe_jobs.config`):
+        the same for the replicas' floe.yaml and the operator's own session. Unset ones are left
+        out, so both keep the store library's defaults."""
+        given = {
+            "consistency": self.consistency,
+            "serial_consistency": self.serial_consistency,
+            "request_timeout": self.request_timeout_seconds,
+            "connect_timeout": self.connect_timeout_seconds,
+            "protocol_version": self.protocol_version,
+        }
+        return {name: value for name, value in given.items() if value is not None}
 
 
 class StoreSpec(_Model):

@@ -31,9 +31,10 @@ def _constraints(node: Mapping[str, Any]) -> str:
     parts: list[str] = []
     if "enum" in node:
         parts.append("one of " + ", ".join(f"`{v}`" for v in node["enum"]))
-    for key, label in (("minimum", "≥"), ("maximum", "≤")):
+    for key, label, strict in (("minimum", "≥", ">"), ("maximum", "≤", "<")):
         if key in node:
-            parts.append(f"{label} {node[key]}")
+            exclusive = node.get(f"exclusive{key.capitalize()}") is True
+            parts.append(f"{strict if exclusive else label} {node[key]}")
     for key, label in (
         ("minLength", "min length"),
         ("maxLength", "max length"),

@@ -96,6 +96,18 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "spec.state.cassandra.keyspace must be lowercase letters, digits and '_'",
     ),
     (
+        "serial-consistency-not-serial",
+        _set("spec.state.cassandra.serialConsistency", "LOCAL_QUORUM"),
+        'spec.state.cassandra.serialConsistency: Unsupported value: "LOCAL_QUORUM": supported values: "SERIAL", '
+        '"LOCAL_SERIAL"',
+    ),
+    (
+        "zero-request-timeout",
+        _set("spec.state.cassandra.requestTimeoutSeconds", 0),
+        "spec.state.cassandra.requestTimeoutSeconds: Invalid value: 0: spec.state.cassandra.requestTimeoutSeconds "
+        "in body should be greater than 0",
+    ),
+    (
         "nts-without-datacenters",
         _set("spec.state.cassandra.replication", {"strategy": "NetworkTopologyStrategy"}),
         "spec.state.cassandra.replication.datacenters is required with NetworkTopologyStrategy",

@@ -88,3 +88,11 @@ def test_state_cache_bound_reaches_the_runtime() -> None:
     assert render.job_config(model.StreamingApp.from_body(load_case("full")))["state"] == {"cache_max_keys": 200_000}
     unset = config.from_dict(render.job_config(model.StreamingApp.from_body(load_case("minimal"))))
     assert unset.state.cache_max_keys == config.StateSettings().cache_max_keys
+
+
+def test_cassandra_tuning_is_what_the_spec_sets_under_the_runtimes_names() -> None:
+    cass = model.CassandraSpec.model_validate(
+        {"hosts": ["c"], "keyspace": "k", "serialConsistency": "SERIAL", "requestTimeoutSeconds": 2.5}
+    )
+    assert cass.tuning() == {"serial_consistency": "SERIAL", "request_timeout": 2.5}
+    assert model.CassandraSpec.model_validate({"hosts": ["c"], "keyspace": "k"}).tuning() == {}
