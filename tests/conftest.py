@@ -10,12 +10,13 @@ error, never a skip.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from floe_stack import envfile
+from floe_jobs import config, sparkio
+from floe_stack import envfile, localrun
 from floe_stack import helm as helm_binary
 from floe_stack.layout import Layout
 
@@ -82,3 +83,28 @@ def rekeyed_table() -> Callable[[Sequence[Sequence[Any]]], Any]:
         return pa.Table.from_arrays([pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=names)
 
     return table
+
+
+@pytest.fixture(scope="session")
+def job_config(kafka_bootstrap: str, spark_jars: list[str]) -> config.FloeConfig:
+    """A job configuration for tests that drive runtime pieces in-process (no Cassandra used)."""
+    return config.load(
+        environ={
+            "FLOE_APP_ID": localrun.unique("it"),
+            "FLOE_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+            "FLOE_KAFKA_TOPICS": "lines",
+            "FLOE_CASSANDRA_KEYSPACE": "unused",
+            "FLOE_JOB_ENTRYPOINT": "unused:job",
+            "FLOE_SPARK_MASTER": "local[2]",
+            "FLOE_SPARK_JARS": ",".join(spark_jars),
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(job_config: config.FloeConfig) -> Iterator[Any]:
+    """One Spark session for the in-process tests, with the connector jars: the JVM outlives a
+    stopped session, and a session started in it later does not load Spark's Kafka sink."""
+    session = sparkio.build_session(job_config, app_name=job_config.app_id)
+    yield session
+    session.stop()

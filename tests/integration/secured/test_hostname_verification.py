@@ -1,7 +1,8 @@
 """A server certificate that does not name the address connected to is refused while hostname
 verification is on: by every Cassandra session (the store library's one `connect`, which the
 runtime opens and the operator's provisioner wraps) and by every Kafka client (the librdkafka
-settings of `floe_jobs.kafkasec`, which the runtime's and the operator's clients take). With
+settings of `floe_jobs.kafkasec`, which the runtime's and the operator's clients take, and the
+Java client of Spark's Kafka source, which takes its `java()` settings). With
 verification off the same server, through the same path, is accepted: the refusal is the
 name's, not the CA's.
 
@@ -21,13 +22,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from floe_jobs import kafkasec
+from floe_jobs import config, kafkaio, kafkasec, planning
 from floe_jobs.stores import CassandraConfig, StoreConfigError, connect
 from floe_operator import cassandra
+from floe_stack import localrun
 
 from .conftest import Tls
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra]
+spark_too = pytest.mark.spark
 
 UNNAMED = "127.0.0.2"
 """A loopback address the server certificate does not name."""
@@ -132,3 +135,41 @@ def test_kafka_refuses_a_broker_certificate_for_another_address(stack_env: dict[
         admin, watch = admin_of(bootstrap, unchecked)
         assert admin.list_topics(timeout=20).brokers
         assert watch.refused is None
+
+
+def secured_reader_config(tls: Tls, bootstrap: str, topic: str, *, verify: bool) -> config.FloeConfig:
+    return config.load(
+        environ={
+            "FLOE_APP_ID": localrun.unique("it"),
+            "FLOE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "FLOE_KAFKA_TOPICS": topic,
+            "FLOE_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "FLOE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+            "FLOE_KAFKA_SASL_USERNAME": "floe",
+            "FLOE_KAFKA_SASL_PASSWORD": tls.passwords["floe"],
+            "FLOE_KAFKA_SSL_CA_PEM": tls.ca,
+            "FLOE_KAFKA_SSL_VERIFY_HOSTNAME": str(verify).lower(),
+            "FLOE_CASSANDRA_KEYSPACE": "unused",
+            "FLOE_JOB_ENTRYPOINT": "unused:job",
+        }
+    )
+
+
+@spark_too
+def test_sparks_kafka_source_refuses_a_broker_certificate_for_another_address(
+    stack_env: dict[str, str], tls: Tls, spark: Any
+) -> None:
+    topic = localrun.unique("hostname")
+    localrun.create_topic(stack_env["FLOE_KAFKA_BOOTSTRAP"], topic, 1)
+    localrun.produce(stack_env["FLOE_KAFKA_BOOTSTRAP"], topic, [f"line {i}" for i in range(5)])
+    plans = [planning.PartitionPlan(topic, 0, 1, 0, 5, replay=False)]
+    listener_port = int(stack_env["FLOE_KAFKA_SASL_SSL_BOOTSTRAP"].rsplit(":", 1)[1])
+    with forwarded(listener_port) as port:
+        bootstrap = f"{UNNAMED}:{port}"
+        checked = secured_reader_config(tls, bootstrap, topic, verify=True)
+        with pytest.raises(Exception) as info:
+            kafkaio.read_with_spark(spark, checked, plans).collect()
+        assert "No subject alternative names matching IP address 127.0.0.2" in str(info.value), info.value
+
+        unchecked = secured_reader_config(tls, bootstrap, topic, verify=False)
+        assert kafkaio.read_with_spark(spark, unchecked, plans).count() == 5
