@@ -110,6 +110,14 @@ current-context: floe-local
         if proc.returncode != 0:
             raise component.StackError(f"applying {what} failed: {proc.stderr.strip()}")
 
+    def delete(self, objects: list[dict[str, object]], *, what: str) -> None:
+        """Delete ``objects`` when they exist (``what`` names them in an error)."""
+        docs = "\n---\n".join(json.dumps(o) for o in objects)
+        proc = subprocess.run([self.bin("kubectl"), f"--kubeconfig={self.kubeconfig}", "delete", "--ignore-not-found",
+                               "-f", "-"], input=docs, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise component.StackError(f"deleting {what} failed: {proc.stderr.strip()}")
+
     def _pki(self) -> None:
         d = self.dir
         d.mkdir(parents=True, exist_ok=True)

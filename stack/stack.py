@@ -62,6 +62,11 @@ def up(layout: Layout, *, say: Callable[[str], None] = print) -> dict[str, str]:
         c.wait_ready(timeout=240)
         env.update(c.env())
         say(f"floe-stack: ready  {c.describe()}")
+    if not node_enabled():
+        # etcd outlives `make down`: a stack that ran with the node keeps the node's admission
+        # policy, which without the node would refuse every pod whose image was not built here
+        control_plane = next(c for c in comps if isinstance(c, kube.Kube))
+        control_plane.delete(node.local_images_policy(), what="the node's admission policy")
     envfile.write(layout.env_file, env)
     restarted = [n for n, running in was_running.items() if not running]
     if not restarted:
