@@ -48,8 +48,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     _add_peering_flags(parser, env)
     _add_leader_election_flags(parser, env)
     _number(parser, env, "--lag-interval-seconds", var="FLOE_LAG_INTERVAL_SECONDS", default="10", kind=float,
-            help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off "
-        "(env FLOE_LAG_INTERVAL_SECONDS, default 10).")
+            help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off")
     parser.add_argument(
         "--log-level",
         default=env.get("FLOE_LOG_LEVEL", "INFO"),
@@ -59,9 +58,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _number(parser: argparse.ArgumentParser, env: Mapping[str, str], flag: str, *, var: str, default: str,
-            kind: type[int] | type[float], help: str) -> None:
-    """A numeric flag whose default is its environment variable's value, else `default`."""
-    parser.add_argument(flag, type=kind, default=kind(env.get(var, default)), help=help)
+            kind: type[int] | type[float], help: str, note: str = "") -> None:
+    """A numeric flag whose default is its environment variable's value, else `default`; its help
+    ends with both, and `note` after the default."""
+    parser.add_argument(flag, type=kind, default=kind(env.get(var, default)),
+                        help=f"{help} (env {var}, default {default}{note}).")
 
 
 def _add_watch_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
@@ -76,11 +77,11 @@ def _add_watch_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) ->
         "None means every namespace.",
     )
     _number(parser, env, "--resync-seconds", var="FLOE_RESYNC_SECONDS", default="60", kind=float,
-            help="Seconds between resyncs of each app (env FLOE_RESYNC_SECONDS, default 60).")
+            help="Seconds between resyncs of each app")
     _number(parser, env, "--metrics-port", var="FLOE_METRICS_PORT", default="8080", kind=int,
-            help="Port of the Prometheus /metrics endpoint; 0 disables it (env FLOE_METRICS_PORT, default 8080).")
+            help="Port of the Prometheus /metrics endpoint; 0 disables it")
     _number(parser, env, "--liveness-port", var="FLOE_LIVENESS_PORT", default="8081", kind=int,
-            help="Port of the /healthz liveness endpoint; 0 disables it (env FLOE_LIVENESS_PORT, default 8081).")
+            help="Port of the /healthz liveness endpoint; 0 disables it")
     parser.add_argument(
         "--no-kafka-check",
         action="store_true",
@@ -132,13 +133,12 @@ def _add_leader_election_flags(parser: argparse.ArgumentParser, env: Mapping[str
         help="Namespace of the Lease (env FLOE_LEASE_NAMESPACE, default the pod's POD_NAMESPACE).",
     )
     _number(parser, env, "--lease-duration-seconds", var="FLOE_LEASE_DURATION_SECONDS", default="15", kind=float,
-            help="How long standbys wait after the leader's last renewal before taking the Lease "
-        "(env FLOE_LEASE_DURATION_SECONDS, default 15).")
+            help="How long standbys wait after the leader's last renewal before taking the Lease")
     _number(parser, env, "--renew-deadline-seconds", var="FLOE_RENEW_DEADLINE_SECONDS", default="10", kind=float,
-            help="How long the leader keeps working without a renewal before it exits "
-        "(env FLOE_RENEW_DEADLINE_SECONDS, default 10; shorter than the lease duration).")
+            help="How long the leader keeps working without a renewal before it exits",
+            note="; shorter than the lease duration")
     _number(parser, env, "--retry-period-seconds", var="FLOE_RETRY_PERIOD_SECONDS", default="2", kind=float,
-            help="Seconds between renewals, and between a standby's tries (env FLOE_RETRY_PERIOD_SECONDS, default 2).")
+            help="Seconds between renewals, and between a standby's tries")
 
 
 class _QuietRoutine(logging.Filter):
