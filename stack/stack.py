@@ -62,9 +62,10 @@ def up(layout: Layout, *, say: Callable[[str], None] = print) -> dict[str, str]:
         c.wait_ready(timeout=240)
         env.update(c.env())
         say(f"floe-stack: ready  {c.describe()}")
-    if not node_enabled():
+    if not node_enabled() and not was_running.get(kube.APISERVER, False):
         # etcd outlives `make down`: a stack that ran with the node keeps the node's admission
         # policy, which without the node would refuse every pod whose image was not built here
+        # (checked when the API server starts: only the node, started with it, applies the policy)
         control_plane = next(c for c in comps if isinstance(c, kube.Kube))
         control_plane.delete(node.local_images_policy(), what="the node's admission policy")
     envfile.write(layout.env_file, env)
