@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from floe_jobs import config, sparkio
 from floe_stack import envfile, localrun
 from floe_stack import helm as helm_binary
 from floe_stack.layout import Layout
+
+if TYPE_CHECKING:
+    from floe_jobs.config import FloeConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,8 +88,10 @@ def rekeyed_table() -> Callable[[Sequence[Sequence[Any]]], Any]:
 
 
 @pytest.fixture(scope="session")
-def job_config(kafka_bootstrap: str, spark_jars: list[str]) -> config.FloeConfig:
+def job_config(kafka_bootstrap: str, spark_jars: list[str]) -> FloeConfig:
     """A job configuration for tests that drive runtime pieces in-process (no Cassandra used)."""
+    from floe_jobs import config  # imported here: the unit tests of the stack and chart need no runtime
+
     return config.load(
         environ={
             "FLOE_APP_ID": localrun.unique("it"),
@@ -102,9 +106,11 @@ def job_config(kafka_bootstrap: str, spark_jars: list[str]) -> config.FloeConfig
 
 
 @pytest.fixture(scope="session")
-def spark(job_config: config.FloeConfig) -> Iterator[Any]:
+def spark(job_config: FloeConfig) -> Iterator[Any]:
     """One Spark session for the in-process tests, with the connector jars: the JVM outlives a
     stopped session, and a session started in it later does not load Spark's Kafka sink."""
+    from floe_jobs import sparkio
+
     session = sparkio.build_session(job_config, app_name=job_config.app_id)
     yield session
     session.stop()

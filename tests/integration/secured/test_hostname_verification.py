@@ -30,7 +30,6 @@ from floe_stack import localrun
 from .conftest import Tls
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra]
-spark_too = pytest.mark.spark
 
 UNNAMED = "127.0.0.2"
 """A loopback address the server certificate does not name."""
@@ -155,7 +154,7 @@ def secured_reader_config(tls: Tls, bootstrap: str, topic: str, *, verify: bool)
     )
 
 
-@spark_too
+@pytest.mark.spark
 def test_sparks_kafka_source_refuses_a_broker_certificate_for_another_address(
     stack_env: dict[str, str], tls: Tls, spark: Any
 ) -> None:
