@@ -424,7 +424,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=24)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--scrapes", type=int, default=120, help="scrapes of the accuracy run (1 s apart)")
-    parser.add_argument("--rate", type=float, default=100.0, help="lines/s of the bursty producer's low steps")
+    parser.add_argument("--rate", type=float, default=1500.0, help="lines/s of the bursty producer's low steps")
     parser.add_argument("--step-seconds", type=float, default=10.0, help="length of each rate step (accuracy)")
     parser.add_argument("--warm-seconds", type=float, default=20.0, help="scrapes before the counted ones")
     parser.add_argument("--idle-apps", type=int, default=200, help="apps not started yet (not-started)")
