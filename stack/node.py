@@ -347,7 +347,8 @@ class Node:
     def prune_older(self, image: images.Image, have: set[str] | None = None) -> list[str]:
         """Remove the older builds of `image` that nothing names any more; what was removed."""
         repo = image.ref.rsplit(":", 1)[0]
-        stale = [ref for ref in (self.imported() if have is None else have) if ref.startswith(f"{repo}:") and ref != image.ref]
+        imported = self.imported() if have is None else have
+        stale = [ref for ref in imported if ref.startswith(f"{repo}:") and ref != image.ref]
         in_use = self.images_in_use()
         unused = sorted(ref for ref in stale if in_use is not None and ref not in in_use)
         if unused:
