@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -65,6 +64,7 @@ from typing import Any
 from cassandra import ConsistencyLevel
 from cassandra.policies import RetryPolicy
 from cassandra.query import SimpleStatement
+from floe_jobs import faults
 from floe_jobs.planning import OffsetRow, PartitionPlan
 
 TABLE = "floe_offsets"
@@ -271,7 +271,7 @@ class OffsetsTable:
         every plan's; the clock when absent). A row another replica created meanwhile is kept:
         a claim that expected this one then fails, and the next pass reads it."""
         now = datetime.now(UTC)
-        clock = time.time_ns() // 1000
+        clock = faults.clock_us()
         params = []
         for r in rows:
             stamp = r.planned_ts if r.planned_ts is not None else clock
@@ -374,7 +374,7 @@ def reset(
     )
     batch = table._conditional()
     now = datetime.now(UTC)
-    clock = time.time_ns() // 1000
+    clock = faults.clock_us()
     done: list[Reset] = []
     for (topic, partition), offset in sorted(positions.items()):
         row = rows.get((topic, partition))
