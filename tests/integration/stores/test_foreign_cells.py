@@ -3,8 +3,8 @@ at its own clock, raw CQL `USING TIMESTAMP`, a writer whose clock runs an hour a
 helpers (`floe_jobs.state`) write above them, so every batch's delta is kept, read back cold.
 
 The batches' stamps are taken the way the runtime takes them (`planning.plan_batch` from an
-offsets row, the clock of `faults.clock_us`); the rows are read back with a fresh store, from
-Cassandra, as a new replica would."""
+offsets row and the planner's clock, which a test may set off); the rows are read back with a
+fresh store, from Cassandra, as a new replica would."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from cassandra.cluster import Session
-from floe_jobs import faults, planning, state
+from floe_jobs import planning, state
 from floe_jobs.planning import OffsetRow, Watermarks
 from floe_jobs.statecache import Ownership, StateCache
 from floe_jobs.stores import CassandraConfig, PartitionedStore, serdes
@@ -60,17 +60,23 @@ def write_ahead(session: Session, ref: state.StoreRef, key: str, value: int, sta
     )
 
 
+def clock_us() -> int:
+    return time.time_ns() // 1000
+
+
 class Partition:
     """The offsets row of input partition 0 and the plans made from it, as the runtime makes them:
-    each batch planned and stamped from the row its predecessor left."""
+    each batch planned and stamped from the row its predecessor left, by a planner whose clock is
+    `skew_us` off."""
 
-    def __init__(self) -> None:
-        self.row = OffsetRow("in", 0, next_offset=0, planned_ts=faults.clock_us() - 1)
+    def __init__(self, skew_us: int = 0) -> None:
+        self.skew_us = skew_us
+        self.row = OffsetRow("in", 0, next_offset=0, planned_ts=clock_us() + skew_us - 1)
 
     def plan(self) -> planning.PartitionPlan:
         plan = planning.plan_batch(owned=[("in", 0)], rows={("in", 0): self.row},
                                    watermarks={("in", 0): Watermarks(0, self.row.next_offset + 10)},
-                                   starting_offsets="earliest", budget=10, now_us=faults.clock_us())
+                                   starting_offsets="earliest", budget=10, now_us=clock_us() + self.skew_us)
         (p,) = plan.partitions
         self.row = OffsetRow("in", 0, next_offset=self.row.next_offset, committed_seq=self.row.committed_seq,
                              planned_seq=p.seq, planned_from=p.start, planned_to=p.end, planned_ts=p.stamp)
@@ -91,7 +97,7 @@ def merge(ref: state.StoreRef, p: planning.PartitionPlan, deltas: dict[str, int]
 
 def test_batches_after_a_row_written_an_hour_ahead_keep_every_delta(session: Session, ref: state.StoreRef
                                                                    ) -> None:
-    write_ahead(session, ref, "k", 100, faults.clock_us() + HOUR_US)
+    write_ahead(session, ref, "k", 100, clock_us() + HOUR_US)
     part = Partition()
     owned = Ownership(StateCache(100), {0: 1})  # the replica keeps what it reads and writes
     got = []
@@ -124,16 +130,12 @@ def test_a_replica_whose_clock_was_set_back_keeps_every_delta(session: Session, 
     """The planner an hour behind the writer of the rows (an offsets row made by a release without
     stamps, or made again after the rows were written): every batch still lands."""
     library(session, ref).put(0, "k", 7)
-    faults.skew(-3600)
-    try:
-        part = Partition()
-        for seq, delta in enumerate((1, 2, 3), start=1):
-            p = part.plan()
-            assert p.stamp < time.time_ns() // 1000 - HOUR_US // 2  # the planner is an hour behind
-            merge(ref, p, {"k": delta}, Ownership(StateCache(100), {0: seq}))
-            part.commit(p)
-    finally:
-        faults.skew(0)
+    part = Partition(skew_us=-HOUR_US)
+    for seq, delta in enumerate((1, 2, 3), start=1):
+        p = part.plan()
+        assert p.stamp < clock_us() - HOUR_US // 2  # the planner is an hour behind
+        merge(ref, p, {"k": delta}, Ownership(StateCache(100), {0: seq}))
+        part.commit(p)
     assert cold(session, ref) == {"k": (13, 3)}
 
 
@@ -144,7 +146,7 @@ def test_a_late_write_of_an_earlier_attempt_loses_to_the_replay_and_to_newer_bat
     wins: not against the replay of its batch, which is stamped above it, nor, above a row
     another writer stamped an hour ahead, against the batch after."""
     store = library(session, ref)
-    write_ahead(session, ref, "ahead", 100, faults.clock_us() + HOUR_US)
+    write_ahead(session, ref, "ahead", 100, clock_us() + HOUR_US)
     part = Partition()
     first = part.plan()
     # the first attempt reads its rows and decides, then stalls before it writes
