@@ -302,18 +302,15 @@ class _KeyValueStore(BaseStore[K, V]):
                                                                                  stamped=stamped))
             fenced_ttl = None
             for kb, (k, vb) in latest.items():
-                if stamps and k in stamps:
-                    at = (stamps[k],)
-                elif stamps:
-                    at = (stamp,)
+                row_at = (stamps[k],) if stamps and k in stamps else at
                 row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
                 if row_ttl is None:
-                    stmts.append((fenced, (partition, kb, vb, fence, *at), k, len(kb) + len(vb or b"")))
+                    stmts.append((fenced, (partition, kb, vb, fence, *row_at), k, len(kb) + len(vb or b"")))
                 else:
                     fenced_ttl = fenced_ttl or self.statement(
                         f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
                     )
-                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *at), k,
+                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *row_at), k,
                                   len(kb) + len(vb or b"")))
         calls: list[Call] = []
         call_keys: list[Any] = []
