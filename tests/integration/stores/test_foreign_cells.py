@@ -26,14 +26,15 @@ pytestmark = pytest.mark.cassandra
 HOUR_US = 3_600_000_000
 
 
-@pytest.fixture
-def ref(session: Session, keyspace: str, store_name: str, cassandra_hosts: list[str], cassandra_port: int
-        ) -> Iterator[state.StoreRef]:
-    # the table, made as the runtime's provisioning makes it; the helpers only open it
-    PartitionedStore(session, StoreSpec(name=store_name, type="partitioned"), keyspace=keyspace,
+@pytest.fixture(params=[None, 3600], ids=["no-ttl", "ttl"])
+def ref(request: pytest.FixtureRequest, session: Session, keyspace: str, store_name: str,
+        cassandra_hosts: list[str], cassandra_port: int) -> Iterator[state.StoreRef]:
+    """A store as the runtime provisions it, without and with a TTL (written by other statements)."""
+    ttl = request.param
+    PartitionedStore(session, StoreSpec(name=store_name, type="partitioned", ttl_seconds=ttl), keyspace=keyspace,
                      registry=CollectorRegistry())
     yield state.StoreRef(cassandra=CassandraConfig(hosts=tuple(cassandra_hosts), port=cassandra_port),
-                         keyspace=keyspace, name=store_name, type="partitioned", ttl_seconds=None,
+                         keyspace=keyspace, name=store_name, type="partitioned", ttl_seconds=ttl,
                          key_serde="str", value_serde="long")
     state.shutdown_sessions()
 
