@@ -490,6 +490,7 @@ async def _outcome(
         provisioned_hash=checked.provisioned,
         partitions=checked.partitions,
         executors_unschedulable=executors,
+        pod_security=conditions.pod_security(app.namespace, await deps.cluster.namespace_labels(app.namespace)),
     )
     status = conditions.status_for(app, observed, now=now())
     if reset is not None:

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from floe_jobs import config
-from floe_operator import model, podtemplate, reconcile, render
+from floe_operator import conditions, model, podtemplate, reconcile, render
 
 from . import crdtools
 from .conftest import load_case
@@ -157,3 +157,17 @@ def test_every_container_drops_all_capabilities_whatever_the_template_says() -> 
     pod = render.deployment(app, config_digest="x")["spec"]["template"]["spec"]
     for container in [*pod["containers"], *pod["initContainers"]]:
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"], container["name"]
+
+
+def test_pod_security_is_true_only_where_the_namespace_enforces_a_standard() -> None:
+    label = conditions.ENFORCE_LABEL
+    assert conditions.pod_security("a", {label: "restricted"})[:2] == ("True", "Enforced")
+    assert conditions.pod_security("a", {label: "baseline"})[:2] == ("True", "Enforced")
+    status, reason, message = conditions.pod_security("team-a", {label: "privileged"})
+    assert (status, reason) == ("False", "NotEnforced")
+    assert message.startswith(
+        "Namespace team-a does not enforce the restricted Pod Security Standard "
+        "(pod-security.kubernetes.io/enforce=privileged)"
+    )
+    assert conditions.pod_security("a", {})[:2] == ("False", "NotEnforced")
+    assert conditions.pod_security("a", None)[:2] == ("Unknown", "NamespaceUnreadable")
