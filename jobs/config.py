@@ -62,6 +62,10 @@ ConfigMap or Secret can still carry any (`FLOE_KAFKA_EXTRA` would rewrite the Ka
 settings). Where this variable is set, `load` refuses every FLOE_ variable it does not list. A
 pod's explicit env wins over its envFrom, so an envFrom source cannot replace the list."""
 
+IMAGE_ENV = ("FLOE_SPARK_JARS",)
+"""FLOE_ variables Floe's job image sets itself (images/job.Dockerfile: where the Kafka connector
+jars are), which the operator therefore lists too. The image is the author's choice anyway."""
+
 RUNTIME_ENV = (CONFIG_ENV, ENV_NAMES_ENV, "FLOE_LOCAL_RUN", "FLOE_LOG_LEVEL")
 """FLOE_ variables that are not settings: the config file, the list above, and the local run's
 marker and the log level, which the CLI reads."""

@@ -400,8 +400,9 @@ def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Proce
         env.append(_secret_env(config.env_name("cassandra", "tls_ca_pem"), ca.name, ca.key))
     if (refs := _secret_refs_env(env)) is not None:
         env.append(refs)
-    # What the operator set, and nothing else: a FLOE_ variable from an envFrom source stops the replica.
-    owned = sorted({e["name"] for e in env} | {config.ENV_NAMES_ENV})
+    # What the operator set (and the job image), nothing else: a FLOE_ variable from an envFrom
+    # source stops the replica.
+    owned = sorted({e["name"] for e in env} | {config.ENV_NAMES_ENV, *config.IMAGE_ENV})
     env.append({"name": config.ENV_NAMES_ENV, "value": ",".join(owned)})
     env.extend(dict(e) for e in spec.env)
     return {"command": ["floe-job"], "args": [], "env": env}

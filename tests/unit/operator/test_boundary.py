@@ -171,3 +171,13 @@ def test_pod_security_is_true_only_where_the_namespace_enforces_a_standard() -> 
     )
     assert conditions.pod_security("a", {})[:2] == ("False", "NotEnforced")
     assert conditions.pod_security("a", None)[:2] == ("Unknown", "NamespaceUnreadable")
+
+
+def test_the_rendered_list_names_each_floe_variable_rendered_and_the_images_own() -> None:
+    app = model.StreamingApp.from_body(load_case("sasl-plaintext"))
+    env = render.process(app)["env"]
+    (listed,) = [e["value"] for e in env if e["name"] == config.ENV_NAMES_ENV]
+    assert set(listed.split(",")) == {e["name"] for e in env} | {"FLOE_SPARK_JARS"}
+    image_env = {"FLOE_SPARK_JARS": "/opt/floe/jars/a.jar"}  # images/job.Dockerfile sets it
+    pod_env = {e["name"]: "x" for e in env} | image_env | {config.ENV_NAMES_ENV: listed}
+    assert config.foreign_variables(pod_env) == []
