@@ -19,12 +19,15 @@ APP = "drivers"
 
 
 def can(kube: Kubectl, namespace: str, account: str, verb: str, resource: str) -> bool:
-    """The API server's authorizer on whether `account` of `namespace` may `verb` `resource` there."""
+    """The API server's authorizer on whether `account` of `namespace` may `verb` `resource`
+    there (`pods/exec`: the subresource, not a pod named exec)."""
+    resource, _, subresource = resource.partition("/")
     proc = kube.run(
         "auth",
         "can-i",
         verb,
         resource,
+        *([f"--subresource={subresource}"] if subresource else []),
         "-n",
         namespace,
         f"--as=system:serviceaccount:{namespace}:{account}",
