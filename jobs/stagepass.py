@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from floe_jobs import api, faults, health, kafkaio, offsets, placement, planning, records, statecache
+from floe_jobs import api, faults, health, kafkaio, offsets, outages, placement, planning, poison, records, statecache
 
 if TYPE_CHECKING:
     from floe_jobs.config import FloeConfig
@@ -53,16 +53,24 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
     if planned is None:
         return 0
     plan, rows = planned
+    # a replay this lane narrowed to its poison records: cut where its partition stops, without
+    # the records it dead-lettered (`floe_jobs.quarantine`)
+    narrowed, leave_out, stops = lane.narrowed.apply(stage.name, plan.partitions)
+    plan = replace(plan, partitions=narrowed)
     clock.lap("plan")
     held = r.membership.assignments(p.tp for p in plan.partitions)
     got = _read(r, stage, plan, rows, lane.reader, clock)
     parts, size = got.parts, got.size
+    lane.narrowed.claimed(
+        stage.name, parts, taken_from_another={tp for tp, row in rows.items() if row.owner != r.owner}
+    )
+    df = _without(got.df, leave_out, stage=stage.name)
     assignments = r.membership.assignments(p.tp for p in parts)
     batch = batch_for(
         r,
         lane,
         stage,
-        got.df,
+        df,
         clock,
         seqs={p.tp: p.seq for p in parts},
         stamps={p.tp: p.stamp for p in parts},
@@ -70,22 +78,83 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
         where=got.where,
         owned=statecache.Ownership(r.state_cache, {p: n for (_t, p), n in assignments.items()}),
     )
+    batch.on_effect = lambda: lane.narrowed.dirty(stage.name, parts)
     result = stage.fn(batch)
     clock.lap("fn")
     faults.point(f"{stage.name}:after-state")
     check_owned(r, stage, parts, held, ask_cassandra=True)
-    out = sum(write(lane.sink, e, large=got.where.spark_sink) for e in emitted(r.cfg, result))
+    outputs = emitted(r.cfg, result)
+    if outputs:
+        lane.narrowed.dirty(stage.name, parts)
+    out = sum(write(lane.sink, e, large=got.where.spark_sink) for e in outputs)
     clock.lap("emit")
     faults.point(f"{stage.name}:after-emit")
     check_owned(r, stage, parts, held, ask_cassandra=False)
-    if not r.offsets.commit(parts, got.positions):
+    if not r.offsets.commit(parts, got.positions, stops=stops):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+    lane.narrowed.committed(stage.name, parts)
     clock.lap("commit")
     r.membership.commit({p.tp: p.end for p in parts})
     clock.lap("group")
+    for (topic, partition), error in sorted(stops.items()):
+        at = next(p.end for p in parts if p.tp == (topic, partition))
+        log.error("Stopped stage=%s %s", stage.name, poison.stop_message(topic, partition, at, error))
     replay = any(p.replay for p in plan.partitions)
     _committed(r, stage, parts, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
     return size
+
+
+def _without(df: Any, leave_out: dict[tuple[str, int], set[int]], *, stage: str) -> Any:
+    """The batch's frame without the records dead-lettered at these offsets (a run of re-keyed
+    rows is one record: its rows share its offset)."""
+    if not leave_out:
+        return df
+    from pyspark.sql import functions as F
+
+    cond: Any = None
+    for (topic, partition), offsets_left_out in sorted(leave_out.items()):
+        log.info(
+            "Leaving out dead-lettered records stage=%s topic=%s partition=%d offsets=%s",
+            stage,
+            topic,
+            partition,
+            sorted(offsets_left_out),
+        )
+        one = (
+            (F.col("topic") == topic)
+            & (F.col("partition") == partition)
+            & F.col("offset").isin(sorted(offsets_left_out))
+        )
+        cond = one if cond is None else cond | one
+    return df.where(~cond)
+
+
+def trial(
+    r: Runner,
+    lane: Lane,
+    stage: api.Stage,
+    batch_records: list[records.Record],
+    *,
+    seqs: dict[tuple[str, int], int],
+    stamps: dict[tuple[str, int], int],
+) -> str | None:
+    """Run `stage` over these records without any effect: its helpers read the stores but write
+    nothing, what it emits is collected and dropped (`Batch.trial`). None when it passes, else
+    the error (an outage of a dependency is raised: it says nothing of the records)."""
+    assert lane.sink is not None
+    clock = api.BatchClock()
+    df = records.to_dataframe(r.spark, batch_records)
+    batch = batch_for(
+        r, lane, stage, df, clock, seqs=seqs, stamps=stamps, records=records.row_count(batch_records), trial=True
+    )
+    try:
+        for e in emitted(r.cfg, stage.fn(batch)):
+            write(lane.sink, e, dry_run=True)
+    except Exception as exc:
+        if outages.unavailable(exc) is not None:
+            raise
+        return poison.describe(exc)
+    return None
 
 
 def budget(r: Runner, stage: str) -> int:
@@ -109,6 +178,11 @@ def _plan(
     topics = r.stage_topics(stage)
     r.state_cache.retain(set(r.membership.assignments(r.membership.owned).values()))
     rows = r.offsets.read(topics)
+    # partitions a poison record stopped in this process wait for a fix or an offset reset;
+    # another process (a new pod, a fixed image) tries them again (`floe_jobs.quarantine`)
+    tps = [tp for tp in tps if not ((row := rows.get(tp)) is not None and row.stopped and row.owner == r.owner)]
+    if not tps:
+        return None
     # rows another process claimed last: what this replica kept of their state may be stale
     forget_state_of(r, [tp for tp, row in rows.items() if tp in tps and row.owner != r.owner])
     marks = reader.watermarks(tps)
@@ -297,6 +371,7 @@ def batch_for(
     records: int | None = None,
     where: placement.Placement | None = None,
     owned: statecache.Ownership | None = None,
+    trial: bool = False,
 ) -> api.Batch:
     """What a stage function receives: its records, the session, the lane's sink and a clock.
     A warm-up's batch has no record count, so its helpers run the Spark plans that large
@@ -317,6 +392,7 @@ def batch_for(
         where=where,
         owned=owned,
         writers=r.store_writers,
+        trial=trial,
     )
 
 
