@@ -25,7 +25,7 @@ Trial = Callable[[Sequence[Item]], "str | None"]
 
 # trials one narrowing may run (each a small Spark job): enough for several poison records in a
 # batch of 50,000 (about 2 · log2(n) trials per record), bounded for a batch full of them
-MAX_TRIALS = 400
+MAX_TRIALS = 120
 # longest error text kept in a condition, a header or the offsets row
 ERROR_CHARS = 400
 
