@@ -238,6 +238,11 @@ class OffsetsTable:
             f"UPDATE {self.table} SET planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
             " IF planned_seq = ? AND committed_seq = ? AND planned_ts = ?"
         )
+        # a replay cut short (`floe_jobs.quarantine`): only while this process still holds the plan
+        self._keep = session.prepare(
+            f"UPDATE {self.table} SET planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            " IF planned_seq = ? AND committed_seq = ? AND planned_ts = ? AND owner = ?"
+        )
         self._commit = session.prepare(
             f"UPDATE {self.table} SET next_offset = ?, committed_seq = ?, committed_at = ?, source_positions = ?,"
             " stopped_at = ?, stopped_error = ?"
@@ -290,17 +295,27 @@ class OffsetsTable:
             params.append((self.app_id, r.topic, r.partition, r.next_offset, now, self.owner, stamp))
         self._run_all(self._init, params)
 
-    def claim(self, plans: Iterable[PartitionPlan], rows: Mapping[tuple[str, int], OffsetRow]) -> bool:
+    def claim(
+        self,
+        plans: Iterable[PartitionPlan],
+        rows: Mapping[tuple[str, int], OffsetRow],
+        *,
+        own: set[tuple[str, int]] | None = None,
+    ) -> bool:
         """Claim the plans' partitions for this process, all or none, before the batch has any
         effect: a new plan is stored (a crash from here on replays exactly its range) if its row
-        is still as read in `rows`; a replay takes the row over. False: another replica moved a
-        row since it was read, and the batch must not run."""
+        is still as read in `rows`; a replay takes the row over, or for a partition of `own`
+        keeps it only if this process still holds it. False: another replica moved a row since
+        it was read, and the batch must not run."""
         batch = self._conditional()
         now = datetime.now(UTC)
         for p in plans:
             row = rows[p.tp]
             key = (self.app_id, p.topic, p.partition)
-            if p.replay:
+            if p.replay and own and p.tp in own:
+                expected_row = (row.planned_seq, row.committed_seq, row.planned_ts, self.owner)
+                batch.add(self._keep, (p.stamp, self.owner, *key, *expected_row))
+            elif p.replay:
                 batch.add(self._take, (p.stamp, self.owner, *key, row.planned_seq, row.committed_seq, row.planned_ts))
             else:
                 expected = (row.planned_seq, row.committed_seq, row.next_offset, row.planned_ts)

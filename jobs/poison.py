@@ -157,6 +157,11 @@ class Narrowed:
             elif p.tp in taken_from_another:
                 self.clean.pop(key, None)
 
+    def taken(self, stage: str, tps: Iterable[TP]) -> None:
+        """Another process claimed these partitions last: their plans may have effects."""
+        for tp in tps:
+            self.clean.pop((stage, *tp), None)
+
     def dirty(self, stage: str, plans: Iterable[PartitionPlan]) -> None:
         """The batch is about to have an effect: its plans are no longer clean."""
         for p in plans:
@@ -169,7 +174,9 @@ class Narrowed:
         self, stage: str, plans: Sequence[PartitionPlan]
     ) -> tuple[list[PartitionPlan], dict[TP, set[int]], dict[TP, str]]:
         """The plans with each replay this lane narrowed cut where it stops, the offsets to leave
-        out of each partition's records, and the stops to record with the commit (tp → error)."""
+        out of each partition's records, and the stops to record with the commit (tp → error).
+        A cut of a plan no longer clean is dropped: the replay runs whole, fails again, and the
+        next narrowing stops the partition where the plan starts."""
         out: list[PartitionPlan] = []
         leave_out: dict[TP, set[int]] = {}
         stops: dict[TP, str] = {}
@@ -180,7 +187,8 @@ class Narrowed:
                 del self.skip[key]
                 skipped = None
             cut = self.cut.get(key)
-            if cut is not None and (not p.replay or cut[0] != p.seq):
+            # a cut needs the plan still clean: another process may have run it since
+            if cut is not None and (not p.replay or cut[0] != p.seq or self.clean.get(key) != p.seq):
                 del self.cut[key]
                 cut = None
             if cut is not None:

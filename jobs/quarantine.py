@@ -17,7 +17,8 @@ Then, per partition:
 - `stop`: the partition stops just before its first poison record. When the plan was claimed as
   new by this process and none of its attempts had an effect (no state write, nothing produced),
   nothing of it was applied yet, so the replay is cut there: the records before it are applied
-  and committed, and the commit records `stopped_at` and `stopped_error` in the offsets row. Else
+  and committed, and the commit records `stopped_at` and `stopped_error` in the offsets row (the
+  cut replay is claimed only while the row still names this process: `OffsetsTable.claim`). Else
   (another process ran the plan before, or an attempt wrote state) the plan stays in flight,
   whole, and the row is marked stopped where it starts: committing part of it could drop or
   repeat effects of records after the poison one.

@@ -55,15 +55,16 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
     plan, rows = planned
     # a replay this lane narrowed to its poison records: cut where its partition stops, without
     # the records it dead-lettered (`floe_jobs.quarantine`)
+    others = {tp for tp, row in rows.items() if row.owner != r.owner}
+    lane.narrowed.taken(stage.name, others)
     narrowed, leave_out, stops = lane.narrowed.apply(stage.name, plan.partitions)
     plan = replace(plan, partitions=narrowed)
     clock.lap("plan")
     held = r.membership.assignments(p.tp for p in plan.partitions)
-    got = _read(r, stage, plan, rows, lane.reader, clock)
+    # a cut replay is claimed only if no other process took its plan since this one held it
+    got = _read(r, stage, plan, rows, lane.reader, clock, own=set(stops))
     parts, size = got.parts, got.size
-    lane.narrowed.claimed(
-        stage.name, parts, taken_from_another={tp for tp, row in rows.items() if row.owner != r.owner}
-    )
+    lane.narrowed.claimed(stage.name, parts, taken_from_another=others)
     df = _without(got.df, leave_out, stage=stage.name)
     assignments = r.membership.assignments(p.tp for p in parts)
     batch = batch_for(
@@ -219,10 +220,13 @@ def _read(
     rows: dict[tuple[str, int], planning.OffsetRow],
     reader: kafkaio.RangeReader,
     clock: api.BatchClock,
+    *,
+    own: set[tuple[str, int]] | None = None,
 ) -> StageRead:
     """Claim the planned partitions and read their records into a DataFrame: through Spark's
     Kafka source for a large batch of an input topic, else in the driver (where a repartition
-    topic's records already applied are dropped)."""
+    topic's records already applied are dropped). `own`: replays claimed only while this
+    process still holds them (`OffsetsTable.claim`)."""
     before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
     # what each claim expects to find: the row as read, or as just created
     expected = {**{(row.topic, row.partition): row for row in plan.new_rows}, **rows}
@@ -232,11 +236,11 @@ def _read(
         where = placement.decide(r.cfg, records=plan.records, spark_source=r.spark_reads)
         if where.spark_read:
             # records read are not counted (that would be a job): the plan's size is what is read
-            _claim(r, stage, plan.partitions, expected)
+            _claim(r, stage, plan.partitions, expected, own=own)
             df = kafkaio.read_with_spark(r.spark, r.cfg, plan.partitions)
             clock.lap("read")
             return StageRead(df=df, parts=plan.partitions, size=plan.records, positions={}, where=where)
-    return _read_in_driver(r, stage, plan, reader, clock, where=where, before=before, expected=expected)
+    return _read_in_driver(r, stage, plan, reader, clock, where=where, before=before, expected=expected, own=own)
 
 
 def _read_in_driver(
@@ -249,6 +253,7 @@ def _read_in_driver(
     where: placement.Placement | None,
     before: Positions,
     expected: dict[tuple[str, int], planning.OffsetRow],
+    own: set[tuple[str, int]] | None = None,
 ) -> StageRead:
     """The batch read by the lane's consumer. A repartition topic's records may be runs of rows:
     its read stops at the row cap, the plans are claimed as cut, before anything of the batch has
@@ -258,7 +263,7 @@ def _read_in_driver(
     limits = planning.row_limits(parts, r.cfg.kafka.max_records_per_batch) if stage.source else None
     batch_records, stopped = reader.read_rows(parts, limits)
     parts = planning.cut(parts, stopped)
-    _claim(r, stage, parts, expected)
+    _claim(r, stage, parts, expected, own=own)
     size = records.row_count(batch_records)
     average = records.average_bytes(batch_records)
     if average is not None:
@@ -324,10 +329,12 @@ def _claim(
     stage: api.Stage,
     parts: list[planning.PartitionPlan],
     expected: dict[tuple[str, int], planning.OffsetRow],
+    *,
+    own: set[tuple[str, int]] | None = None,
 ) -> None:
     """Claim the batch's partitions before it has any effect (`OffsetsTable.claim`)."""
     assert r.offsets is not None
-    if not r.offsets.claim(parts, expected):
+    if not r.offsets.claim(parts, expected, own=own):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     faults.point(f"{stage.name}:after-claim")
 

@@ -139,6 +139,7 @@ def test_the_replay_of_a_narrowed_plan_keeps_its_sequence_and_range_but_the_stop
     kept = poison.Narrowed()
     kept.skip[("split", T, 0)] = (5, {10: "bad", 500: "outside the plan"})
     kept.cut[("split", T, 1)] = (9, 40, "bad 40")
+    kept.clean[("split", T, 1)] = 9
     plans = [plan(0, 5, 0, 100, replay=True), plan(1, 9, 20, 80, replay=True), plan(2, 3, 0, 10, replay=True)]
     out, leave_out, stops = kept.apply("split", plans)
     # a dead-lettering replay reads its whole range under its sequence, leaving the records out
@@ -168,9 +169,22 @@ def test_what_was_kept_for_another_plan_is_dropped() -> None:
 def test_a_stop_at_the_first_record_cuts_the_replay_to_nothing() -> None:
     kept = poison.Narrowed()
     kept.cut[("split", T, 1)] = (9, 20, "bad")
+    kept.clean[("split", T, 1)] = 9
     out, _, stops = kept.apply("split", [plan(1, 9, 20, 80, replay=True)])
     assert (out[0].start, out[0].end) == (20, 20)
     assert stops == {(T, 1): "bad"}
+
+
+def test_a_cut_is_dropped_once_another_process_took_the_plan() -> None:
+    kept = poison.Narrowed()
+    kept.claimed("split", [plan(1, 9, 20, 80, replay=False)], taken_from_another=set())
+    kept.cut[("split", T, 1)] = (9, 40, "bad")
+    # between the narrowing and the replay another process claimed the plan: it may have written
+    # state for records past 40, which a commit cut at 40 would leave to be applied again later
+    kept.taken("split", [(T, 1)])
+    out, _, stops = kept.apply("split", [plan(1, 9, 20, 80, replay=True)])
+    assert (out[0].end, stops) == (80, {})
+    assert kept.cut == {}
 
 
 def test_a_row_is_stopped_while_its_committed_position_is_the_stop() -> None:
