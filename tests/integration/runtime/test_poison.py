@@ -53,11 +53,16 @@ def topics_of(app: localrun.App) -> list[str]:
 
 
 def offsets_rows(session: Any, app: localrun.App) -> dict[tuple[str, int], Any]:
-    rows = session.execute(
-        f"SELECT topic, partition, next_offset, committed_seq, planned_seq, stopped_at, stopped_error"
-        f" FROM {app.keyspace}.floe_offsets WHERE app_id = %s",
-        (app.app_id,),
-    )
+    from cassandra import InvalidRequest
+
+    try:
+        rows = session.execute(
+            f"SELECT topic, partition, next_offset, committed_seq, planned_seq, stopped_at, stopped_error"
+            f" FROM {app.keyspace}.floe_offsets WHERE app_id = %s",
+            (app.app_id,),
+        )
+    except InvalidRequest:  # the replica has not made its keyspace or table yet
+        return {}
     return {(r[0], r[1]): r for r in rows}
 
 
