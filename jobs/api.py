@@ -182,6 +182,12 @@ class Batch:
     # where the batch's phases run, decided once for it (`floe_jobs.placement`); None: decided
     # here from `records` (a tool or a test driving helpers outside the loop)
     where: placement.Placement | None = None
+    # a trial over some records (`floe_jobs.quarantine`): helpers read the stores but write
+    # nothing, and the sink produces nothing, so a trial has no effect
+    trial: bool = False
+    # called before the batch's first effect (a state write); the runtime then knows the batch
+    # may have left effects behind (`floe_jobs.quarantine`)
+    on_effect: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.where is None:
@@ -233,9 +239,18 @@ class Batch:
                 "writing stage: give each stage a store of its own (stores), and read another stage's "
                 "store with Batch.lookup"
             )
-        return functools.partial(
-            fn, ref=ref, fences=self._fences(), stamps=self._stamps(), owned=self.owned, **kwargs
+        bound = functools.partial(
+            fn, ref=ref, fences=self._fences(), stamps=self._stamps(), owned=self.owned, readonly=self.trial, **kwargs
         )
+        if self.trial or self.dry_run or self.on_effect is None:
+            return bound
+        effect = self.on_effect
+
+        def apply(rows: Any) -> Any:
+            effect()
+            return bound(rows)
+
+        return apply
 
     def store_ref(self, name: str, *, key_serde: str, value_serde: str) -> state.StoreRef:
         spec = self.stores.get(name)
@@ -533,7 +548,7 @@ class Batch:
         )
         # one Spark job; the rows go out through the replica's producer and are acknowledged
         bad_rows = bad.select("key", "value", headers.alias("headers"))
-        self.dlq_records += self.sink.write(bad_rows, topic=self.cfg.dlq_topic, dry_run=self.dry_run)
+        self.dlq_records += self.sink.write(bad_rows, topic=self.cfg.dlq_topic, dry_run=self.dry_run or self.trial)
         good = parsed.where(~bad_cond)
         return good.select(*df.columns, *[F.col(f"_json.{f.name}").alias(f.name) for f in struct.fields])
 

@@ -51,6 +51,8 @@ StartingOffsets = Literal["earliest", "latest"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 EnvKind = Literal["str", "list", "json"]
+ErrorPolicy = Literal["stop", "deadLetter"]
+"""What a poison record does (`spec.errors` of a StreamingApp, `job.errors` here)."""
 
 CONFIG_ENV = "FLOE_CONFIG"
 """The variable naming the config file: read by `load` itself, not a setting."""
@@ -635,6 +637,13 @@ class JobSettings(_Model):
     )
     args: list[str] = setting(
         default_factory=list, env="FLOE_JOB_ARGS", kind="json", description="JSON list handed to the job as job.args"
+    )
+    errors: ErrorPolicy = setting(
+        default="stop",
+        env="FLOE_JOB_ERRORS",
+        description="a record its stage keeps failing on (found by narrowing the failing batch): stop: its "
+        "partition stops just before it, named in the offsets row (stopped_at, stopped_error) and the app's "
+        "condition, the other partitions go on; deadLetter: it goes to <app-id>-dlq and processing goes on",
     )
 
 

@@ -10,8 +10,9 @@ group member.
 
 Between two batches of a lane is a boundary for revocations (`Membership.batch`). A lane's
 failed batch is retried with a backoff; an outage of a dependency is waited out without being
-counted (`floe_jobs.outages`), and the lane gives up, stopping the replica, only when batches
-keep failing otherwise.
+counted (`floe_jobs.outages`). A batch that keeps failing otherwise is narrowed to the records
+it fails on (`floe_jobs.quarantine`), which are dead-lettered or stop their partitions; the lane
+gives up, stopping the replica, only when the failure is in no record.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from floe_jobs import api, health, kafkaio, offsets, outages, stagepass
+from floe_jobs import api, health, kafkaio, offsets, outages, poison, quarantine, stagepass
 from floe_jobs.config import FloeConfig
 
 if TYPE_CHECKING:
@@ -32,6 +33,11 @@ log = logging.getLogger("floe_jobs")
 
 # consecutive failed passes (outages not counted) after which a lane gives up
 MAX_FAILURES = 5
+# consecutive failed passes after which the failing batch is narrowed to its poison records
+NARROW_AFTER = 3
+# narrowings without a full pass in between after which a lane stops narrowing (what it found
+# did not make the batch pass: the failure is not only in those records)
+MAX_NARROWINGS = 3
 
 
 @dataclass
@@ -46,6 +52,13 @@ class Lane:
     # assignment generation (`Membership.rebalances`) seen at the start of its last full pass
     passed_generation: int = -1
     failures: int = 0
+    # the stage of the lane's running (or last failed) batch
+    current: api.Stage | None = None
+    # narrowings since the lane's last full pass, and whether the current failures were narrowed
+    narrowings: int = 0
+    narrowed_streak: bool = False
+    # poison records found in this lane's batches, for the replays of their plans
+    narrowed: poison.Narrowed = field(default_factory=poison.Narrowed)
 
 
 def group_lanes(
@@ -114,12 +127,15 @@ def run_lane(r: Runner, lane: Lane) -> None:
             for stage in lane.stages:
                 if r.should_stop():
                     break
+                lane.current = stage
                 # one batch per stage; between two of them is a boundary for revocations
                 with r.membership.batch(lane.topics) as owned:
                     tps = [tp for tp in owned if tp[0] in set(r.stage_topics(stage))]
                     if tps:
                         worked += stagepass.run(r, stage, tps, lane)
             lane.failures = 0
+            lane.narrowings = 0
+            lane.narrowed_streak = False
             outage.succeeded()
             _passed(r, lane, generation)
         except offsets.OwnershipLost as lost:
@@ -177,6 +193,25 @@ def _failed(r: Runner, lane: Lane, exc: Exception, outage: outages.Wait) -> bool
         lane.name,
         lane.failures,
     )
+    if (
+        lane.failures >= NARROW_AFTER
+        and not lane.narrowed_streak
+        and lane.narrowings < MAX_NARROWINGS
+        and lane.current is not None
+    ):
+        # a batch that keeps failing: narrow it to the records that fail (`floe_jobs.quarantine`);
+        # once they are dead-lettered or their partitions stopped, the next pass goes on
+        lane.narrowed_streak = True
+        try:
+            found = quarantine.narrow(r, lane, lane.current)
+        except Exception:
+            log.exception("Narrowing the failing batch of lane=%s failed; it is retried as a whole", lane.name)
+            found = False
+        if found:
+            lane.narrowings += 1
+            lane.failures = 0
+            lane.narrowed_streak = False
+            return True
     if lane.failures >= MAX_FAILURES:
         r.halt.set()
         return False

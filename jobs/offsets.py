@@ -68,6 +68,8 @@ batch it planned before the pause:
   gives up (no output, no commit) if another replica claimed any of its partitions since.
 
     planned_ts       bigint      -- write timestamp (µs) of the latest plan's effects (its latest attempt)
+    stopped_at       bigint      -- a poison record stopped the partition here (spec.errors: stop),
+    stopped_error    text        -- with its error; cleared by the next commit or an offset reset
 
 Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset, per partition;
 `SELECT topic, partition, next_offset, committed_at FROM … WHERE app_id = ?`.
@@ -96,10 +98,11 @@ _COLUMNS = (
     "app_id text, topic text, partition int, next_offset bigint, committed_seq bigint,"
     " planned_seq bigint, planned_from bigint, planned_to bigint,"
     " planned_at timestamp, committed_at timestamp, owner text, source_positions text, planned_ts bigint,"
+    " stopped_at bigint, stopped_error text,"
     " PRIMARY KEY ((app_id), topic, partition)"
 )
 # columns added after the table's first release, with their types: tables made before get them
-ADDED_COLUMNS = {"planned_ts": "bigint"}
+ADDED_COLUMNS = {"planned_ts": "bigint", "stopped_at": "bigint", "stopped_error": "text"}
 
 
 def table_cql(keyspace: str) -> str:
@@ -239,7 +242,8 @@ class OffsetsTable:
         cl = ConsistencyLevel.LOCAL_QUORUM
         self._select = session.prepare(
             f"SELECT topic, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to,"
-            f" source_positions, planned_ts, owner FROM {self.table} WHERE app_id = ? AND topic = ?"
+            f" source_positions, planned_ts, owner, stopped_at, stopped_error FROM {self.table}"
+            " WHERE app_id = ? AND topic = ?"
         )
         self._select.consistency_level = cl
         self._init = session.prepare(
@@ -257,8 +261,19 @@ class OffsetsTable:
             f"UPDATE {self.table} SET planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
             " IF planned_seq = ? AND committed_seq = ? AND planned_ts = ?"
         )
+        # a replay cut short (`floe_jobs.quarantine`): only while this process still holds the plan
+        self._keep = session.prepare(
+            f"UPDATE {self.table} SET planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            " IF planned_seq = ? AND committed_seq = ? AND planned_ts = ? AND owner = ?"
+        )
         self._commit = session.prepare(
-            f"UPDATE {self.table} SET next_offset = ?, committed_seq = ?, committed_at = ?, source_positions = ?"
+            f"UPDATE {self.table} SET next_offset = ?, committed_seq = ?, committed_at = ?, source_positions = ?,"
+            " stopped_at = ?, stopped_error = ?"
+            " WHERE app_id = ? AND topic = ? AND partition = ? IF planned_seq = ? AND owner = ? AND committed_seq < ?"
+        )
+        # a partition stopped where its plan in flight starts: the plan stays in flight
+        self._stop = session.prepare(
+            f"UPDATE {self.table} SET stopped_at = ?, stopped_error = ?"
             " WHERE app_id = ? AND topic = ? AND partition = ? IF planned_seq = ? AND owner = ? AND committed_seq < ?"
         )
 
@@ -281,6 +296,8 @@ class OffsetsTable:
                     source_positions=_decode_positions(positions),
                     planned_ts=r[8],
                     owner=r[9] or "",
+                    stopped_at=r[10],
+                    stopped_error=r[11],
                 )
         return rows
 
@@ -301,17 +318,27 @@ class OffsetsTable:
             params.append((self.app_id, r.topic, r.partition, r.next_offset, now, self.owner, stamp))
         self._run_all(self._init, params)
 
-    def claim(self, plans: Iterable[PartitionPlan], rows: Mapping[tuple[str, int], OffsetRow]) -> bool:
+    def claim(
+        self,
+        plans: Iterable[PartitionPlan],
+        rows: Mapping[tuple[str, int], OffsetRow],
+        *,
+        own: set[tuple[str, int]] | None = None,
+    ) -> bool:
         """Claim the plans' partitions for this process, all or none, before the batch has any
         effect: a new plan is stored (a crash from here on replays exactly its range) if its row
-        is still as read in `rows`; a replay takes the row over. False: another replica moved a
-        row since it was read, and the batch must not run."""
+        is still as read in `rows`; a replay takes the row over, or for a partition of `own`
+        keeps it only if this process still holds it. False: another replica moved a row since
+        it was read, and the batch must not run."""
         batch = self._conditional()
         now = datetime.now(UTC)
         for p in plans:
             row = rows[p.tp]
             key = (self.app_id, p.topic, p.partition)
-            if p.replay:
+            if p.replay and own and p.tp in own:
+                expected_row = (row.planned_seq, row.committed_seq, row.planned_ts, self.owner)
+                batch.add(self._keep, (p.stamp, self.owner, *key, *expected_row))
+            elif p.replay:
                 batch.add(self._take, (p.stamp, self.owner, *key, row.planned_seq, row.committed_seq, row.planned_ts))
             else:
                 expected = (row.planned_seq, row.committed_seq, row.next_offset, row.planned_ts)
@@ -336,19 +363,32 @@ class OffsetsTable:
         self,
         plans: Iterable[PartitionPlan],
         positions: Mapping[tuple[str, int], Mapping[str, tuple[int, int]]] | None = None,
+        stops: Mapping[tuple[str, int], str] | None = None,
     ) -> bool:
         """Mark the plans applied, all or none: next_offset = end, committed_seq = seq, if this
         process still holds each plan and nothing committed it yet (one conditional batch). False:
         another replica took a plan over or committed it, and this commit would move its offsets
-        back or commit twice."""
+        back or commit twice. A commit clears a partition's stop, except for the partitions of
+        `stops` (→ the error), which stop at their plan's end (`floe_jobs.quarantine`)."""
         batch = self._conditional()
         now = datetime.now(UTC)
         positions = positions or {}
+        stops = stops or {}
         for p in plans:
             encoded = _encode_positions(positions.get(p.tp, {}))
+            error = stops.get(p.tp)
+            stopped = (p.end, error) if error is not None else (None, None)
             batch.add(
-                self._commit, (p.end, p.seq, now, encoded, self.app_id, p.topic, p.partition, p.seq, self.owner, p.seq)
+                self._commit,
+                (p.end, p.seq, now, encoded, *stopped, self.app_id, p.topic, p.partition, p.seq, self.owner, p.seq),
             )
+        return self._apply(batch)
+
+    def stop(self, plan: PartitionPlan, *, at: int, error: str) -> bool:
+        """Record that a poison record stopped `plan`'s partition at offset `at`, leaving the plan
+        in flight (a conditional write: only while this process still holds the plan)."""
+        batch = self._conditional()
+        batch.add(self._stop, (at, error, self.app_id, plan.topic, plan.partition, plan.seq, self.owner, plan.seq))
         return self._apply(batch)
 
     @staticmethod
@@ -392,7 +432,8 @@ def reset(
     rows = table.read({topic for topic, _ in positions})
     update = session.prepare(
         f"UPDATE {table.table} SET next_offset = ?, committed_seq = ?, planned_from = null, planned_to = null,"
-        " planned_ts = ?, committed_at = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+        " planned_ts = ?, committed_at = ?, owner = ?, stopped_at = null, stopped_error = null"
+        " WHERE app_id = ? AND topic = ? AND partition = ?"
         " IF planned_seq = ? AND committed_seq = ? AND next_offset = ? AND planned_ts = ?"
     )
     batch = table._conditional()

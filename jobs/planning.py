@@ -42,6 +42,15 @@ class OffsetRow:
     planned_ts: int | None = None
     # the claimer of the latest planned batch (`Runner.owner`: member name and process token)
     owner: str = ""
+    # where a poison record stopped the partition (`floe_jobs.quarantine`), and its error
+    stopped_at: int | None = None
+    stopped_error: str | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """A poison record holds the partition at its committed position (where a plan in flight
+        starts, too): every commit and an offset reset clear the mark."""
+        return self.stopped_at is not None and self.stopped_at == self.next_offset
 
     @property
     def in_flight(self) -> bool:

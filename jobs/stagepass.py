@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from floe_jobs import api, faults, health, kafkaio, offsets, placement, planning, records, statecache
+from floe_jobs import api, faults, health, kafkaio, offsets, outages, placement, planning, poison, records, statecache
 
 if TYPE_CHECKING:
     from floe_jobs.config import FloeConfig
@@ -53,16 +53,25 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
     if planned is None:
         return 0
     plan, rows = planned
+    # a replay this lane narrowed to its poison records: cut where its partition stops, without
+    # the records it dead-lettered (`floe_jobs.quarantine`)
+    others = {tp for tp, row in rows.items() if row.owner != r.owner}
+    lane.narrowed.taken(stage.name, others)
+    narrowed, leave_out, stops = lane.narrowed.apply(stage.name, plan.partitions)
+    plan = replace(plan, partitions=narrowed)
     clock.lap("plan")
     held = r.membership.assignments(p.tp for p in plan.partitions)
-    got = _read(r, stage, plan, rows, lane.reader, clock)
+    # a cut replay is claimed only if no other process took its plan since this one held it
+    got = _read(r, stage, plan, rows, lane.reader, clock, own=set(stops))
     parts, size = got.parts, got.size
+    lane.narrowed.claimed(stage.name, parts, taken_from_another=others)
+    df = _without(got.df, leave_out, stage=stage.name)
     assignments = r.membership.assignments(p.tp for p in parts)
     batch = batch_for(
         r,
         lane,
         stage,
-        got.df,
+        df,
         clock,
         seqs={p.tp: p.seq for p in parts},
         stamps={p.tp: p.stamp for p in parts},
@@ -70,22 +79,83 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
         where=got.where,
         owned=statecache.Ownership(r.state_cache, {p: n for (_t, p), n in assignments.items()}),
     )
+    batch.on_effect = lambda: lane.narrowed.dirty(stage.name, parts)
     result = stage.fn(batch)
     clock.lap("fn")
     faults.point(f"{stage.name}:after-state")
     check_owned(r, stage, parts, held, ask_cassandra=True)
-    out = sum(write(lane.sink, e, large=got.where.spark_sink) for e in emitted(r.cfg, result))
+    outputs = emitted(r.cfg, result)
+    if outputs:
+        lane.narrowed.dirty(stage.name, parts)
+    out = sum(write(lane.sink, e, large=got.where.spark_sink) for e in outputs)
     clock.lap("emit")
     faults.point(f"{stage.name}:after-emit")
     check_owned(r, stage, parts, held, ask_cassandra=False)
-    if not r.offsets.commit(parts, got.positions):
+    if not r.offsets.commit(parts, got.positions, stops=stops):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+    lane.narrowed.committed(stage.name, parts)
     clock.lap("commit")
     r.membership.commit({p.tp: p.end for p in parts})
     clock.lap("group")
+    for (topic, partition), error in sorted(stops.items()):
+        at = next(p.end for p in parts if p.tp == (topic, partition))
+        log.error("Stopped stage=%s %s", stage.name, poison.stop_message(topic, partition, at, error))
     replay = any(p.replay for p in plan.partitions)
     _committed(r, stage, parts, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
     return size
+
+
+def _without(df: Any, leave_out: dict[tuple[str, int], set[int]], *, stage: str) -> Any:
+    """The batch's frame without the records dead-lettered at these offsets (a run of re-keyed
+    rows is one record: its rows share its offset)."""
+    if not leave_out:
+        return df
+    from pyspark.sql import functions as F
+
+    cond: Any = None
+    for (topic, partition), offsets_left_out in sorted(leave_out.items()):
+        log.info(
+            "Leaving out dead-lettered records stage=%s topic=%s partition=%d offsets=%s",
+            stage,
+            topic,
+            partition,
+            sorted(offsets_left_out),
+        )
+        one = (
+            (F.col("topic") == topic)
+            & (F.col("partition") == partition)
+            & F.col("offset").isin(sorted(offsets_left_out))
+        )
+        cond = one if cond is None else cond | one
+    return df.where(~cond)
+
+
+def trial(
+    r: Runner,
+    lane: Lane,
+    stage: api.Stage,
+    batch_records: list[records.Record],
+    *,
+    seqs: dict[tuple[str, int], int],
+    stamps: dict[tuple[str, int], int],
+) -> str | None:
+    """Run `stage` over these records without any effect: its helpers read the stores but write
+    nothing, what it emits is collected and dropped (`Batch.trial`). None when it passes, else
+    the error (an outage of a dependency is raised: it says nothing of the records)."""
+    assert lane.sink is not None
+    clock = api.BatchClock()
+    df = records.to_dataframe(r.spark, batch_records)
+    batch = batch_for(
+        r, lane, stage, df, clock, seqs=seqs, stamps=stamps, records=records.row_count(batch_records), trial=True
+    )
+    try:
+        for e in emitted(r.cfg, stage.fn(batch)):
+            write(lane.sink, e, dry_run=True)
+    except Exception as exc:
+        if outages.unavailable(exc) is not None:
+            raise
+        return poison.describe(exc)
+    return None
 
 
 def budget(r: Runner, stage: str) -> int:
@@ -109,6 +179,11 @@ def _plan(
     topics = r.stage_topics(stage)
     r.state_cache.retain(set(r.membership.assignments(r.membership.owned).values()))
     rows = r.offsets.read(topics)
+    # partitions a poison record stopped in this process wait for a fix or an offset reset;
+    # another process (a new pod, a fixed image) tries them again (`floe_jobs.quarantine`)
+    tps = [tp for tp in tps if not ((row := rows.get(tp)) is not None and row.stopped and row.owner == r.owner)]
+    if not tps:
+        return None
     # rows another process claimed last: what this replica kept of their state may be stale
     forget_state_of(r, [tp for tp, row in rows.items() if tp in tps and row.owner != r.owner])
     marks = reader.watermarks(tps)
@@ -145,10 +220,13 @@ def _read(
     rows: dict[tuple[str, int], planning.OffsetRow],
     reader: kafkaio.RangeReader,
     clock: api.BatchClock,
+    *,
+    own: set[tuple[str, int]] | None = None,
 ) -> StageRead:
     """Claim the planned partitions and read their records into a DataFrame: through Spark's
     Kafka source for a large batch of an input topic, else in the driver (where a repartition
-    topic's records already applied are dropped)."""
+    topic's records already applied are dropped). `own`: replays claimed only while this
+    process still holds them (`OffsetsTable.claim`)."""
     before = {tp: dict(rows[tp].source_positions) for tp in (p.tp for p in plan.partitions) if tp in rows}
     # what each claim expects to find: the row as read, or as just created
     expected = {**{(row.topic, row.partition): row for row in plan.new_rows}, **rows}
@@ -158,11 +236,11 @@ def _read(
         where = placement.decide(r.cfg, records=plan.records, spark_source=r.spark_reads)
         if where.spark_read:
             # records read are not counted (that would be a job): the plan's size is what is read
-            _claim(r, stage, plan.partitions, expected)
+            _claim(r, stage, plan.partitions, expected, own=own)
             df = kafkaio.read_with_spark(r.spark, r.cfg, plan.partitions)
             clock.lap("read")
             return StageRead(df=df, parts=plan.partitions, size=plan.records, positions={}, where=where)
-    return _read_in_driver(r, stage, plan, reader, clock, where=where, before=before, expected=expected)
+    return _read_in_driver(r, stage, plan, reader, clock, where=where, before=before, expected=expected, own=own)
 
 
 def _read_in_driver(
@@ -175,6 +253,7 @@ def _read_in_driver(
     where: placement.Placement | None,
     before: Positions,
     expected: dict[tuple[str, int], planning.OffsetRow],
+    own: set[tuple[str, int]] | None = None,
 ) -> StageRead:
     """The batch read by the lane's consumer. A repartition topic's records may be runs of rows:
     its read stops at the row cap, the plans are claimed as cut, before anything of the batch has
@@ -184,7 +263,7 @@ def _read_in_driver(
     limits = planning.row_limits(parts, r.cfg.kafka.max_records_per_batch) if stage.source else None
     batch_records, stopped = reader.read_rows(parts, limits)
     parts = planning.cut(parts, stopped)
-    _claim(r, stage, parts, expected)
+    _claim(r, stage, parts, expected, own=own)
     size = records.row_count(batch_records)
     average = records.average_bytes(batch_records)
     if average is not None:
@@ -250,10 +329,12 @@ def _claim(
     stage: api.Stage,
     parts: list[planning.PartitionPlan],
     expected: dict[tuple[str, int], planning.OffsetRow],
+    *,
+    own: set[tuple[str, int]] | None = None,
 ) -> None:
     """Claim the batch's partitions before it has any effect (`OffsetsTable.claim`)."""
     assert r.offsets is not None
-    if not r.offsets.claim(parts, expected):
+    if not r.offsets.claim(parts, expected, own=own):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     faults.point(f"{stage.name}:after-claim")
 
@@ -297,6 +378,7 @@ def batch_for(
     records: int | None = None,
     where: placement.Placement | None = None,
     owned: statecache.Ownership | None = None,
+    trial: bool = False,
 ) -> api.Batch:
     """What a stage function receives: its records, the session, the lane's sink and a clock.
     A warm-up's batch has no record count, so its helpers run the Spark plans that large
@@ -317,6 +399,7 @@ def batch_for(
         where=where,
         owned=owned,
         writers=r.store_writers,
+        trial=trial,
     )
 
 

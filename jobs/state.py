@@ -200,15 +200,19 @@ def _apply_fenced(
     decide: Decide,
     owned: Ownership | None = None,
     stamps: Mapping[int, int] | None = None,
+    readonly: bool = False,
 ) -> Iterator[tuple[int, Any, Any]]:
     """The one read-decide-write loop behind every stateful helper: per partition and chunk,
     read the keys with their fences and write timestamps, let ``decide`` answer, write what
     changed under the partition's batch sequence and write timestamp (`stamps`; None: the clock,
     for tools that write outside a batch), a row stamped at or above it just above its cells.
     With `owned`, rows this replica already knows under the same assignment are not read again
-    (`floe_jobs.statecache`)."""
+    (`floe_jobs.statecache`). `readonly`: read and decide but write nothing, and leave the known
+    rows alone (a trial of records, `floe_jobs.quarantine`)."""
     store = open_store(ref)
-    if not statecache.cacheable(store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde):
+    if readonly or not statecache.cacheable(
+        store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde
+    ):
         owned = None
 
     def apply(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
@@ -236,7 +240,7 @@ def _apply_fenced(
                     if at != stamp:
                         raised[key] = at
                 out.append((partition, key, emitted))
-            if writes:
+            if writes and not readonly:
                 faults.point(f"{ref.name}:mid-state")
                 try:
                     store.put_many_fenced(
@@ -259,6 +263,7 @@ def merge_partition_rows(
     combine: str,
     owned: Ownership | None = None,
     stamps: Mapping[int, int] | None = None,
+    readonly: bool = False,
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, delta) → merged into the store → (partition, key, new value)."""
     fn = COMBINERS[combine]
@@ -267,7 +272,7 @@ def merge_partition_rows(
         value, write = decide_merge(old, delta, batch=batch, combine=fn)
         return value, value, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps, readonly=readonly)
 
 
 def latest_partition_rows(
@@ -277,6 +282,7 @@ def latest_partition_rows(
     fences: Mapping[int, int],
     owned: Ownership | None = None,
     stamps: Mapping[int, int] | None = None,
+    readonly: bool = False,
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, value) → the latest value kept per key → (partition, key, value)."""
 
@@ -284,7 +290,7 @@ def latest_partition_rows(
         value, write = decide_latest(old, new, batch=batch)
         return value, value, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps, readonly=readonly)
 
 
 def first_seen_partition_rows(
@@ -294,6 +300,7 @@ def first_seen_partition_rows(
     fences: Mapping[int, int],
     owned: Ownership | None = None,
     stamps: Mapping[int, int] | None = None,
+    readonly: bool = False,
 ) -> Iterator[tuple[int, Any, bool]]:
     """(partition, key, marker) → (partition, key, keep?) with markers written under the TTL."""
 
@@ -301,7 +308,7 @@ def first_seen_partition_rows(
         keep, write = decide_first_seen(old, batch=batch)
         return keep, marker, write
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps)
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps, readonly=readonly)
 
 
 def lookup_rows(rows: Iterable[Any], *, ref: StoreRef) -> Iterator[tuple[int, Any, Any]]:

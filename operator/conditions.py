@@ -22,6 +22,13 @@ DEGRADED = "Degraded"
 STATE_PROVISIONED = "StateProvisioned"
 REPLICAS_WITHIN_PARTITIONS = "ReplicasWithinPartitions"
 OWNED_TYPES = (READY, PROGRESSING, DEGRADED, STATE_PROVISIONED, REPLICAS_WITHIN_PARTITIONS)
+# Written by the lag loop, from the offsets rows it reads (`partitions_stopped`): present once a
+# poison record stopped a partition (spec.errors: stop); True while one is stopped.
+PARTITIONS_STOPPED = "PartitionsStopped"
+POISON_RECORD = "PoisonRecord"
+NONE_STOPPED = "NoneStopped"
+# longest message of the condition (the partitions are listed in order up to it)
+STOPPED_MESSAGE_CHARS = 1500
 
 # Reasons (CamelCase, stable: tools and alerts match on them).
 ALL_REPLICAS_READY = "AllReplicasReady"
@@ -433,3 +440,45 @@ def transitions(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str
     if progressing is not None and progressing.get("reason") == ROLLING_OUT:
         events.append(Event("Normal", "RolloutStarted", str(progressing.get("message", ""))))
     return events
+
+
+def partitions_stopped(
+    conditions: Sequence[Condition],
+    stopped: Sequence[tuple[str, int, int, str]],
+    *,
+    generation: int,
+    now: str,
+) -> list[Condition] | None:
+    """The conditions with PartitionsStopped set from the (topic, partition, offset, error) of
+    the partitions a poison record stopped; None when nothing changes (no write). An app that
+    never had a stopped partition gets no such condition; once it had one, the condition stays,
+    False, after the partitions moved on (a fixed image, an offset reset)."""
+    current = find(conditions, PARTITIONS_STOPPED)
+    if stopped:
+        listed = "; ".join(
+            f"topic {topic} partition {partition} stopped at offset {offset}: {error}"
+            for topic, partition, offset, error in sorted(stopped)
+        )
+        message = (
+            f"{len(stopped)} partition(s) stopped by a record the job fails on (spec.errors: stop); the other "
+            f"partitions go on. Fix the job and roll it out, or move past the record with spec.offsetReset: {listed}"
+        )
+        if len(message) > STOPPED_MESSAGE_CHARS:
+            message = message[: STOPPED_MESSAGE_CHARS - 1] + "…"
+        verdict: Verdict = ("True", POISON_RECORD, message)
+    elif current is None:
+        return None
+    else:
+        verdict = ("False", NONE_STOPPED, "No partition is stopped by a poison record")
+    if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == verdict:
+        return None
+    status, reason, message = verdict
+    return set_condition(
+        conditions,
+        type_=PARTITIONS_STOPPED,
+        status=status,
+        reason=reason,
+        message=message,
+        generation=generation,
+        now=now,
+    )

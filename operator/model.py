@@ -283,6 +283,8 @@ class AppSpec(_Model):
     env: list[dict[str, Any]] = Field(default_factory=list)
     pod: PodSpec = Field(default_factory=PodSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    # a record its stage keeps failing on: its partition stops, or it is dead-lettered
+    errors: Literal["stop", "deadLetter"] = "stop"
     # platform controls
     suspend: bool = False
     restart_nonce: str | None = None

@@ -191,6 +191,16 @@ class LagLoop:
             await self.cluster.patch_status(app.namespace, app.name, new)
             mem.written = new
             mem.written_at = now
+        stopped = status.stopped_conditions(app, result, now)
+        if stopped is not None:
+            # the whole list (a merge patch replaces lists): the reconcile keeps this type as it finds it
+            await self.cluster.patch_status(app.namespace, app.name, {"conditions": stopped})
+            log.warning(
+                "Partitions stopped app=%s/%s stopped=%s",
+                app.namespace,
+                app.name,
+                [(s.topic, s.partition, s.offset) for s in result.stopped],
+            )
 
     async def run(self) -> None:
         """Tick forever, every `interval_seconds`; after failed ticks, wait longer (backoff) and try again."""

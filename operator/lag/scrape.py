@@ -25,6 +25,7 @@ apps stale, and the next scrape retries from scratch.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import logging
 import threading
@@ -201,6 +202,16 @@ class PartitionLag:
 
 
 @dataclass(frozen=True)
+class StoppedPartition:
+    """A partition a poison record stopped: where, and the error the runtime recorded."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: str
+
+
+@dataclass(frozen=True)
 class AppLag:
     """One app's lag at one scrape; `stale` when a source could not be read (values are then absent)."""
 
@@ -214,6 +225,8 @@ class AppLag:
     committed_total: int = 0
     input_rate: float | None = None
     consumption_rate: float | None = None
+    # partitions a poison record stopped (any of the app's topics, repartition ones included)
+    stopped: tuple[StoppedPartition, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -438,6 +451,14 @@ class KafkaOffsets:
 class CommittedRow:
     next_offset: int
     committed_at: float | None
+    # where a poison record stopped the partition (the runtime's `spec.errors: stop`), and why
+    stopped_at: int | None = None
+    stopped_error: str | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped where it is committed; a commit past the record (or an offset reset) clears it."""
+        return self.stopped_at is not None and self.stopped_at == self.next_offset
 
 
 def _epoch(value: Any) -> float | None:
@@ -466,9 +487,12 @@ class CassandraOffsets:
             keyspace, name = table.split(".", 1)
             if schema.table_columns(session, keyspace, name) is None:
                 return None  # not provisioned yet (checked first: a failed prepare is logged as an error)
+            # an offsets table of an earlier release gets the stop columns when its app starts
+            columns = schema.table_columns(session, keyspace, name) or set()
+            stops = ", stopped_at, stopped_error" if {"stopped_at", "stopped_error"} <= columns else ""
             try:
                 stmt = session.prepare(
-                    f"SELECT topic, partition, next_offset, committed_at FROM {table} WHERE app_id = ?"
+                    f"SELECT topic, partition, next_offset, committed_at{stops} FROM {table} WHERE app_id = ?"
                 )
             except InvalidRequest:
                 return None  # not provisioned yet: no committed offsets in Cassandra
@@ -502,9 +526,16 @@ class CassandraOffsets:
                 continue
             wanted = set(app.topics)
             try:
-                for topic, partition, next_offset, committed_at in fut.result():
-                    if next_offset is not None and topic in wanted:
-                        rows[(topic, int(partition))] = CommittedRow(int(next_offset), _epoch(committed_at))
+                for row in fut.result():
+                    topic, partition, next_offset, committed_at = row[:4]
+                    stopped_at, stopped_error = tuple(row[4:6]) if len(row) >= 6 else (None, None)
+                    if next_offset is None:
+                        continue
+                    # a stopped repartition partition is kept too: the app's condition names it
+                    if topic in wanted or stopped_at is not None:
+                        rows[(topic, int(partition))] = CommittedRow(
+                            int(next_offset), _epoch(committed_at), stopped_at, stopped_error
+                        )
             except InvalidRequest:
                 # Table dropped since it was prepared; read again next time.
                 self._prepared.pop((app.cassandra, table), None)
@@ -608,7 +639,12 @@ class Scraper:
                 if (end := ends.get(app.kafka, {}).get(tp)) is not None
             ]
             live.update((app.namespace, app.name, p.topic, p.partition) for p in parts)
-            results.append(self._app_lag(app, parts, now))
+            stopped = tuple(
+                StoppedPartition(topic, partition, int(row.next_offset), row.stopped_error or "")
+                for (topic, partition), row in sorted(rows_of.get(app.key, {}).items())
+                if row.stopped
+            )
+            results.append(dataclasses.replace(self._app_lag(app, parts, now), stopped=stopped))
         self._forget(apps, live, failed.stale)
         return Scrape(
             at=now, duration=time.perf_counter() - started, apps=tuple(results), errors=tuple(failed.errors)

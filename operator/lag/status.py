@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from floe_operator import model
+from floe_operator import conditions, model
 from floe_operator.lag import decide, scrape
 
 
@@ -101,3 +101,16 @@ def due(
     )
     old_auto, new_auto = written.get("autoscaling") or {}, status.get("autoscaling") or {}
     return flipped or old_auto.get("reason") != new_auto.get("reason")
+
+
+def stopped_conditions(app: model.StreamingApp, result: scrape.AppLag, now: float) -> list[dict[str, Any]] | None:
+    """status.conditions with PartitionsStopped as the scrape found the app's partitions
+    (`conditions.partitions_stopped`); None when it stays as it is, or the scrape is stale."""
+    if result.stale:
+        return None
+    return conditions.partitions_stopped(
+        app.status.get("conditions") or [],
+        [(s.topic, s.partition, s.offset, s.error) for s in result.stopped],
+        generation=app.generation,
+        now=iso(now),
+    )

@@ -160,3 +160,38 @@ def test_events_on_transitions() -> None:
     reasons = {(e.type, e.reason) for e in conditions.transitions(after, ready)}
     assert ("Normal", "Ready") in reasons
     assert ("Warning", "ReplicasExceedPartitions") in reasons
+
+
+STOP = ("orders", 2, 40, "SparkRuntimeException: [USER_RAISED_EXCEPTION] cannot split line POISON")
+
+
+def test_partitions_stopped_names_topic_partition_offset_and_error() -> None:
+    conds = conditions.partitions_stopped([], [STOP], generation=3, now="2026-01-01T00:00:00Z")
+    assert conds is not None
+    (cond,) = conds
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PartitionsStopped", "True", "PoisonRecord")
+    assert "topic orders partition 2 stopped at offset 40: SparkRuntimeException" in cond["message"]
+    assert "spec.offsetReset" in cond["message"]
+    # unchanged: nothing to write
+    assert conditions.partitions_stopped(conds, [STOP], generation=3, now="2026-01-01T00:01:00Z") is None
+
+
+def test_partitions_stopped_appears_only_once_a_partition_stopped_and_clears_to_false() -> None:
+    ready = [{"type": "Ready", "status": "True", "reason": "AllReplicasReady", "message": "", "lastTransitionTime": T0}]
+    assert conditions.partitions_stopped(ready, [], generation=1, now="2026-01-01T00:00:00Z") is None
+    stopped = conditions.partitions_stopped(ready, [STOP], generation=1, now="2026-01-01T00:00:00Z")
+    assert stopped is not None and [c["type"] for c in stopped] == ["Ready", "PartitionsStopped"]
+    cleared = conditions.partitions_stopped(stopped, [], generation=1, now="2026-01-01T00:05:00Z")
+    assert cleared is not None
+    cond = conditions.find(cleared, "PartitionsStopped")
+    assert cond is not None
+    assert (cond["status"], cond["reason"]) == ("False", "NoneStopped")
+    assert cond["lastTransitionTime"] == "2026-01-01T00:05:00Z"
+    assert conditions.find(cleared, "Ready") == ready[0]
+
+
+def test_the_reconcile_keeps_the_partitions_stopped_condition_the_lag_loop_wrote() -> None:
+    stopped = conditions.partitions_stopped([], [STOP], generation=1, now=T0)
+    assert stopped is not None
+    status = conditions.status_for(_app(conditions=stopped), conditions.Observed(), now=T0)
+    assert conditions.find(status["conditions"], "PartitionsStopped") == stopped[0]

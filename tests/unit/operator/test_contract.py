@@ -14,6 +14,7 @@ connect with the settings a replica loads.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from pydantic import SecretStr
 
 from tests import material
 
+from . import crdtools
 from .conftest import CASES, load_case
 
 NAMES = sorted(p.stem for p in CASES.glob("*.yaml"))
@@ -274,3 +276,14 @@ def test_a_secret_is_refused_in_the_config_file(tmp_path: Path) -> None:
         config.load(path=path, environ={})
     assert "kafka.sasl_password (FLOE_KAFKA_SASL_PASSWORD)" in str(info.value)
     assert "hunter2" not in str(info.value)
+
+
+def test_spec_errors_left_out_of_the_file_means_the_runtime_default() -> None:
+    """`spec.errors` is rendered only when it is not `stop` (so adding it rolled no app): the CRD's
+    default, the model's and the runtime's must then be the same policy, over the same values."""
+    crd = crdtools.schema()["properties"]["spec"]["properties"]["errors"]
+    runtime = config.JobSettings.model_fields["errors"]
+    assert crd["default"] == model.AppSpec.model_fields["errors"].default == runtime.default == "stop"
+    assert set(crd["enum"]) == set(typing.get_args(config.ErrorPolicy))
+    minimal = model.StreamingApp.from_body(load_case("minimal"))
+    assert "errors" not in render.job_config(minimal)["job"]
