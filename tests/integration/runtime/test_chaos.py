@@ -262,7 +262,7 @@ def check_deduplicated_output(
     records_per_event = Counter(event for event, _ in copies)
     twice = {e: n for e, n in records_per_event.items() if n != 1}
     assert not twice, f"{len(twice)} events kept from more than one input record, e.g. {sorted(twice.items())[:5]}"
-    assert records_per_event == Counter(first), (
+    assert records_per_event == Counter(iter(first)), (
         f"events missing from the output: {sorted(set(first) - set(records_per_event))[:5]}; "
         f"not in the input: {sorted(set(records_per_event) - set(first))[:5]}"
     )
