@@ -94,6 +94,8 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
                 """The pods seen committing a batch of this wave (an input row moved under their name)."""
                 now = _committed(session, keyspace, app_id, topic_in)
                 names = {pod for p, (seq, pod) in now.items() if seq > before.get(p, (0, ""))[0]}
+                if not names:
+                    return None
                 pods = [p for p in _pods(kube, namespace, app) if p["metadata"]["name"] in names]
                 return pods or None
 
