@@ -49,6 +49,14 @@ def _ratio(r: dict[str, object]) -> str:
     return _fmt(r.get("ratio")) + ("" if per_cpu is None else f" ({_fmt(per_cpu)} per CPU second)")
 
 
+def _value(r: dict[str, Any]) -> str:
+    """The value with its unit, and the worst run beside it when the result records one
+    (`value_max`): a median that meets its target must not hide a run that did not."""
+    text = f"{_fmt(r['value'])} {r.get('unit', '')}"
+    worst = r.get("value_max")
+    return text if worst is None or worst == r["value"] else f"{text} (median; max {_fmt(worst)})"
+
+
 def _latency(r: dict[str, object]) -> str:
     return f"{_fmt(r['p50_s'])} s / {_fmt(r['p99_s'])} s" if r.get("p50_s") is not None else "—"
 
@@ -88,7 +96,7 @@ def table(results: Path) -> str:
     header = ["benchmark", "value", "baseline", "ratio", "target", "met", "spread (value vs baseline)", "p50 / p99",
               "measured"]
     return _table(results, header, lambda path, r: [
-        f"`{path.stem}`: {r['metric']}", f"{_fmt(r['value'])} {r.get('unit', '')}",
+        f"`{path.stem}`: {r['metric']}", _value(r),
         f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')})", _ratio(r), _fmt(r.get("target")), _met(r),
         _spread(r), _latency(r), str(r.get("date", ""))[:10],
     ])
@@ -99,7 +107,7 @@ def short_table(results: Path, prefixes: list[str]) -> str:
     header = ["result", "value", "baseline", "ratio", "target", "met", "spread (value vs baseline)", "p50 / p99",
               "load", "measured"]
     return _table(results, header, lambda path, r: [
-        f"`{path.stem}`", f"{_fmt(r['value'])} {r.get('unit', '')}", _fmt(r.get("baseline_value")), _ratio(r),
+        f"`{path.stem}`", _value(r), _fmt(r.get("baseline_value")), _ratio(r),
         _fmt(r.get("target")), _met(r), _spread(r), _latency(r), _load(r), str(r.get("date", ""))[:10],
     ], prefixes)
 

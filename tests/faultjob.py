@@ -13,6 +13,13 @@ would, until the test sends SIGCONT).
   and stops itself there.
 - FLOE_TEST_CLOCK_SKEW_S sets the clock of the replica's write timestamps that many seconds off
   (`floe_jobs.faults.skew`): a replica whose clock runs ahead, or was set back.
+
+For LATE_WINDOW_S seconds after it resumes, the replica logs each write to the outside world
+that it attempts and how it was answered (`Late ...` lines): state writes (sequence, write
+timestamp, rows), ownership checks before output (refused or passed) and offsets commits
+(applied or refused). The runtime's own lines say only that a batch was given up; these say
+whether its late write was attempted and refused, or never tried. They observe the runtime's
+calls and change none of them.
 """
 
 from __future__ import annotations
@@ -21,11 +28,64 @@ import logging
 import os
 import signal
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 MODULE = "tests.faultjob"
+LATE_WINDOW_S = 30.0
 
 log = logging.getLogger("floe_jobs")
+
+# monotonic time until which calls are logged as late (set when a paused replica resumes)
+_late_until = 0.0
+
+
+def _late() -> bool:
+    return time.monotonic() < _late_until
+
+
+def _observe_late_writes() -> None:
+    """Wrap the runtime's state writes, pre-output ownership check and offsets commit so that,
+    after a pause, each call is logged with its answer (see the module's docstring)."""
+    from floe_jobs import offsets, stagepass
+    from floe_jobs.stores import kv
+
+    put = kv.PartitionedStore.put_many_fenced
+
+    def put_many_fenced(self: Any, partition: int, items: Any, *, batch: int, **kw: Any) -> None:
+        items = list(items)
+        if _late():
+            log.warning("Late state write partition=%d seq=%d stamp=%s rows=%d", partition, batch,
+                        kw.get("stamp"), len(items))
+        put(self, partition, items, batch=batch, **kw)
+
+    check = stagepass.check_owned
+
+    def check_owned(r: Any, stage: Any, parts: Any, held: Any, *, ask_cassandra: bool) -> None:
+        try:
+            check(r, stage, parts, held, ask_cassandra=ask_cassandra)
+        except offsets.OwnershipLost as lost:
+            if _late():
+                log.warning("Late ownership check refused stage=%s plans=%s ask_cassandra=%s lost=%s",
+                            stage.name, [(p.topic, p.partition, p.seq) for p in parts], ask_cassandra, lost.tps)
+            raise
+        if _late():
+            log.warning("Late ownership check passed stage=%s plans=%s ask_cassandra=%s", stage.name,
+                        [(p.topic, p.partition, p.seq) for p in parts], ask_cassandra)
+
+    commit = offsets.OffsetsTable.commit
+
+    def commit_spy(self: Any, plans: Any, *args: Any, **kw: Any) -> bool:
+        plans = list(plans)
+        applied = commit(self, plans, *args, **kw)
+        if _late():
+            log.warning("Late commit applied=%s plans=%s", applied, [(p.topic, p.partition, p.seq) for p in plans])
+        return applied
+
+    kv.PartitionedStore.put_many_fenced = put_many_fenced  # type: ignore[method-assign]
+    stagepass.check_owned = check_owned
+    offsets.OffsetsTable.commit = commit_spy  # type: ignore[method-assign]
 
 
 def _file_name(point: str) -> str:
@@ -59,6 +119,8 @@ class Faults:
             # pick another thread, and this one would run on (into its next request) until its next
             # system call; SIGSTOP stops every thread of the process either way
             signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+            global _late_until
+            _late_until = time.monotonic() + LATE_WINDOW_S
             log.warning("Resumed at point=%s (fault injection)", name)
 
 
@@ -68,6 +130,7 @@ def main() -> int:
     folder = os.environ.get("FLOE_TEST_CRASH_DIR")
     if folder:
         faults.install(Faults(Path(folder), os.environ.get("FLOE_TEST_CRASH_POINTS", "")))
+        _observe_late_writes()
     skew = os.environ.get("FLOE_TEST_CLOCK_SKEW_S")
     if skew:
         faults.skew(float(skew))

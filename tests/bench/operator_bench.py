@@ -498,11 +498,13 @@ def resync_row(bench: Bench, args: argparse.Namespace, machine: str, apps: int) 
         "alternated windows each; lower is better, ratio = value / baseline",
         unit="requests",
         value=v,
+        # the worst window too: a median of 0 can hide a window with writes
+        value_max=max(value),
         baseline=f"measured: an operator without the in-sync check, server-side-applying every child Floe's "
         f"renderers give (under Floe's field manager, {NAIVE_WORKERS} calls in flight) on every resync",
         baseline_value=b,
         ratio=round(v / b, 4) if b else None,
-        target="0",
+        target="median 0",
         target_met=v == 0,
         spread={"value": spread(value), "baseline": spread(base)},
         windows=windows,

@@ -350,19 +350,23 @@ def bench_rollout(env: dict[str, str], args: argparse.Namespace) -> None:
         f"load, rollouts alternated, median of {args.runs} each; lower is better, ratio = baseline / value",
         "unit": "s",
         "value": round(value, 3),
+        # the worst run too: one rollout's gap can pass every run of the baseline
+        "value_max": round(max(r["max_gap_s"] for r in with_), 3),
         "baseline": "minReadySeconds 0: the next pod is replaced as soon as the last is Ready, so the group's "
         "rebalances follow each other",
         "baseline_value": round(baseline, 3),
         "ratio": round(baseline / value, 2) if value else None,
-        "target": "value <= baseline_value (waiting for each new pod never lengthens a partition's gap)",
+        "target": "value <= baseline_value (the median run's longest gap is no longer with minReadySeconds)",
         "target_met": value <= baseline,
         "spread": {"value": spread([r["max_gap_s"] for r in with_]),
                    "baseline": spread([r["max_gap_s"] for r in without]),
                    "rollout_s": spread([r["rollout_s"] for r in with_]),
                    "baseline_rollout_s": spread([r["rollout_s"] for r in without])},
-        "p50_s": round(statistics.median(r["rollout_s"] for r in with_), 3),
-        "p99_s": round(percentile([r["rollout_s"] for r in with_], 0.99), 3),
-        "latency": "p50_s/p99_s: the rollout's duration with minReadySeconds",
+        # gaps, as the other handover rows: every partition's gap of every run with minReadySeconds
+        # (the rollouts' durations are in spread.rollout_s)
+        "p50_s": round(statistics.median(gaps := [g for r in with_ for g in r["per_partition_gap_s"].values()]), 3),
+        "p99_s": round(percentile(gaps, 0.99), 3),
+        "latency": "p50_s/p99_s: every partition's longest gap, over every run with minReadySeconds",
         "command": f".venv/bin/python tests/bench/pod_bench.py rollout --runs {args.runs}",
         "load_average_1m": load_average()[0],
         "cpu_count": os.cpu_count(),

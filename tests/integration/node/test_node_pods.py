@@ -89,7 +89,10 @@ def test_a_pod_from_the_local_job_image_is_ready_and_reaches_the_stack(
         time.sleep(0.5)
     took = time.monotonic() - t0
     logs = kubectl(env, "logs", "probe", "-n", namespace)
+    conds = {c["type"]: c["status"] for c in status.get("conditions", [])}  # type: ignore[attr-defined]
     assert status.get("phase") == "Running", f"pod status {status}\nlogs:\n{logs}"
+    # Running is not Ready: the readiness probe must have passed (the kubelet ran it in the pod)
+    assert conds.get("Ready") == "True", f"pod Running but not Ready after {took:.0f} s: {status}\nlogs:\n{logs}"
     print(f"pod apply → Ready in {took:.1f} s")
     result = json.loads(logs.strip().splitlines()[-1])
     assert result["kafka_brokers"] == [env["FLOE_KAFKA_BOOTSTRAP_PODS"]]

@@ -2,7 +2,12 @@
 host, as the OOM killer or a node problem would: a container's own PID 1 ignores it from inside)
 several times while text is produced. The kubelet restarts the container each time, the pod is
 Ready again, the app's status counts the restarts, and the word counts stay exact in Cassandra
-and in the output topic."""
+and in the output topic.
+
+Each kill is timed on an observed event, not a sleep: after a wave of lines is produced, the
+victim is the pod seen committing the wave's first batch of an input partition (its offsets row
+in Cassandra moved, under its name), killed at once, so it dies in the middle of the wave's
+work (the stateful stage's batches of that wave come after) whatever the machine's speed."""
 
 from __future__ import annotations
 
@@ -38,6 +43,14 @@ def _names(body: dict[str, Any]) -> tuple[str, str, str]:
     return spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], spec["state"]["cassandra"]["keyspace"]
 
 
+def _committed(session: Any, keyspace: str, app_id: str, topic: str) -> dict[int, tuple[int, str]]:
+    """(committed_seq, owning pod) of each partition of `topic`, from Floe's offsets rows."""
+    from floe_jobs import offsets
+
+    rows = offsets.progress(session, keyspace=keyspace, app_id=app_id)
+    return {p: (row[1], row[3].split("/")[0]) for (t, p), row in rows.items() if t == topic}
+
+
 def _restarts(pod: dict[str, Any]) -> int:
     return sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses") or [])
 
@@ -60,31 +73,55 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
         return pods if len(pods) == REPLICAS and all(demo.is_ready(p) for p in pods) else None
 
     wait_for(ready, timeout=480, what=f"{REPLICAS} Ready pods", every=2)
+    from cassandra.cluster import Cluster
+    from floe_operator import model
 
+    app_id = model.StreamingApp.from_body(body).app_id
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    session = cluster.connect()
     rng = random.Random(run)
     lines: list[str] = []
-    for wave in range(kills):
-        batch = localrun.word_lines(LINES_PER_WAVE, seed=wave + 1)
-        lines += batch
-        localrun.produce(bootstrap, topic_in, batch)
-        time.sleep(rng.uniform(0.5, 4.0))  # somewhere inside the batches of this wave
-        victim = rng.choice(_pods(kube, namespace, app))
-        before = _restarts(victim)
-        os.kill(main_pid(env, victim), signal.SIGKILL)
-        name = victim["metadata"]["name"]
+    timing = []
+    try:
+        for wave in range(kills):
+            before = _committed(session, keyspace, app_id, topic_in)
+            batch = localrun.word_lines(LINES_PER_WAVE, seed=wave + 1)
+            lines += batch
+            t0 = time.monotonic()
+            localrun.produce(bootstrap, topic_in, batch)
 
-        def back(name: str = name, before: int = before) -> bool:
-            pod = kube.get("pod", name, namespace)
-            return pod is not None and _restarts(pod) > before and demo.is_ready(pod)
+            def committing(before: dict[int, tuple[int, str]] = before) -> list[dict[str, Any]] | None:
+                """The pods seen committing a batch of this wave (an input row moved under their name)."""
+                now = _committed(session, keyspace, app_id, topic_in)
+                names = {pod for p, (seq, pod) in now.items() if seq > before.get(p, (0, ""))[0]}
+                if not names:
+                    return None
+                pods = [p for p in _pods(kube, namespace, app) if p["metadata"]["name"] in names]
+                return pods or None
 
-        wait_for(back, timeout=300, what=f"{name} restarted by the kubelet and Ready again (kill {wave + 1})", every=2)
+            victim = rng.choice(wait_for(committing, timeout=180, what=f"a batch of wave {wave + 1} committed",
+                                         every=0.1))
+            before_restarts = _restarts(victim)
+            os.kill(main_pid(env, victim), signal.SIGKILL)
+            timing.append(f"{time.monotonic() - t0:.1f}")
+            name = victim["metadata"]["name"]
+
+            def back(name: str = name, before: int = before_restarts) -> bool:
+                pod = kube.get("pod", name, namespace)
+                return pod is not None and _restarts(pod) > before and demo.is_ready(pod)
+
+            wait_for(back, timeout=300, what=f"{name} restarted by the kubelet and Ready again (kill {wave + 1})",
+                     every=2)
+    finally:
+        cluster.shutdown()
 
     truth = dict(localrun.word_truth(lines))
     wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=truth, timeout=300)
     status = wait_for(lambda: (o := kube.get("streamingapp", app, namespace)) and
                       (o.get("status") or {}).get("restarts", 0) >= kills and o["status"],
                       timeout=60, what=f"status.restarts >= {kills}")
-    print(f"{kills} SIGKILLs of {REPLICAS} pods: counts exact, status.restarts {status['restarts']}")
+    print(f"{kills} SIGKILLs of {REPLICAS} pods, each on its first committed batch of a wave ({', '.join(timing)} s "
+          f"after producing it): counts exact, status.restarts {status['restarts']}")
     kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=120s", timeout=150)
 
 

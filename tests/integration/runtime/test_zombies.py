@@ -6,11 +6,20 @@ offsets never move back, and the output topic's latest count per word is the tru
 replica pauses itself at a named point of a batch (`floe_jobs.faults`), armed by the test while
 the replicas run, one point after the other. Before it resumes, the input stops and the others
 apply all of it, and the state is checked right after: a late write that won would stay visible.
+
+Giving the batch up is not enough: a replica that gave up before it tried to write would pass
+that too. At each point the write the point is there for must have been attempted after the
+resume and refused, as the replica's `Late ...` lines tell (`tests.faultjob`): paused mid-state,
+its chunk of state rows was sent, under a write timestamp below the partition's newest plan's
+(and the counts show it lost); paused after its claim or its state, its output was refused by
+the ownership check; paused after its output, its offsets commit was sent and not applied.
 """
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import signal
 import threading
 import time
@@ -77,6 +86,48 @@ def _stopped(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] == "T"
 
 
+def _planned_stamps(session: Any, app: localrun.App, topic: str) -> dict[int, int]:
+    """The write timestamp of each partition's newest plan (`planned_ts`) in the offsets rows."""
+    rows = session.execute(
+        f"SELECT partition, planned_ts FROM {app.keyspace}.{offsets.TABLE} WHERE app_id = %s AND topic = %s",
+        (app.app_id, topic),
+    )
+    return {r[0]: r[1] for r in rows}
+
+
+LATE_WRITE = re.compile(r"Late state write partition=(\d+) seq=(\d+) stamp=(\d+) rows=(\d+)")
+LATE_CHECK = re.compile(r"Late ownership check refused stage=count plans=(\[.*?\]) ask_cassandra=(\w+)")
+LATE_COMMIT = re.compile(r"Late commit applied=(\w+) plans=(\[.*?\])$", re.MULTILINE)
+
+
+def late_write_refused(log: str, point: str, held: dict[int, int], stamps: dict[int, int]) -> str:
+    """What the resumed replica attempted of its batch (`held`: partition of the stateful stage's
+    topic → the paused plan's sequence) and how it was refused, from its `Late ...` lines after
+    `Resumed at point=`; fails unless the write `point` is there for was attempted and refused.
+    `stamps`: each partition's newest plan's write timestamp, once the others moved past."""
+    _, resumed, late = log.partition(f"Resumed at point={point}")
+    assert resumed, f"no resume at {point} in the replica's log"
+
+    def ours(plans: str) -> bool:
+        return any(p in held and seq == held[p] for _t, p, seq in ast.literal_eval(plans))
+
+    writes = [(int(p), int(seq), int(stamp), int(n)) for p, seq, stamp, n in LATE_WRITE.findall(late)]
+    writes = [w for w in writes if held.get(w[0]) == w[1]]
+    refused = [cass for plans, cass in LATE_CHECK.findall(late) if ours(plans)]
+    commits = [applied for applied, plans in LATE_COMMIT.findall(late) if ours(plans)]
+    seen = f"late state writes {writes}, refused checks {refused}, commits {commits}"
+    assert "True" not in commits, f"a late commit of the paused batch was applied: {seen}"
+    if point.endswith(":mid-state"):
+        assert writes, f"resumed mid-state, the replica sent none of its batch's state rows: {seen}"
+        stale = [w for w in writes if w[2] < stamps[w[0]]]
+        assert stale == writes, f"late state rows not under a stamp below the newest plan's {stamps}: {seen}"
+    elif point.endswith((":after-claim", ":after-state")):
+        assert refused, f"resumed at {point}, the replica's output was not refused by its ownership check: {seen}"
+    elif point.endswith(":after-emit"):
+        assert commits, f"resumed after its output, the replica did not try to commit its batch: {seen}"
+    return seen
+
+
 def _gave_up(zombie: localrun.Replica, point: str, *, timeout: float = 60.0) -> bool:
     """Whether the resumed replica logs that it gave its batch up within `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -103,6 +154,7 @@ def test_a_replica_paused_past_its_session_never_overwrites_newer_owners(
         }
     )
     app.module = faultjob.MODULE
+    repartition = topics_of(app)[1]
     procs = [localrun.Replica(app, f"r{i}").start() for i in range(3)]
     produced: list[str] = []
     stop = threading.Event()
@@ -137,6 +189,8 @@ def test_a_replica_paused_past_its_session_never_overwrites_newer_owners(
                 rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
                 held = {tp: r[2] for tp, r in rows.items() if r[3].startswith(f"{zombie.name}/") and r[2] > r[1]}
                 assert held, f"{zombie.name} paused at {point} with no batch in flight: {rows}"
+                counting_held = {p: seq for (t, p), seq in held.items() if t == repartition}
+                assert counting_held, f"{zombie.name} paused at {point} with no batch of count in flight: {held}"
 
                 def overtaken(held: dict[tuple[str, int], int] = held) -> bool:
                     now = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
@@ -155,7 +209,9 @@ def test_a_replica_paused_past_its_session_never_overwrites_newer_owners(
                     gave_up = _gave_up(zombie, point)
                     check_counts(session, app, dict(localrun.word_truth(produced)))
                 assert gave_up, f"{zombie.name} resumed at {point} and did not give its batch up"
-                report.append(f"{point}: {zombie.name} paused {paused_s:.1f} s over partitions {sorted(held)}")
+                stamps = _planned_stamps(session, app, repartition)
+                seen = late_write_refused(zombie.log_path.read_text(errors="replace"), point, counting_held, stamps)
+                report.append(f"{point}: {zombie.name} paused {paused_s:.1f} s over partitions {sorted(held)}; {seen}")
             stop.set()
             feeder.join()
             localrun.wait_caught_up(session, app, topics_of(app), timeout=600, replicas=procs)
