@@ -126,8 +126,14 @@ def open_store(ref: StoreRef) -> Any:
     """
     from floe_jobs.stores import kv, serdes
     from floe_jobs.stores.base import StoreOptions
+    from floe_jobs.stores.errors import StoreConfigError
     from floe_jobs.stores.schema import StoreSpec
 
+    if ref.type not in ("partitioned", "global"):
+        # a partitioned store over a versioned table would read and write the wrong columns
+        raise StoreConfigError(
+            f"the state helpers open partitioned and global stores, and this one is {ref.type}", store=ref.name
+        )
     with _lock:
         cached = _stores.get(ref)
     if cached is not None:
@@ -199,6 +205,10 @@ def _apply_fenced(
     partition's batch sequence and write timestamp (`stamps`; None: the clock, for tools that
     write outside a batch). With `owned`, rows this replica already knows under the same
     assignment are not read again (`floe_jobs.statecache`)."""
+    if ref.type != "partitioned":
+        from floe_jobs.stores.errors import StoreConfigError
+
+        raise StoreConfigError(f"fenced state is kept in partitioned stores, and this one is {ref.type}", store=ref.name)
     store = open_store(ref)
     if not statecache.cacheable(store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde):
         owned = None
