@@ -208,7 +208,9 @@ def _apply_fenced(
     if ref.type != "partitioned":
         from floe_jobs.stores.errors import StoreConfigError
 
-        raise StoreConfigError(f"fenced state is kept in partitioned stores, and this one is {ref.type}", store=ref.name)
+        raise StoreConfigError(
+            f"fenced state is kept in partitioned stores, and this one is {ref.type}", store=ref.name
+        )
     store = open_store(ref)
     if not statecache.cacheable(store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde):
         owned = None

@@ -123,7 +123,6 @@ def test_a_store_table_is_known_by_its_layout(declared: str) -> None:
             assert errors == []
         else:
             assert len(errors) == 1
-            assert f"store 's' is declared {other}, but its table ks.s_kstreams_store has the layout of a {declared}" in (
-                errors[0]
-            )
+            wanted = f"store 's' is declared {other}, but its table ks.s_kstreams_store has the layout of a {declared}"
+            assert wanted in errors[0]
             assert f"declare the store {declared}, or give it a new name" in errors[0]
