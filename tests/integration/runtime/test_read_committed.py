@@ -48,21 +48,19 @@ def transaction(producer: Producer, topic: str, word: str, *, commit: bool | Non
         producer.abort_transaction(30)
 
 
-def stable_ends(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
-    """partition → (last stable offset, high watermark)."""
-    out = {}
-    for level in ("read_committed", "read_uncommitted"):
-        consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": localrun.unique("floe-probe"), "isolation.level": level}
-        )
-        try:
-            for p in range(PARTITIONS):
-                _, end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-                out.setdefault(p, (end, end))
-                out[p] = (out[p][0], end) if level == "read_uncommitted" else (end, out[p][1])
-        finally:
-            consumer.close()
-    return out
+def ends(bootstrap: str, topic: str, level: str) -> dict[int, int]:
+    """partition → the end a consumer of isolation `level` may read to: the high watermark
+    (read_uncommitted) or the last stable offset (read_committed)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": localrun.unique("floe-probe"), "isolation.level": level}
+    )
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
 
 
 def committed_at(session: Any, app: localrun.App, topic: str, ends: dict[int, int]) -> bool:
@@ -95,11 +93,11 @@ def test_aborted_transactions_are_never_counted_and_markers_never_stall(
 
         # an open transaction: the readable end is its first offset (the last stable offset)
         transaction(producer, topic, "pending", commit=None)
-        ends = stable_ends(app.bootstrap, topic)
-        assert all(lso < high for lso, high in ends.values()), ends
+        stable, high = ends(app.bootstrap, topic, "read_committed"), ends(app.bootstrap, topic, "read_uncommitted")
+        assert all(stable[p] < high[p] for p in range(PARTITIONS)), (stable, high)
         time.sleep(3)  # a few idle passes over the partitions with the open transaction
         deadline = time.monotonic() + 60
-        while not committed_at(session, app, topic, {p: lso for p, (lso, _) in ends.items()}):
+        while not committed_at(session, app, topic, stable):
             assert replica.alive(), f"replica exited; see {replica.log_path}"
             assert time.monotonic() < deadline, "committed offsets left the last stable offsets"
             time.sleep(0.5)
