@@ -144,9 +144,25 @@ class StateHelperError(ValueError):
     pass
 
 
-class StoreWriterError(StateHelperError):
+class StageConfigError(StateHelperError):
+    """A stage uses the stores against the configuration: found by the warm-up's dry run, it
+    stops the replica before its first batch (`floe_jobs.warmup`), exit code 2."""
+
+
+class StoreWriterError(StageConfigError):
     """Two stages of one job write the same store: their fences (one per input partition of
     each stage's topic) would skip each other's updates as already applied."""
+
+
+class StoreTypeError(StageConfigError):
+    """A helper opens a store of a type it cannot use: fenced state lives in partitioned stores
+    only (a global table has no partition to fence by, a versioned one another layout), and
+    `lookup` reads partitioned and global stores."""
+
+
+# the store types each helper opens
+FENCED_TYPES = ("partitioned",)
+LOOKUP_TYPES = ("partitioned", "global")
 
 
 @dataclass
@@ -252,12 +268,18 @@ class Batch:
 
         return apply
 
-    def store_ref(self, name: str, *, key_serde: str, value_serde: str) -> state.StoreRef:
+    def store_ref(
+        self, name: str, *, key_serde: str, value_serde: str, helper: str = "", types: tuple[str, ...] = ()
+    ) -> state.StoreRef:
+        """What opens store `name`. `helper` and `types`: the helper that opens it and the store
+        types it can use; another declared type is a `StoreTypeError` naming the stage."""
         spec = self.stores.get(name)
         if spec is None:
             raise StateHelperError(
                 f"store {name!r} is not configured; configured stores: {sorted(self.stores)} (key: stores)"
             )
+        if types and spec.type not in types:
+            raise StoreTypeError(_wrong_type(self.stage, helper, name, spec.type, types))
         c = self.cfg.cassandra
         return state.StoreRef(
             cassandra=c.connection(),
@@ -462,7 +484,9 @@ class Batch:
             raise StateHelperError(f"aggregate op {op!r}: accepted values are {sorted(COMBINE_OPS)}")
         value = value if value is not None else F.lit(1).cast("long")
         grouped = df.groupBy(F.col("partition"), key.alias("key")).agg(COMBINE_OPS[op](value).alias("value"))
-        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
+        ref = self.store_ref(
+            store, key_serde=key_serde, value_serde=value_serde, helper="aggregate", types=FENCED_TYPES
+        )
         fn = self._fenced(state.merge_partition_rows, ref, combine=op)
         rows = None
         if self._small():  # the group-by in the driver; Spark's plan only gives the types
@@ -485,7 +509,7 @@ class Batch:
         if _is_struct(last, "value"):
             last = last.withColumn("value", F.to_json("value"))
             value_serde = "str"
-        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
+        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde, helper="latest", types=FENCED_TYPES)
         fn = self._fenced(state.latest_partition_rows, ref)
         return self._apply(last, fn, StructField("value", last.schema["value"].dataType))
 
@@ -493,7 +517,7 @@ class Batch:
         """Rows whose key was not seen within the store's TTL (ttl_seconds); first occurrence wins."""
         keyed = df.withColumn("_floe_key", key)
         first = keyed.groupBy(F.col("partition"), F.col("_floe_key").alias("key")).agg(F.min("offset").alias("value"))
-        ref = self.store_ref(store, key_serde=key_serde, value_serde="long")
+        ref = self.store_ref(store, key_serde=key_serde, value_serde="long", helper="dedup", types=FENCED_TYPES)
         fn = self._fenced(state.first_seen_partition_rows, ref)
         verdicts = self._apply(first, fn, StructField("keep", _bool_type()))
         kept = verdicts.where("keep").select(F.col("partition").alias("_p"), F.col("key").alias("_k"))
@@ -521,7 +545,7 @@ class Batch:
         """Stream-table lookup: add `as_column` with the stored value of `key` (null when absent)."""
         keyed = df.withColumn("_floe_key", key)
         keys = keyed.select(F.col("partition"), F.col("_floe_key").alias("key"), F.lit(None).cast("string").alias("v"))
-        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde)
+        ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde, helper="lookup", types=LOOKUP_TYPES)
         fn = functools.partial(state.lookup_rows, ref=ref)
         found = self._apply(keys.distinct(), fn, StructField(as_column, _string_type()))
         found = found.withColumnRenamed("partition", "_lp").withColumnRenamed("key", "_lk")
@@ -551,6 +575,28 @@ class Batch:
         self.dlq_records += self.sink.write(bad_rows, topic=self.cfg.dlq_topic, dry_run=self.dry_run or self.trial)
         good = parsed.where(~bad_cond)
         return good.select(*df.columns, *[F.col(f"_json.{f.name}").alias(f.name) for f in struct.fields])
+
+
+def _wrong_type(stage: str, helper: str, store: str, declared: str, types: tuple[str, ...]) -> str:
+    """What a stage that opens a store of the wrong type is told: the stage, the store, its type
+    and what to change."""
+    usage = f"{helper}(store={store!r})" if helper else f"store_ref({store!r})"
+    if types == FENCED_TYPES:
+        why = "keeps exactly-once state, fenced per input partition, which only a partitioned store holds"
+        fix = (
+            f"declare a partitioned store for this state in stores (FLOE_STORES; spec.state.stores), under a new "
+            f"name since a store's type cannot change, and read {store!r} with lookup"
+            if declared == "global"
+            else "declare a partitioned store for this state in stores (FLOE_STORES; spec.state.stores), under a "
+            "new name since a store's type cannot change"
+        )
+    else:
+        why = f"reads {' and '.join(types)} stores"
+        fix = (
+            "declare the store partitioned or global (a new name: a store's type cannot change), or read the "
+            "versioned store with floe_jobs.stores' versioned classes"
+        )
+    return f"stage {stage!r}: {usage} {why}, and store {store!r} is declared {declared}: {fix}"
 
 
 def _text_bytes(column: str) -> Column:

@@ -307,6 +307,19 @@ class KafkaSettings(_Model):
             verify_hostname=self.ssl_verify_hostname,
         )
 
+    @field_validator("extra")
+    @classmethod
+    def _committed_reads(cls, value: dict[str, str]) -> dict[str, str]:
+        # every reader is read_committed (floe_jobs.kafkaio.ISOLATION): records of aborted
+        # upstream transactions would otherwise be applied to state
+        level = value.get("isolation.level")
+        if level is not None and str(level) != "read_committed":
+            raise ValueError(
+                f"isolation.level {level!r} is not allowed: Floe reads committed records only "
+                "(records of aborted transactions are never applied); remove it from kafka.extra"
+            )
+        return value
+
     @field_validator("topics")
     @classmethod
     def _topics_nonempty(cls, value: list[str]) -> list[str]:

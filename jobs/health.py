@@ -52,7 +52,9 @@ OWNED = Gauge(
     ["app"],
 )
 COMMITTED = Gauge("floe_job_committed_offset", "Next offset committed in Cassandra", ["app", "topic", "partition"])
-END_OFFSET = Gauge("floe_job_end_offset", "End offset seen at planning", ["app", "topic", "partition"])
+END_OFFSET = Gauge(
+    "floe_job_end_offset", "End offset seen at planning (last stable offset)", ["app", "topic", "partition"]
+)
 REBALANCES = Gauge("floe_job_rebalances", "Assignment changes seen by this replica", ["app"])
 STATE_CACHE_KEYS = Gauge(
     "floe_job_state_cache_keys", "State rows kept of owned partitions (state.cache_max_keys)", ["app"]

@@ -11,7 +11,12 @@ stay in the JVM.
 
 - `RangeReader.read` returns exactly the records of the planned ranges `[start, end)`; records
   deleted by retention fail the read (like Spark's `failOnDataLoss`), so a replay never reads
-  different input silently. Uncommitted transactional records are read, as Spark's source did.
+  different input silently. Every reader is `read_committed` (`ISOLATION`), the driver's and
+  Spark's source alike: records of aborted transactions are never read, and a range may hold
+  offsets that no read returns (transaction markers, aborted records), so a range is complete
+  when the consumer's position reaches its end, whatever offset its last record had. Ranges are
+  planned up to the last stable offset, below any open transaction (`RangeReader.watermarks`),
+  so a read never waits for records that a transaction still holds back.
   `read_rows` may stop a partition early, at a limit of rows (a run of re-keyed rows counting
   as its rows): a repartition stage's plan is then cut where its read stopped.
 - `KafkaSink.write` returns once every record is acknowledged (`acks=all`, idempotent by
@@ -48,6 +53,9 @@ from floe_jobs.records import (
 log = logging.getLogger(__name__)
 
 SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
+# what every reader of the runtime reads: committed records only (DESIGN contract 9: upstream
+# aborted transactions are never read)
+ISOLATION = "read_committed"
 # a read or a flush that makes no progress for this long asks the brokers for metadata: when
 # none answers, the batch fails at once as "Kafka unavailable" (`floe_jobs.outages` waits that
 # out, not ready) instead of blocking silently until its timeout
@@ -87,14 +95,18 @@ class RangeReader:
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "auto.offset.reset": "error",
-                "isolation.level": "read_uncommitted",
+                # also makes the watermark queries answer the last stable offset as the end
+                "isolation.level": ISOLATION,
                 "fetch.wait.max.ms": 50,
             },
             logger=log,
         )
 
     def watermarks(self, tps: Iterable[tuple[str, int]], *, timeout: float = 10.0) -> dict[tuple[str, int], Watermarks]:
-        """Low and high watermark of each partition, from the brokers (not cached)."""
+        """Log start and readable end of each partition, from the brokers (not cached). The end
+        is the last stable offset (librdkafka's ListOffsets carries the consumer's isolation
+        level): the high watermark, unless a transaction is open, then its first offset. A plan
+        that ended at the high watermark would wait for that transaction's end."""
         out: dict[tuple[str, int], Watermarks] = {}
         for topic, partition in tps:
             low, high = self._consumer.get_watermark_offsets(
@@ -203,17 +215,23 @@ class WriteError(RuntimeError):
     """Some output records were not acknowledged; the batch fails and is replayed."""
 
 
-def spark_source_options(cfg: FloeConfig) -> dict[str, str]:
-    """Options of Spark's Kafka source and sink with the driver clients' connection settings,
-    as the Java client spells them (the JAAS line for SASL, PEM trust and key stores for TLS)."""
+def spark_connection_options(cfg: FloeConfig) -> dict[str, str]:
+    """The driver clients' connection settings as options of Spark's Kafka source and sink, as
+    the Java client spells them (the JAAS line for SASL, PEM trust and key stores for TLS)."""
     opts = {"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.java()}
     opts.update({f"kafka.{k}": str(v) for k, v in cfg.kafka.extra.items() if k.startswith(SECURITY_PREFIXES)})
     return opts
 
 
+def spark_source_options(cfg: FloeConfig) -> dict[str, str]:
+    """Options of Spark's Kafka source: the connection, and committed records only, as the
+    driver's reader (the Java consumer's default is read_uncommitted)."""
+    return {**spark_connection_options(cfg), "kafka.isolation.level": ISOLATION}
+
+
 def spark_sink_options(cfg: FloeConfig) -> dict[str, str]:
     """Options of Spark's Kafka sink equal to the driver producer's settings."""
-    opts = {**spark_source_options(cfg), "kafka.acks": "all"}
+    opts = {**spark_connection_options(cfg), "kafka.acks": "all"}
     if cfg.kafka.idempotent_output:
         opts["kafka.enable.idempotence"] = "true"
     return opts

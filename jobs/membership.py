@@ -31,6 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from floe_jobs.config import FloeConfig
+from floe_jobs.kafkaio import ISOLATION
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,8 @@ class Membership:
             "auto.offset.reset": k.starting_offsets,
             "max.poll.interval.ms": 300_000,
             "enable.partition.eof": False,
+            # it fetches nothing (paused), but its offsets and any fetch follow the readers' rule
+            "isolation.level": ISOLATION,
             "group.protocol": protocol,
         }
         if protocol == "classic":

@@ -126,6 +126,7 @@ class Runner:
         group; a `StartupError` names what is missing or unreachable."""
         from floe_jobs import membership
         from floe_jobs.stores import config as store_config
+        from floe_jobs.stores import floor
 
         cfg = self.cfg
         if cfg.metrics.port:
@@ -140,6 +141,15 @@ class Runner:
         self.session = _retry(
             f"Cassandra at {','.join(c.hosts)}:{c.port} (cassandra.hosts)",
             lambda: store_config.connect(ccfg),
+        )
+        # before any read or table: levels that cannot keep the fence for the keyspace's real
+        # replication stop the replica (exit 2, `floe_jobs.stores.floor`)
+        floor.check_keyspace(
+            self.session,
+            keyspace=c.keyspace,
+            consistency=ccfg.consistency,
+            serial_consistency=ccfg.serial_consistency,
+            datacenter=ccfg.local_datacenter,
         )
         self._provision()
         self.offsets = offsets.OffsetsTable(self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.owner)

@@ -133,8 +133,14 @@ def open_store(ref: StoreRef) -> Any:
     """
     from floe_jobs.stores import kv, serdes
     from floe_jobs.stores.base import StoreOptions
+    from floe_jobs.stores.errors import StoreConfigError
     from floe_jobs.stores.schema import StoreSpec
 
+    if ref.type not in ("partitioned", "global"):
+        # a partitioned store over a versioned table would read and write the wrong columns
+        raise StoreConfigError(
+            f"the state helpers open partitioned and global stores, and this one is {ref.type}", store=ref.name
+        )
     with _lock:
         cached = _stores.get(ref)
     if cached is not None:
@@ -209,6 +215,12 @@ def _apply_fenced(
     With `owned`, rows this replica already knows under the same assignment are not read again
     (`floe_jobs.statecache`). `readonly`: read and decide but write nothing, and leave the known
     rows alone (a trial of records, `floe_jobs.quarantine`)."""
+    if ref.type != "partitioned":
+        from floe_jobs.stores.errors import StoreConfigError
+
+        raise StoreConfigError(
+            f"fenced state is kept in partitioned stores, and this one is {ref.type}", store=ref.name
+        )
     store = open_store(ref)
     if readonly or not statecache.cacheable(
         store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde

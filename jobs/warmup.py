@@ -12,7 +12,10 @@ client).
 Nothing is committed, written or produced: no plan is stored, the batch has no sequence, its
 helpers read every key as absent and write nothing (`Batch.dry_run`), and what it emits is
 collected and dropped. A stage that fails on this input starts cold; one that shows a
-configuration error (two stages writing one store) stops the replica.
+configuration error (`api.StageConfigError`: two stages writing one store, a helper opening a
+store of a type it cannot use) stops the replica, exit code 2, before it joins its group. The
+helpers check the declared types before the dry run skips the stores, so even a new app's run
+over no records finds them.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ def warm_up(r: Runner) -> None:
                     clock.total,
                     clock.summary(),
                 )
-            except api.StoreWriterError:  # a configuration error: the replica must not start
+            except api.StageConfigError:  # a configuration error: the replica must not start
                 raise
             except Exception as exc:  # a stage that refuses this input only starts cold
                 log.warning("Warm-up of stage=%s failed (it starts cold) error=%s", stage.name, exc)

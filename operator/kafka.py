@@ -168,7 +168,8 @@ class Inspector:
         return [(t, p) for t in topics for p in range(counts.get(t, 0))]
 
     def watermarks_sync(self, target: Target, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
-        """(topic, partition) → (log start, log end) of every partition of `topics`."""
+        """(topic, partition) → (log start, log end) of every partition of `topics`; the end is
+        the last stable offset (below any open transaction), the end the replicas plan to."""
         tps = self._partitions_of(target, topics)
         low, high = self._list_offsets(target, tps, "earliest"), self._list_offsets(target, tps, "latest")
         return {tp: (low[tp], high[tp]) for tp in low}
@@ -183,14 +184,18 @@ class Inspector:
     def _list_offsets(
         self, target: Target, tps: list[tuple[str, int]], kind: str, timestamp_ms: int = 0
     ) -> dict[tuple[str, int], int]:
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
         from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
         if not tps:
             return {}
         spec = OffsetSpec.for_timestamp(timestamp_ms) if kind == "timestamp" else getattr(OffsetSpec, kind)()
+        # as the replicas read (read_committed): "latest" is the last stable offset, so a reset
+        # never lands inside an open transaction that the replicas' plans stop below
         futures = self._admin(target).list_offsets(
-            {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self._timeout
+            {TopicPartition(t, p): spec for t, p in tps},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=self._timeout,
         )
         try:
             return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}

@@ -44,6 +44,7 @@ from cassandra.policies import (
     TokenAwarePolicy,
 )
 from cassandra.query import tuple_factory
+from floe_jobs.stores import floor
 from floe_jobs.stores.errors import StoreConfigError
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,11 @@ class CassandraConfig:
         _consistency(self.consistency, "consistency (FLOE_CASSANDRA_CONSISTENCY)")
         _consistency(self.serial_consistency, "serial_consistency (FLOE_CASSANDRA_SERIAL_CONSISTENCY)")
         _consistency(self.ddl_consistency, "ddl_consistency (FLOE_CASSANDRA_DDL_CONSISTENCY)")
+        # names that cannot keep the fence whatever the replication; against the keyspace's real
+        # replication, `floor.check_keyspace` at a replica's start
+        wrong = floor.level_error(self.consistency, self.serial_consistency)
+        if wrong is not None:
+            raise StoreConfigError(wrong)
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context for the driver, or None without TLS."""

@@ -294,6 +294,37 @@ def ensure_fence_column(session: Session, keyspace: str, table: str, *, columns:
     execute_ddl(session, fence_column_cql(keyspace, table), what=f"add {FENCE_COLUMN} to {keyspace}.{table}")
 
 
+def layout_of(columns: set[str]) -> str:
+    """The store type whose table has these columns (`table_cql`'s layouts): versioned tables
+    have `validto`, partitioned ones `partition`."""
+    names = {c.lower() for c in columns}
+    partitioned = "partition" in names
+    if "validto" in names:
+        return "versioned-partitioned" if partitioned else "versioned-global"
+    return "partitioned" if partitioned else "global"
+
+
+def layout_errors(stores: Sequence[StoreSpec], present: Mapping[str, set[str]], keyspace: str,
+                  table_name_fn: TableNameFn = table_name) -> list[str]:
+    """Stores whose existing table (`present`: table → columns) has another type's layout. `CREATE
+    TABLE IF NOT EXISTS` leaves such a table as it is, and a store opened over it reads and writes
+    columns it does not have, or (a partitioned store over a versioned table) the wrong rows."""
+    out = []
+    for spec in stores:
+        table = spec.table_for(table_name_fn)
+        columns = present.get(table.lower())
+        if columns is None:
+            continue
+        found = layout_of(columns)
+        if found != spec.type:
+            out.append(
+                f"store {spec.name!r} is declared {spec.type}, but its table {keyspace}.{table} has the layout of a "
+                f"{found} store (columns {', '.join(sorted(columns))}): declare the store {found}, or give it "
+                "a new name (a new table); a store's type cannot change over an existing table"
+            )
+    return out
+
+
 def keyspace_exists(session: Session, keyspace: str) -> bool:
     rows = session.execute("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,))
     return rows.one() is not None
@@ -313,7 +344,8 @@ def provision(
 
     `extra_tables` (table → its `CREATE TABLE IF NOT EXISTS`) are made alongside the stores',
     e.g. the offsets table. Existing tables are left as they are (options are not altered),
-    except that partitioned tables lacking the fence column get it added. The tables' statements
+    except that partitioned tables lacking the fence column get it added; a store whose existing
+    table has another type's layout is a `StoreConfigError`. The tables' statements
     are sent together: a new keyspace costs its own schema change plus one round of table
     creations.
     """
@@ -341,8 +373,13 @@ def provision(
     # existing table costs one round trip and no schema change).
     execute_ddl_together(session, {what: statement for what, statement in wanted.values()})
     log.debug("Ensured tables keyspace=%s tables=%s", keyspace, ",".join(wanted))
+    # every store's table as it really is: one of another type's layout is refused before the
+    # fence column is added to it or any store opens it
+    present = columns_of(session, keyspace, names)
+    wrong = layout_errors(stores, present, keyspace, table_name_fn)
+    if wrong:
+        raise StoreConfigError("; ".join(wrong))
     fenced = [table for spec, table in zip(stores, names, strict=True) if spec.type == "partitioned"]
-    present = columns_of(session, keyspace, fenced)
     for table in fenced:
         if table in present:
             ensure_fence_column(session, keyspace, table, columns=present[table])

@@ -58,6 +58,19 @@ def _sidecar_security(context: dict[str, Any]) -> Callable[[dict[str, Any]], Non
     )
 
 
+
+def _levels(consistency: str, replication: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    return _chain(
+        _set("spec.state.cassandra.consistency", consistency), _set("spec.state.cassandra.replication", replication)
+    )
+
+
+FLOOR_ONE = "spec.state.cassandra.consistency ONE keeps the fence of exactly-once state only with one copy of each row"
+FLOOR_LOCAL_ONE = (
+    "spec.state.cassandra.consistency LOCAL_ONE keeps the fence of exactly-once state only with one copy of each row "
+    "in the local datacenter"
+)
+
 # (case id, change, text the API server's message must contain)
 CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("no-image", _set("spec.image", _DELETE), "spec.image: Required value"),
@@ -126,6 +139,22 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "nts-without-datacenters",
         _set("spec.state.cassandra.replication", {"strategy": "NetworkTopologyStrategy"}),
         "spec.state.cassandra.replication.datacenters is required with NetworkTopologyStrategy",
+    ),
+    ("one-over-three-copies", _levels("ONE", {"strategy": "SimpleStrategy", "replicationFactor": 3}), FLOOR_ONE),
+    (
+        "one-over-two-datacenters",
+        _levels("ONE", {"strategy": "NetworkTopologyStrategy", "datacenters": {"dc1": 1, "dc2": 1}}),
+        FLOOR_ONE,
+    ),
+    (
+        "local-one-over-three-local-copies",
+        _levels("LOCAL_ONE", {"strategy": "NetworkTopologyStrategy", "datacenters": {"datacenter1": 3, "dc2": 1}}),
+        FLOOR_LOCAL_ONE,
+    ),
+    (
+        "local-one-over-two-copies",
+        _levels("LOCAL_ONE", {"strategy": "SimpleStrategy", "replicationFactor": 2}),
+        FLOOR_LOCAL_ONE,
     ),
     (
         "bad-store-type",
@@ -516,6 +545,26 @@ def test_what_the_boundary_allows_is_accepted(kube: Kubectl, namespace: str) -> 
             ]
         }
     }
+    kube.run("create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(obj))
+
+
+@pytest.mark.parametrize(
+    ("consistency", "replication"),
+    [
+        ("ONE", {"strategy": "SimpleStrategy", "replicationFactor": 1}),
+        ("ONE", {"strategy": "NetworkTopologyStrategy", "datacenters": {"dc1": 1}}),
+        ("LOCAL_ONE", {"strategy": "NetworkTopologyStrategy", "datacenters": {"datacenter1": 1, "dc2": 3}}),
+        ("QUORUM", {"strategy": "SimpleStrategy", "replicationFactor": 3}),
+        ("LOCAL_QUORUM", {"strategy": "NetworkTopologyStrategy", "datacenters": {"datacenter1": 3, "dc2": 3}}),
+    ],
+    ids=["one-one-copy", "one-one-datacenter-copy", "local-one-one-local-copy", "quorum", "local-quorum"],
+)
+def test_levels_that_keep_the_fence_are_accepted(
+    kube: Kubectl, namespace: str, consistency: str, replication: dict[str, Any]
+) -> None:
+    obj = copy.deepcopy(GOOD)
+    obj["metadata"]["namespace"] = namespace
+    _levels(consistency, replication)(obj)
     kube.run("create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(obj))
 
 

@@ -86,6 +86,15 @@ def test_config_env_var_names_the_file(tmp_path: Path) -> None:
         ({"FLOE_KAFKA_TOPICS": "bad topic!"}, ["kafka.topics"]),
         ({"FLOE_CASSANDRA_TLS": "maybe"}, ["cassandra.tls (FLOE_CASSANDRA_TLS)"]),
         ({"FLOE_CASSANDRA_CONSISTENCY": "MOST"}, ["FLOE_CASSANDRA_CONSISTENCY", "unknown consistency level 'MOST'"]),
+        ({"FLOE_CASSANDRA_CONSISTENCY": "ANY"}, ["FLOE_CASSANDRA_CONSISTENCY", "ANY is not a level of both"]),
+        (
+            {"FLOE_CASSANDRA_SERIAL_CONSISTENCY": "QUORUM"},
+            ["FLOE_CASSANDRA_SERIAL_CONSISTENCY", "QUORUM is not a serial level"],
+        ),
+        (
+            {"FLOE_KAFKA_EXTRA": '{"isolation.level": "read_uncommitted"}'},
+            ["kafka.extra", "isolation.level 'read_uncommitted' is not allowed", "remove it from kafka.extra"],
+        ),
         ({"FLOE_CASSANDRA_DDL_TIMEOUT": "-1"}, ["cassandra.ddl_timeout (FLOE_CASSANDRA_DDL_TIMEOUT)"]),
         ({"FLOE_CASSANDRA_PROTOCOL_VERSION": "v5"}, ["cassandra.protocol_version"]),
         ({"FLOE_CASSANDRA_HOSTS": " , "}, ["FLOE_CASSANDRA_HOSTS", "at least one host"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from floe_jobs import state
 from floe_jobs.state import COMBINERS, decide_first_seen, decide_latest, decide_merge
 
@@ -89,3 +90,39 @@ def test_a_store_has_one_writing_stage() -> None:
     batch("count")._fenced(state.merge_partition_rows, ref, combine="sum")  # the same stage again
     with pytest.raises(api.StoreWriterError, match="store 'counts' is written by stages 'count' and 'totals'"):
         batch("totals")._fenced(state.latest_partition_rows, ref)
+
+
+@pytest.mark.parametrize(
+    ("helper", "declared", "wanted"),
+    [
+        ("aggregate", "global", "read 'lookups' with lookup"),
+        ("dedup", "versioned-partitioned", "declare a partitioned store for this state"),
+        ("latest", "versioned-global", "declare a partitioned store for this state"),
+        ("lookup", "versioned-partitioned", "declare the store partitioned or global"),
+    ],
+)
+def test_a_helper_refuses_a_store_of_a_type_it_cannot_use(helper: str, declared: str, wanted: str) -> None:
+    """Fenced state lives in partitioned stores only and lookups read partitioned and global
+    ones: another declared type is refused when the helper opens the store (the warm-up's dry
+    run does), naming the stage, the store, its type and what to change."""
+    from floe_jobs import api, config
+
+    cfg = config.load(
+        environ={
+            "FLOE_APP_ID": "app",
+            "FLOE_KAFKA_BOOTSTRAP_SERVERS": "k:9092",
+            "FLOE_KAFKA_TOPICS": "in",
+            "FLOE_CASSANDRA_KEYSPACE": "ks",
+            "FLOE_JOB_ENTRYPOINT": "unused:job",
+            "FLOE_STORES": f'[{{"name": "lookups", "type": "{declared}"}}]',
+        }
+    )
+    batch = api.Batch(spark=None, df=None, stage="count", cfg=cfg, args=[], seqs={}, sink=None)  # type: ignore[arg-type]
+    types = api.LOOKUP_TYPES if helper == "lookup" else api.FENCED_TYPES
+    with pytest.raises(api.StoreTypeError) as err:
+        batch.store_ref("lookups", key_serde="str", value_serde="str", helper=helper, types=types)
+    message = str(err.value)
+    assert f"stage 'count': {helper}(store='lookups')" in message
+    assert f"store 'lookups' is declared {declared}" in message
+    assert wanted in message
+    assert isinstance(err.value, api.StageConfigError)  # the warm-up stops the replica on it

@@ -108,3 +108,11 @@ def test_cassandra_connection_carries_auth_and_tls() -> None:
         "c", "pw", True, PEM, True
     )
     assert "pw" not in repr(conn)
+
+
+def test_spark_source_reads_committed_records_and_the_sink_is_not_told_an_isolation() -> None:
+    """Spark's Kafka source reads read_committed, as the driver's reader (the Java consumer's
+    default is read_uncommitted); the producer settings of the sink get no consumer setting."""
+    cfg = load()
+    assert kafkaio.spark_source_options(cfg)["kafka.isolation.level"] == "read_committed"
+    assert "kafka.isolation.level" not in kafkaio.spark_sink_options(cfg)

@@ -117,3 +117,26 @@ def test_a_fenced_row_reads_with_the_highest_write_timestamp_of_its_cells() -> N
     # a row written by the Java library: no fence
     assert _cell((b"v", None, 30, None, 30), 0, True) == (b"v", None, 30)
     assert _cell((b"v",), 0, False) == (b"v", None, None)
+
+
+@pytest.mark.parametrize("declared", ["partitioned", "global", "versioned-partitioned", "versioned-global"])
+def test_a_store_table_is_known_by_its_layout(declared: str) -> None:
+    """Each type's table (as `table_cql` makes it) reads back as that type; a store declared with
+    another type over it is refused, naming the store, both types and what to change."""
+    import re
+
+    from floe_jobs.stores.schema import STORE_TYPES, StoreSpec, layout_errors, layout_of, table_cql
+
+    cql = table_cql("ks", StoreSpec(name="s", type=declared))  # type: ignore[arg-type]
+    body = cql.split("(", 1)[1].split("PRIMARY KEY")[0]
+    columns = {m.group(1).lower() for m in re.finditer(r"(\w+) \w+,", body)}
+    assert layout_of(columns) == declared
+    for other in STORE_TYPES:
+        errors = layout_errors([StoreSpec(name="s", type=other)], {"s_kstreams_store": columns}, "ks")  # type: ignore[arg-type]
+        if other == declared:
+            assert errors == []
+        else:
+            assert len(errors) == 1
+            wanted = f"store 's' is declared {other}, but its table ks.s_kstreams_store has the layout of a {declared}"
+            assert wanted in errors[0]
+            assert f"declare the store {declared}, or give it a new name" in errors[0]
