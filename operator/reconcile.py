@@ -700,9 +700,9 @@ async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapp
         await deps.provisioner.drop(target, keyspace=keyspace, tables=tables)
         deps.provisioned.pop(app.uid, None)
         kept = ", ".join(f"{namespace}/{name}" for namespace, name in sharing)
-        dropped = ", ".join(f"{keyspace}.{t}" for t in tables) or "no table"
+        only = ", ".join(f"{keyspace}.{t}" for t in tables) or "no table"
         return (
-            f"Dropped {dropped} (deletionPolicy Delete); kept the offsets and topics of app id {app.app_id}, "
+            f"Dropped {only} (deletionPolicy Delete); kept the offsets and topics of app id {app.app_id}, "
             f"which StreamingApp {kept} has too"
         )
     # Repartition topics first, while the offsets rows still name them: an app created again
