@@ -7,7 +7,9 @@ children whose desired digest differs from what is live, and computes the status
 nothing changed it makes no write at all.
 
 Faults stop the pass before any child is applied, so a half-valid app never rolls out
-halfway; the caller retries with backoff.
+halfway; the caller retries with backoff. An apply refused by a race that the next attempt
+wins (a RoleBinding whose Role is not stored yet) is tried again within the pass instead, so
+it never shows as Degraded.
 """
 
 from __future__ import annotations
@@ -187,8 +189,8 @@ async def _apply(deps: Deps, obj: Mapping[str, Any], *, urgent: bool) -> dict[st
                 raise
             meta = obj["metadata"]
             log.info(
-                "Applying again after a transient refusal app_namespace=%s kind=%s name=%s status=%s in=%.1fs",
-                meta["namespace"], obj["kind"], meta["name"], exc.status, delay,
+                "Applying again after a transient refusal namespace=%s kind=%s name=%s status=%s in=%.1fs error=%s",
+                meta["namespace"], obj["kind"], meta["name"], exc.status, delay, exc.message,
             )
             await asyncio.sleep(delay)
     raise AssertionError("unreachable")
