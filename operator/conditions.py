@@ -54,6 +54,8 @@ TOPIC_NOT_FOUND = "TopicNotFound"
 APPLY_FAILED = "ApplyFailed"
 INVALID_SPEC = "InvalidSpec"
 STORE_IN_USE = "StoreInUse"
+# An elder app already has this app's id (offsets rows, internal topics): see `appids`.
+APP_ID_CONFLICT = "AppIdConflict"
 # The cluster refused the credentials or certificates the app's Secrets hold (or the app's CA
 # refused the cluster's certificate): fixed by changing a Secret, which rolls the pods.
 KAFKA_CREDENTIALS_REJECTED = "KafkaCredentialsRejected"
@@ -234,6 +236,8 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     conds.sort(key=lambda c: (order.get(str(c.get("type")), len(order)), str(c.get("type"))))
     status: dict[str, Any] = {
         "observedGeneration": gen,
+        # recorded once, so that every later pass, the lag loop and the finalizer use this id
+        "appId": app.app_id,
         "conditions": conds,
         "replicas": rollout.replicas if rollout else 0,
         "readyReplicas": rollout.ready if rollout else 0,

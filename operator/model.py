@@ -8,12 +8,12 @@ unit test keeps them equal to the CRD's.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from floe_jobs import config
+from floe_operator import appids
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -309,6 +309,9 @@ class StreamingApp(_Model):
     created: str = ""
     spec: AppSpec
     status: dict[str, Any] = Field(default_factory=dict)
+    # The app id its own ConfigMap names (what its replicas run under), when the reconcile found
+    # one and status records none yet (`appids.running_id`); never read from the body.
+    running_id: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> StreamingApp:
@@ -326,17 +329,12 @@ class StreamingApp(_Model):
 
     @property
     def app_id(self) -> str:
-        """Identity of the app for the runtime: `<namespace>-<name>`, a DNS label unique in the cluster.
-
-        The runtime derives the offsets table, dead-letter and repartition topics from it, so
-        two apps of the same name in different namespaces never share them. Past 63
-        characters it is cut and suffixed with a digest of the full value.
-        """
-        full = f"{self.namespace}-{self.name}"
-        if len(full) <= 63:
-            return full
-        digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-        return f"{full[:54].rstrip('-')}-{digest}"
+        """The app's id for the runtime (offsets rows, dead-letter and repartition topics, Spark's
+        app name): the one recorded in status.appId, else the one its replicas run under, else as
+        `appids.app_id_of` decides it. A DNS label, and no two apps share one (`appids`)."""
+        if self.running_id is not None and not appids.valid(self.status.get("appId")):
+            return self.running_id
+        return appids.app_id_of(self.namespace, self.name, self.status)
 
     @property
     def consumer_group(self) -> str:

@@ -7,7 +7,9 @@ children whose desired digest differs from what is live, and computes the status
 nothing changed it makes no write at all.
 
 Faults stop the pass before any child is applied, so a half-valid app never rolls out
-halfway; the caller retries with backoff.
+halfway; the caller retries with backoff. An apply refused by a race that the next attempt
+wins (a RoleBinding whose Role is not stored yet) is tried again within the pass instead, so
+it never shows as Degraded.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Literal
 import pydantic
 from floe_jobs import config, pem
 from floe_operator import (
+    appids,
     cassandra,
     conditions,
     desired,
@@ -46,6 +49,16 @@ INDEXED_KINDS = ("ConfigMap", "Deployment", "Service", "PodDisruptionBudget")
 # exists (its pods would read the old content); a new app's goes with its Deployment, since the
 # kubelet waits for a missing ConfigMap volume and no pod can read stale content.
 MOUNTED_KINDS = ("ConfigMap", "ServiceAccount", "Role", "RoleBinding")
+# Applied after the rest of MOUNTED_KINDS, once their Role is stored: unless the writer may `bind`
+# it, the API server reads the Role a RoleBinding refers to (to check that the writer holds
+# everything it grants) and refuses the binding while the Role is not there. Applied in one
+# batch with the Role, a new app's binding raced it and lost in about two passes of three.
+BINDING_KINDS = ("RoleBinding",)
+# Refusals an apply meets when it races another write (a Role not stored yet: 404; a concurrent
+# writer: 409) or the API server is busy (429, 5xx): tried again within the pass, after these
+# pauses, before the pass reports it. An unreachable API server (0) is not: nor is the status.
+TRANSIENT_STATUSES = frozenset({404, 409, 429, 500, 502, 503, 504})
+APPLY_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
 # Sent to the API server before other writes (k8s.Urgency): what a new app's pods need.
 URGENT_KINDS = ("Deployment", *MOUNTED_KINDS)
 # What the drivers of a k8s:// master run as: refused when the operator lacks the Spark RBAC.
@@ -157,12 +170,30 @@ async def _converge_child(
             live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name)
         if in_sync(obj, live):
             return None, None
-        stored = await deps.cluster.apply(obj, urgent=kind in URGENT_KINDS)
+        stored = await _apply(deps, obj, urgent=kind in URGENT_KINDS)
         if kind in INDEXED_KINDS:
             deps.recent.remember(stored)
         return stored, None
     except k8s.ApiError as exc:
         return None, exc
+
+
+async def _apply(deps: Deps, obj: Mapping[str, Any], *, urgent: bool) -> dict[str, Any]:
+    """Apply one child; a transient refusal (TRANSIENT_STATUSES) is tried again within the pass,
+    so a race that the next attempt wins never reaches the app's conditions as Degraded."""
+    for delay in (*APPLY_RETRY_DELAYS, None):
+        try:
+            return await deps.cluster.apply(obj, urgent=urgent)
+        except k8s.ApiError as exc:
+            if delay is None or exc.status not in TRANSIENT_STATUSES:
+                raise
+            meta = obj["metadata"]
+            log.info(
+                "Applying again after a transient refusal namespace=%s kind=%s name=%s status=%s in=%.1fs error=%s",
+                meta["namespace"], obj["kind"], meta["name"], exc.status, delay, exc.message,
+            )
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def _find(children: Children, kind: str, name: str, owner: str) -> Mapping[str, Any] | None:
@@ -349,7 +380,23 @@ async def reconcile(
         app = model.StreamingApp.from_body(body)
     except pydantic.ValidationError as exc:
         return _invalid(body, exc)
-    return await _reconcile(app, deps=deps, children=children, others=others)
+    return await _reconcile(with_running_id(app, children), deps=deps, children=children, others=others)
+
+
+def with_running_id(app: model.StreamingApp, children: Children) -> model.StreamingApp:
+    """The app, knowing the id its replicas run under when status does not record one yet: the
+    id its own ConfigMap (owned by this app's uid, as the watch holds it) names. That covers an
+    operator stopped between applying a new app's children and writing its status, whatever
+    version it was; the pass then records that id in status.appId (`conditions.status_for`)."""
+    if appids.valid(app.status.get("appId")):
+        return app
+    name = render.config_map_name(app)
+    for obj in children.get("ConfigMap", ()):
+        meta = obj.get("metadata") or {}
+        if meta.get("name") == name and any(ref.get("uid") == app.uid for ref in meta.get("ownerReferences") or []):
+            running = appids.running_id(obj, render.CONFIG_FILE)
+            return app if running is None else app.model_copy(update={"running_id": running})
+    return app
 
 
 async def _reconcile(
@@ -382,7 +429,12 @@ async def _check(app: model.StreamingApp, deps: Deps, others: Sequence[Mapping[s
     """What only the operator can check: the spec against the other apps and the pod profile,
     the Secrets and their key material, then Kafka and Cassandra together. The first fault ends
     the checks, so a half-valid app never rolls out halfway."""
-    fault = store_in_use(app, neighbours(app, others)) or pod_template_fault(app) or spark_fault(app)
+    fault = (
+        app_id_conflict(app, others)
+        or store_in_use(app, neighbours(app, others))
+        or pod_template_fault(app)
+        or spark_fault(app)
+    )
     if fault is not None:
         return _Checked(fault=fault)
     secrets, fault = await _check_secrets(app, deps)
@@ -429,11 +481,13 @@ async def _converge(
     refusal: it stops the pass before the next batch, so the pods' mounts come before the pods."""
     applied: list[str] = []
     fault: conditions.Fault | None = None
-    # What the pods mount (ConfigMap, ServiceAccount, RBAC) first; then the rest together.
-    mounted = set(MOUNTED_KINDS) - ({"ConfigMap"} if deployment is None else set())
+    # What the pods mount (ConfigMap, ServiceAccount, Role) first, then the RoleBinding of that
+    # Role (BINDING_KINDS), then the rest together.
+    mounted = set(MOUNTED_KINDS) - set(BINDING_KINDS) - ({"ConfigMap"} if deployment is None else set())
     first = [o for o in wanted if o["kind"] in mounted]
-    rest = [o for o in wanted if o["kind"] not in mounted]
-    for batch in (first, rest):
+    bindings = [o for o in wanted if o["kind"] in BINDING_KINDS]
+    rest = [o for o in wanted if o["kind"] not in mounted and o["kind"] not in BINDING_KINDS]
+    for batch in (first, bindings, rest):
         results = await asyncio.gather(*(_converge_child(app, deps, children, obj) for obj in batch))
         for obj, (stored, error) in zip(batch, results, strict=True):
             kind, name = obj["kind"], obj["metadata"]["name"]
@@ -554,7 +608,8 @@ def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
         generation=int(meta.get("generation", 1)),
         now=now(),
     )
-    target = {"observedGeneration": int(meta.get("generation", 1)), "conditions": conds}
+    app_id = appids.app_id_of(str(meta.get("namespace", "")), str(meta.get("name", "")), current)
+    target = {"observedGeneration": int(meta.get("generation", 1)), "appId": app_id, "conditions": conds}
     events = conditions.transitions(current.get("conditions") or [], conds)
     return Outcome(conditions.status_patch(current, target), events, fault, [])
 
@@ -581,6 +636,26 @@ def neighbours(app: model.StreamingApp, others: Sequence[Mapping[str, Any]]) -> 
         if set(other.spec.state.cassandra.hosts) & set(cass.hosts):
             found.append(other)
     return found
+
+
+def app_id_conflict(app: model.StreamingApp, others: Sequence[Mapping[str, Any]]) -> conditions.Fault | None:
+    """A fault when an elder app (by creation, then namespace/name) already has this app's id:
+    the two would share offsets rows and internal topics, so nothing of the younger is applied.
+    Only apps an older operator named `<namespace>-<name>` can meet this by accident."""
+    meta = {"uid": app.uid, "namespace": app.namespace, "name": app.name, "creationTimestamp": app.created}
+    elder = appids.conflict(app.app_id, meta, others)
+    if elder is None:
+        return None
+    app_id = app.app_id
+    return conditions.Fault(
+        conditions.APP_ID_CONFLICT,
+        f"StreamingApp {app.namespace}/{app.name} has app id {app_id}, which StreamingApp {elder[0]}/{elder[1]} "
+        f"(created earlier) has too: the two would share offsets rows in keyspace "
+        f"{app.spec.state.cassandra.keyspace}, the topics {app_id}-dlq and {app_id}-<name>-repartition, offset "
+        "resets and what deletionPolicy Delete removes, so nothing of this app is applied. Delete this app and "
+        "create it again (an app created now gets an id with a digest of its namespace/name), or under another "
+        "name; deleting it leaves the shared offsets and topics alone",
+    )
 
 
 def _written_tables(app: model.StreamingApp) -> dict[str, str]:
@@ -641,6 +716,18 @@ async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapp
     if fault is not None:
         raise cassandra.CassandraUnavailable(fault.message)
     target = cassandra.target_of(app, secrets.data)
+    sharing = appids.sharers(app.app_id, app.uid, others)
+    if sharing:
+        # Another app has the same id (two apps an older operator named alike): the offsets rows
+        # and internal topics may be its own, so they stay.
+        await deps.provisioner.drop(target, keyspace=keyspace, tables=tables)
+        deps.provisioned.pop(app.uid, None)
+        kept = ", ".join(f"{namespace}/{name}" for namespace, name in sharing)
+        only = ", ".join(f"{keyspace}.{t}" for t in tables) or "no table"
+        return (
+            f"Dropped {only} (deletionPolicy Delete); kept the offsets and topics of app id {app.app_id}, "
+            f"which StreamingApp {kept} has too"
+        )
     # Repartition topics first, while the offsets rows still name them: an app created again
     # under the same name would otherwise re-read their old records into fresh state.
     topics = repartition_topics(app, await deps.provisioner.recorded_topics(target, app))

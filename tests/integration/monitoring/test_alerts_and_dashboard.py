@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 import yaml
+from floe_operator import appids
 from floe_stack import localrun, prometheus
 
 from ..lag.conftest import OffsetsRows
@@ -165,7 +166,7 @@ def scenario(
 
     # The healthy app's replica, as its pod would run it, scraped as its ServiceMonitor would.
     app = localrun.App(
-        app_id=f"{ns}-{HEALTHY}", bootstrap=kafka_bootstrap, cassandra_hosts=cassandra_hosts,
+        app_id=appids.new_id(ns, HEALTHY), bootstrap=kafka_bootstrap, cassandra_hosts=cassandra_hosts,
         cassandra_port=cassandra_port, keyspace=ks_healthy, topics=[healthy_in], output_topics=[healthy_out],
         entrypoint=str(localrun.ROOT / "examples/word-count/word_count.py"),
         stores=[{"name": "word-count", "type": "partitioned"}], spark_jars=spark_jars, workdir=work,
@@ -193,7 +194,8 @@ def scenario(
         s.apply(s.app(STALLED, topics=[stalled_in], keyspace=ks_stalled, replicas=1, image=stalled_image,
                       imagePullPolicy="Never", pod={"nodeSelector": {"floe.dev/monitoring-test": "no-such-node"}},
                       autoscaling={"mode": "Native", "minReplicas": 1, "maxReplicas": 1}))
-        feeder = Feeder(kafka_bootstrap, healthy_in, stalled_in, OffsetsRows(cql, ks_stalled, f"{ns}-{STALLED}"))
+        stalled_rows = OffsetsRows(cql, ks_stalled, appids.new_id(ns, STALLED))
+        feeder = Feeder(kafka_bootstrap, healthy_in, stalled_in, stalled_rows)
         feeder.start()
         # The rules load once the operator is scraped, so that FloeOperatorDown is about it alone.
         wait_for(lambda: prom.query(f'up{{job="{prometheus.OPERATOR_JOB}"}} == 1'), timeout=60,

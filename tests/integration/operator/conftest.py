@@ -7,7 +7,7 @@ import contextlib
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,18 +83,23 @@ def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]
 
 
 @contextlib.contextmanager
-def running_operator(kube: Kubectl, namespace: str, *, resync_seconds: float) -> Iterator[kopf.testing.KopfRunner]:
-    """The operator, in-process, watching `namespace`; its apps are deleted before it stops."""
+def running_operator(
+    kube: Kubectl, namespace: str, *, resync_seconds: float, also: Sequence[str] = ()
+) -> Iterator[kopf.testing.KopfRunner]:
+    """The operator, in-process, watching `namespace` (and the namespaces `also`); their apps are
+    deleted before it stops."""
     started = threading.Event()
     registry = handlers.build_registry(handlers.Options(resync_seconds=resync_seconds, started=started))
+    watched = [namespace, *also]
     runner = kopf.testing.KopfRunner(
-        ["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60
+        ["run", "--standalone", *(arg for ns in watched for arg in ("--namespace", ns))], registry=registry, timeout=60
     )
     with runner:
         assert started.wait(timeout=30), "the operator did not start"
         yield runner
         # Delete the apps while the operator still runs, so their finalizers are honoured.
-        kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
+        for ns in watched:
+            kube.run("delete", "streamingapp", "--all", "-n", ns, "--wait=true", "--timeout=90s", timeout=120)
     assert runner.exception is None, runner.exception
 
 

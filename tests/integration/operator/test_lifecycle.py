@@ -13,7 +13,7 @@ import yaml
 from floe_jobs import config as job_config
 from floe_jobs import offsets
 from floe_jobs.stores import schema
-from floe_operator import k8s, render
+from floe_operator import appids, k8s, render
 
 from ..waiting import wait_for
 from .conftest import RESYNC_SECONDS, app_manifest, counts_store, pods_state
@@ -240,13 +240,14 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     finalizers = (kube.get("streamingapp", DROPPED, namespace) or {})["metadata"].get("finalizers", [])
     assert "streaming.floe.dev/finalizer" in finalizers  # in place before any table was created
     # What a running replica leaves behind: a repartition topic with offsets recorded for it.
-    app_id = f"{namespace}-{DROPPED}"
+    app_id = appids.new_id(namespace, DROPPED)
     internal = f"{app_id}-words-repartition"
     admin = AdminClient({"bootstrap.servers": spec_args["kafka"]})
     admin.create_topics([NewTopic(internal, num_partitions=1, replication_factor=1)])[internal].result(timeout=30)
     table = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=app_id)
     table.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=0), OffsetRow(internal, 0, 0)])
-    neighbour = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=f"{namespace}-{APP}")
+    neighbour_id = appids.new_id(namespace, APP)
+    neighbour = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=neighbour_id)
     neighbour.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=7)])
 
     kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=45s")
@@ -255,7 +256,7 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     assert {schema.table_name(counts_store(APP)), "latest_kstreams_store"} <= tables  # the other app's state stays
     assert offsets.TABLE in tables  # shared by the keyspace's apps: only the app's rows go
     assert offsets.progress(cql, keyspace=keyspace, app_id=app_id) == {}
-    assert offsets.progress(cql, keyspace=keyspace, app_id=f"{namespace}-{APP}")[(spec_args["topic"], 0)][0] == 7
+    assert offsets.progress(cql, keyspace=keyspace, app_id=neighbour_id)[(spec_args["topic"], 0)][0] == 7
     topics = wait_for(
         lambda: (t := set(admin.list_topics(timeout=10).topics)) and internal not in t and t,
         what=f"{internal} deleted",

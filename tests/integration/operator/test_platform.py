@@ -15,7 +15,7 @@ from typing import Any
 import kopf.testing
 import pytest
 from floe_jobs import offsets, planning
-from floe_operator import handlers, render
+from floe_operator import appids, handlers, render
 from floe_operator.lag import loop as lag_loop
 from floe_operator.lag import scalers
 
@@ -390,7 +390,7 @@ def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
     from confluent_kafka import Consumer
 
     ns, name, topic, keyspace = spec_args["namespace"], "replay", spec_args["topic"], spec_args["keyspace"]
-    app_id, group = f"{ns}-{name}", f"floe.{ns}.{name}"
+    app_id, group = appids.new_id(ns, name), f"floe.{ns}.{name}"
     new_ms = _produce(kafka_bootstrap, topic)
     body = app_manifest(name, **spec_args, offsetReset={"id": "r1", "to": "earliest"})
     body["spec"]["replicas"] = 1

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from floe_jobs import pem
-from floe_operator import local, model
+from floe_operator import appids, local, model
 from floe_stack import cassandra, component, localrun, procs
 from floe_stack import tls as stack_tls
 from floe_stack.layout import Layout
@@ -118,7 +118,7 @@ class SecuredApp:
         mTLS-pkcs1 or mTLS-ec-sec1 (the client key in that form) over SSL."""
         self.namespace = namespace
         self.name = localrun.unique("wc")
-        self.app_id = f"{namespace}-{self.name}"
+        self.app_id = appids.new_id(namespace, self.name)
         self.plain_bootstrap = stack_env["FLOE_KAFKA_BOOTSTRAP"]
         self.jars = stack_env["FLOE_SPARK_JARS"]
         self.tls = tls

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from floe_operator import cassandra, conditions, k8s, kafka, model, podfaults, reconcile, render
+from floe_operator import appids, cassandra, conditions, k8s, kafka, model, podfaults, reconcile, render
 
 from tests import material
 
@@ -531,3 +531,105 @@ def test_unusable_tls_material_degrades_the_app_before_any_client_reads_it(
     assert outcome.fault is not None and outcome.fault.reason == conditions.KAFKA_TLS_FAILED
     assert outcome.fault.message.startswith(named)
     assert "hunter2" not in outcome.fault.message and cluster.applied == []
+
+
+def test_the_first_pass_records_the_new_id_and_later_passes_keep_it() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    first = _run(body, deps, {})
+    new_id = appids.new_id("team-a", "word-count")
+    assert first.status_patch["appId"] == new_id
+    assert f"app_id: {new_id}\n" in cluster.objects[("ConfigMap", "word-count-config")]["data"][render.CONFIG_FILE]
+    body["status"] = first.status_patch
+    assert "appId" not in _run(body, deps, _children(cluster)).status_patch
+
+
+def test_an_app_an_older_operator_ran_keeps_its_legacy_id() -> None:
+    cluster = FakeCluster()
+    body = load_case("minimal")
+    body["status"] = {"observedGeneration": 1}  # as an older operator left it: no appId
+    outcome = _run(body, _deps(cluster=cluster), {})
+    assert outcome.status_patch["appId"] == "team-a-word-count"
+    rendered = cluster.objects[("ConfigMap", "word-count-config")]["data"][render.CONFIG_FILE]
+    assert "app_id: team-a-word-count\n" in rendered
+
+
+def test_an_app_whose_own_configmap_names_an_id_keeps_it_before_status_records_one() -> None:
+    # an older operator applied the children and stopped before writing the status
+    body = load_case("minimal")
+    body["metadata"]["uid"] = "uid-1"
+    old = model.StreamingApp.from_body({**body, "status": {"observedGeneration": 1}})
+    owned = render.stamp(render.config_map(old))
+    outcome = _run(body, _deps(), {"ConfigMap": [owned]})
+    assert outcome.status_patch["appId"] == "team-a-word-count"
+    # a ConfigMap of the same name that another app (uid) owns says nothing about this one
+    foreign = copy.deepcopy(owned)
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "uid-0"
+    assert _run(body, _deps(), {"ConfigMap": [foreign]}).status_patch["appId"] == appids.new_id("team-a", "word-count")
+
+
+def test_a_younger_app_with_an_elder_apps_id_is_refused_naming_both() -> None:
+    elder = load_case("minimal")
+    elder["metadata"].update(namespace="ptn-a", name="orders", uid="a", creationTimestamp="2026-01-01T00:00:00Z")
+    elder["status"] = {"observedGeneration": 3}
+    younger = load_case("minimal")
+    younger["metadata"].update(namespace="ptn", name="a-orders", uid="b", creationTimestamp="2026-01-02T00:00:00Z")
+    younger["status"] = {"observedGeneration": 3}
+    cluster = FakeCluster()
+    outcome = asyncio.run(
+        reconcile.reconcile(younger, deps=_deps(cluster=cluster), children={}, others=[elder, younger])
+    )
+    assert outcome.fault is not None and outcome.fault.reason == conditions.APP_ID_CONFLICT == "AppIdConflict"
+    assert "StreamingApp ptn/a-orders has app id ptn-a-orders" in outcome.fault.message
+    assert "StreamingApp ptn-a/orders (created earlier)" in outcome.fault.message
+    assert cluster.applied == []
+    degraded = conditions.find(outcome.status_patch["conditions"], conditions.DEGRADED)
+    assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", "AppIdConflict")
+    # the elder goes on
+    kept = FakeCluster()
+    outcome = asyncio.run(reconcile.reconcile(elder, deps=_deps(cluster=kept), children={}, others=[elder, younger]))
+    assert outcome.fault is None
+    assert kept.applied
+
+
+class RacingCluster(FakeCluster):
+    """A RoleBinding refused while its Role is not stored, as the API server does for a writer
+    without `bind`; `flaky` kinds refused with 404 the first time whatever the order."""
+
+    def __init__(self, flaky: set[str] | None = None) -> None:
+        super().__init__()
+        self.flaky = set(flaky or ())
+
+    async def apply(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        missing = k8s.ApiError(404, f'roles.rbac.authorization.k8s.io "{name}" not found', kind=kind, name=name)
+        if kind in self.flaky:
+            self.flaky.discard(kind)
+            raise missing
+        if kind == "RoleBinding" and ("Role", obj["roleRef"]["name"]) not in self.objects:
+            raise missing
+        await asyncio.sleep(0.01)
+        return await super().apply(obj, urgent=urgent)
+
+
+def test_the_drivers_rolebinding_is_applied_after_its_role() -> None:
+    cluster = RacingCluster()
+    outcome = _run(load_case("spark-k8s"), _deps(cluster=cluster, kafka=FakeKafka({"clicks": 4})), {})
+    assert outcome.fault is None
+    kinds = [o["kind"] for o in cluster.applied]
+    assert kinds.index("Role") < kinds.index("RoleBinding") < kinds.index("Deployment")
+    degraded = conditions.find(outcome.status_patch["conditions"], conditions.DEGRADED)
+    assert degraded is not None and degraded["status"] == "False"
+
+
+def test_a_transient_refusal_is_applied_again_before_any_condition_says_degraded() -> None:
+    cluster = RacingCluster(flaky={"RoleBinding", "Service"})
+    outcome = _run(load_case("spark-k8s"), _deps(cluster=cluster, kafka=FakeKafka({"clicks": 4})), {})
+    assert outcome.fault is None and not cluster.flaky
+    assert {"RoleBinding", "Service", "Deployment"} <= {o["kind"] for o in cluster.applied}
+    # a refusal that does not go away is reported
+    cluster = FakeCluster()
+    cluster.refused = {"Service"}
+    outcome = _run(load_case("minimal"), _deps(cluster=cluster), {})
+    assert outcome.fault is not None and outcome.fault.reason == conditions.APPLY_FAILED
