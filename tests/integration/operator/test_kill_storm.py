@@ -32,7 +32,7 @@ from ..waiting import wait_for
 from .conftest import app_manifest, pods_state
 from .kube import Kubectl, condition
 
-pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow, pytest.mark.proof]
 
 OPERATIONS = 50
 KILLS = 20
@@ -148,9 +148,9 @@ def _differences(kube: Kubectl, ns: str, live: dict[str, dict[str, Any]], stack_
     uids = {a["metadata"]["uid"] for a in apps.values()}
     for kind, objs in children.items():
         for obj in objs:
-            owners = {r["uid"] for r in obj["metadata"].get("ownerReferences", [])}
-            if not owners & uids:
-                found.append(f"{kind} {obj['metadata']['name']}: owned by {sorted(owners)}, an app that is gone")
+            refs = {r["uid"] for r in obj["metadata"].get("ownerReferences", [])}
+            if not refs & uids:
+                found.append(f"{kind} {obj['metadata']['name']}: owned by {sorted(refs)}, an app that is gone")
     return found
 
 
