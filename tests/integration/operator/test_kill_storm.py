@@ -1,7 +1,8 @@
 """The operator, as its own process, SIGKILLed 20 times during a burst of 50 StreamingApp
 creates, updates and deletes (Retain and Delete apps, names reused after a delete): once it
 runs undisturbed, everything converges. Every live app is observed at its generation with one
-of each child, owned by its own uid; no child of a deleted app survives; a Delete app's tables
+of each child, owned by its own uid, and Degraded for nothing but what its pods meet on this
+stack (the image is not built here); no child of a deleted app survives; a Delete app's tables
 are gone, and every table a Retain app had is still there.
 
 Kills land at random moments after each start (Kopf's start-up included), so some hit the
@@ -28,10 +29,10 @@ from floe_jobs.stores import schema
 from floe_stack import ports
 
 from ..waiting import wait_for
-from .conftest import app_manifest
+from .conftest import app_manifest, pods_state
 from .kube import Kubectl, condition
 
-pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow, pytest.mark.proof]
 
 OPERATIONS = 50
 KILLS = 20
@@ -96,6 +97,63 @@ def _tables(cql: Any, keyspace: str) -> set[str]:
     return {r.table_name for r in rows}
 
 
+def _differences(kube: Kubectl, ns: str, live: dict[str, dict[str, Any]], stack_env: dict[str, str]) -> list[str]:
+    """How the namespace differs from converged, one line per app or child, naming what differs
+    and how; empty once it has converged. Converged: exactly the live apps exist, each observed
+    at its generation with one of each child kind owned by its uid only (a Deployment at its
+    replicas), and no child whose app is gone. Each app is Degraded only for what its pods meet
+    on this stack and nothing the operator found: the image is not built here, so the node's
+    admission refuses the pods (without a node the scheduler has nowhere to put them)."""
+    pods = pods_state(stack_env)
+    found: list[str] = []
+    apps = {a["metadata"]["name"]: a for a in kube.list("streamingapp", ns)}
+    for name in sorted(set(live) - set(apps)):
+        found.append(f"app {name}: applied and not deleted, but not found")
+    for name in sorted(set(apps) - set(live)):
+        meta = apps[name]["metadata"]
+        found.append(
+            f"app {name}: deleted but still there (deletionTimestamp={meta.get('deletionTimestamp')} "
+            f"finalizers={meta.get('finalizers')})"
+        )
+    children = {kind: kube.list(kind, ns, selector="app.kubernetes.io/part-of=floe") for kind in CHILD_KINDS}
+    for name in sorted(set(apps) & set(live)):
+        app = apps[name]
+        meta = app["metadata"]
+        status = app.get("status") or {}
+        if status.get("observedGeneration") != meta["generation"]:
+            observed = status.get("observedGeneration")
+            found.append(f"app {name}: observedGeneration {observed} != generation {meta['generation']}")
+        degraded = condition(app, "Degraded")
+        if (degraded.get("status"), degraded.get("reason")) != pods:
+            found.append(
+                f"app {name}: Degraded {degraded.get('status')} {degraded.get('reason')}, want {' '.join(pods)} "
+                f"(what its pods meet here): {degraded.get('message')}"
+            )
+        uid = meta["uid"]
+        for kind, objs in children.items():
+            mine = [o for o in objs if o["metadata"]["labels"].get("app.kubernetes.io/instance") == name]
+            owners = [[r["uid"] for r in o["metadata"].get("ownerReferences", [])] for o in mine]
+            # exactly one, owned by this app's uid only (not an earlier app of that name)
+            if len(mine) != 1 or owners[0] != [uid]:
+                found.append(
+                    f"app {name} (uid {uid}): {len(mine)} {kind}(s) "
+                    f"{[o['metadata']['name'] for o in mine]} owned by {owners}, want one owned by [{uid}]"
+                )
+            elif kind == "deployment" and mine[0]["spec"]["replicas"] != live[name]["spec"]["replicas"]:
+                found.append(
+                    f"app {name}: deployment replicas {mine[0]['spec']['replicas']} != spec.replicas "
+                    f"{live[name]['spec']['replicas']}"
+                )
+    # no child outlives its app (the garbage collector removes those of deleted apps)
+    uids = {a["metadata"]["uid"] for a in apps.values()}
+    for kind, objs in children.items():
+        for obj in objs:
+            refs = {r["uid"] for r in obj["metadata"].get("ownerReferences", [])}
+            if not refs & uids:
+                found.append(f"{kind} {obj['metadata']['name']}: owned by {sorted(refs)}, an app that is gone")
+    return found
+
+
 @pytest.mark.timeout(900)
 def test_operator_killed_during_a_burst_converges(
     kube: Kubectl,
@@ -107,6 +165,7 @@ def test_operator_killed_during_a_burst_converges(
     kafka_bootstrap: str,
     cassandra_hosts: list[str],
     cassandra_port: int,
+    stack_env: dict[str, str],
     tmp_path: Path,
 ) -> None:
     ns = storm_namespace
@@ -206,34 +265,19 @@ def test_operator_killed_during_a_burst_converges(
         # from here the operator runs undisturbed: everything converges
         t_converge = time.monotonic()
 
-        def converged() -> bool:
-            apps = {a["metadata"]["name"]: a for a in kube.list("streamingapp", ns)}
-            if set(apps) != set(live):
-                return False
-            children = {kind: kube.list(kind, ns, selector="app.kubernetes.io/part-of=floe") for kind in CHILD_KINDS}
-            for name, app in apps.items():
-                status = app.get("status") or {}
-                if status.get("observedGeneration") != app["metadata"]["generation"]:
-                    return False
-                if condition(app, "Degraded").get("status") != "False":
-                    return False
-                uid = app["metadata"]["uid"]
-                for kind, objs in children.items():
-                    mine = [o for o in objs if o["metadata"]["labels"].get("app.kubernetes.io/instance") == name]
-                    # exactly one, owned by this app's uid only (not an earlier app of that name)
-                    if len(mine) != 1 or [o["uid"] for o in mine[0]["metadata"].get("ownerReferences", [])] != [uid]:
-                        return False
-                    if kind == "deployment" and mine[0]["spec"]["replicas"] != live[name]["spec"]["replicas"]:
-                        return False
-            # no child outlives its app (the garbage collector removes those of deleted apps)
-            uids = {a["metadata"]["uid"] for a in apps.values()}
-            return all(
-                {o["uid"] for o in obj["metadata"].get("ownerReferences", [])} & uids
-                for objs in children.values()
-                for obj in objs
-            )
+        differences: list[str] = []
 
-        wait_for(converged, timeout=240, what="the apps to converge", every=2.0)
+        def converged() -> bool:
+            differences[:] = _differences(kube, ns, live, stack_env)
+            return not differences
+
+        try:
+            wait_for(converged, timeout=240, what="the apps to converge", every=2.0)
+        except AssertionError:
+            raise AssertionError(
+                f"timed out after 240s waiting for the apps to converge; {len(differences)} difference(s):\n  "
+                + "\n  ".join(differences)
+            ) from None
         converge_seconds = time.monotonic() - t_converge
 
         tables = _tables(cql, keyspace)
@@ -259,6 +303,8 @@ def test_operator_killed_during_a_burst_converges(
         )
     except BaseException:
         print("operations:\n  " + "\n  ".join(op_log))
+        lines = operator.log.read_text(errors="replace").splitlines() if operator.log.exists() else []
+        print(f"operator log {operator.log} ({len(lines)} lines), its end:\n" + "\n".join(lines[-80:]))
         raise
     finally:
         stop_storm.set()

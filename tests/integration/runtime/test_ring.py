@@ -21,7 +21,7 @@ from floe_stack.layout import Layout
 from .test_restarts import Feeder
 from .test_word_count import check_counts, topics_of, wait_ready
 
-pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow, pytest.mark.proof]
 
 DOWN_SECONDS = 30.0
 
