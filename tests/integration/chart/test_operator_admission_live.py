@@ -67,6 +67,16 @@ def role(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+def role_binding(name: str, namespace: str, subject: dict[str, str], *, labels: Any, owner: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "ownerReferences": [owner]},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [subject],
+    }
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_the_operator_writes_only_children_of_streamingapps(
     mode: str,
@@ -100,6 +110,10 @@ def test_the_operator_writes_only_children_of_streamingapps(
         (tmp_path / "obj.yaml").write_text(json.dumps(obj))
         run(kubectl, "apply", "-f", str(tmp_path / "obj.yaml"))
     run(kubectl, "create", "service", "clusterip", "theirs", "-n", apps, "--tcp=80:80")
+    # The drivers' Role of a k8s:// app, which a RoleBinding of Floe's may bind to its own ServiceAccount only.
+    (tmp_path / "obj.yaml").write_text(json.dumps(role("owner-spark", apps)))
+    run(kubectl, "apply", "-f", str(tmp_path / "obj.yaml"))
+    drivers = {"kind": "ServiceAccount", "name": "owner-spark", "namespace": apps}
 
     def as_operator(verb: str, *args: str, obj: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
         argv = [kubectl, verb, *args, operator, "--dry-run=server"]
@@ -141,6 +155,10 @@ def test_the_operator_writes_only_children_of_streamingapps(
         "delete an unlabelled Service": as_operator("delete", "service", "theirs", "-n", apps),
         "create an unowned ConfigMap": as_operator("create", obj=configmap("loose", apps, labels=floes)),
         "create an unlabelled, owned ConfigMap": as_operator("create", obj=configmap("loose", apps, owner=owner)),
+        "bind a Role to another subject": as_operator(
+            "create", obj=role_binding("owner-spark", apps, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                                             "name": "mallory"}, labels=floes, owner=owner),
+        ),
         "release a Floe Deployment": as_operator(
             "patch", "deployment", "owner", "-n", apps, "--type=json",
             "-p", '[{"op":"remove","path":"/metadata/ownerReferences"}]',
@@ -156,6 +174,9 @@ def test_the_operator_writes_only_children_of_streamingapps(
         "apply a child of the StreamingApp": as_operator(
             "apply", "--server-side", "--field-manager=floe-operator",
             obj=deployment("owner-2", apps, labels=floes, owner=owner),
+        ),
+        "bind the drivers' Role to their ServiceAccount": as_operator(
+            "create", obj=role_binding("owner-spark", apps, drivers, labels=floes, owner=owner)
         ),
         "patch a child of the StreamingApp": as_operator(
             "patch", "deployment", "owner", "-n", apps, "--type=merge", "-p", '{"spec":{"replicas":1}}'

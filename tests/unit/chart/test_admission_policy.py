@@ -83,6 +83,14 @@ def test_policy_checks_the_label_and_owner_the_renderer_sets(render: chartkit.Re
     assert "variables.wasFloes && variables.createdFloes" in text
 
 
+def test_role_bindings_bind_only_the_drivers_role_to_their_service_account(render: chartkit.Render) -> None:
+    text = expressions(one(render(), "ValidatingAdmissionPolicy"))
+    # What render.spark_rbac writes: the Role and the ServiceAccount named like the binding.
+    assert "object.roleRef.kind == 'Role' && object.roleRef.name == object.metadata.name" in text
+    assert "s.kind == 'ServiceAccount'" in text
+    assert "s.name == object.metadata.name && s.namespace == request.namespace" in text
+
+
 def test_protected_and_watched_namespaces(render: chartkit.Render) -> None:
     text = expressions(one(render(), "ValidatingAdmissionPolicy"))
     assert "!(request.namespace in ['kube-system','kube-public','kube-node-lease'])" in text
