@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from floe_operator import k8s, model, render as operator_render
+from floe_operator import k8s, model
+from floe_operator import render as operator_render
 
 from . import chartkit
 from .chartkit import RenderError, by_kind, one
