@@ -94,6 +94,8 @@ def test_install_upgrade_uninstall_keeps_the_crd(
         assert get_json(run, kubectl, kind, name, "-n", ns) is not None, kind
     assert get_json(run, kubectl, "clusterrole", f"{release}-floe") is not None
     assert get_json(run, kubectl, "clusterrolebinding", f"{release}-floe") is not None
+    for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+        assert get_json(run, kubectl, kind, f"{release}-floe-operator-writes") is not None, kind
     crd = get_json(run, kubectl, "crd", CRD)
     assert crd is not None
     assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -127,6 +129,8 @@ def test_install_upgrade_uninstall_keeps_the_crd(
     assert get_json(run, kubectl, "serviceaccount", f"{release}-floe", "-n", ns) is None
     assert get_json(run, kubectl, "clusterrole", f"{release}-floe") is None
     assert get_json(run, kubectl, "clusterrolebinding", f"{release}-floe") is None
+    for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
+        assert get_json(run, kubectl, kind, f"{release}-floe-operator-writes") is None, kind
     assert get_json(run, kubectl, "crd", CRD) is not None, "crds.keep=true must leave the CRD in place"
 
 
