@@ -536,6 +536,16 @@ JAVA_OPTION_SETTINGS = (
 """JVM options, in which a `-Dspark.…` system property would set any Spark setting behind the
 checks on the keys (Spark reads `spark.*` system properties into its configuration)."""
 
+SPARK_WIRE_SECURITY = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true"}
+"""What every app under a `k8s://` master runs with, and `spark.conf` may not change: the driver
+and its executors authenticate each other with a secret Spark generates per application (on
+Kubernetes it reaches the executors in their pods' environment) and encrypt their RPC and block
+transfers (AES), since tasks carry the Cassandra password and the Kafka JAAS line. No key under
+`spark.authenticate` or `spark.network.crypto.` may be set by an app; the rendered
+configuration (`rendered`) may hold exactly these values."""
+
+_WIRE_PREFIXES = ("spark.authenticate", "spark.network.crypto.")
+
 # Spark splits the options as a shell would and drops the quotes: -D"spark.x" is -Dspark.x.
 _SPARK_PROPERTY = re.compile(r"-Dspark\.")
 
@@ -551,6 +561,12 @@ def spark_conf_problems(conf: Mapping[str, str], *, rendered: bool) -> list[str]
         for key in sorted(conf)
         if key.startswith("spark.kubernetes.") and key not in allowed
     ]
+    out.extend(
+        f"{key} may not be set: Floe authenticates and encrypts the traffic between a k8s:// app's "
+        "driver and executors itself (spark.authenticate and spark.network.crypto.enabled are true)"
+        for key in sorted(conf)
+        if key.startswith(_WIRE_PREFIXES) and not (rendered and SPARK_WIRE_SECURITY.get(key) == conf[key])
+    )
     for key in JAVA_OPTION_SETTINGS:
         text = conf.get(key, "")
         if _SPARK_PROPERTY.search(text.replace('"', "").replace("'", "").replace("\\", "")):

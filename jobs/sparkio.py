@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 from floe_jobs import kafkasec
-from floe_jobs.config import FloeConfig
+from floe_jobs.config import SPARK_WIRE_SECURITY, FloeConfig
 from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,9 @@ def kubernetes_driver_conf(cfg: FloeConfig) -> dict[str, str]:
     Executor pods reach the driver at its pod's IP (`pod.ip`), never by name: a pod's hostname
     does not resolve, and the driver listens on every interface of the pod. Naming the driver's
     pod (`pod.name`) makes it the owner of its executor pods, so the garbage collector removes
-    them with it, whatever ends the driver."""
+    them with it, whatever ends the driver. The driver and its executors authenticate each other
+    and encrypt what they exchange (`config.SPARK_WIRE_SECURITY`): set here too, after the app's
+    conf, so that a configuration not rendered by the operator runs with them as well."""
     if not cfg.spark.master.startswith("k8s://"):
         return {}
     conf = {"spark.driver.bindAddress": "0.0.0.0"}
@@ -77,7 +79,8 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         # its options (the sink's command, the SQL tab) shows them redacted
         "spark.sql.redaction.options.regex": kafkasec.REDACTED_OPTIONS,
     }
-    conf = {**defaults, **kubernetes_driver_conf(cfg), **cfg.spark.conf}
+    wire = SPARK_WIRE_SECURITY if cfg.spark.master.startswith("k8s://") else {}
+    conf = {**defaults, **kubernetes_driver_conf(cfg), **cfg.spark.conf, **wire}
     if cfg.spark.jars:
         existing = conf.get("spark.jars", "")
         conf["spark.jars"] = ",".join([j for j in [existing, *cfg.spark.jars] if j])

@@ -48,6 +48,7 @@ _RESOURCES: dict[tuple[str, str], str] = {
     ("v1", "Pod"): "/api/v1/namespaces/{ns}/pods",
     ("apps/v1", "Deployment"): "/apis/apps/v1/namespaces/{ns}/deployments",
     ("policy/v1", "PodDisruptionBudget"): "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
     ("rbac.authorization.k8s.io/v1", "Role"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
     ("monitoring.coreos.com/v1", "ServiceMonitor"): "/apis/monitoring.coreos.com/v1/namespaces/{ns}/servicemonitors",

@@ -227,6 +227,21 @@ class MetricsSpec(_Model):
     service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
 
 
+# The namespace the Prometheus Operator's and most monitoring charts install into; the API server
+# labels every namespace with its own name, so this selects it without anyone labelling it.
+MONITORING_NAMESPACE_LABELS = {"kubernetes.io/metadata.name": "monitoring"}
+
+
+class NetworkPolicySpec(_Model):
+    """Who may reach the app's pods (`render.network_policy`): the app's own pods on any port,
+    the monitoring namespaces on the metrics port, the query clients on the query port."""
+
+    enabled: bool = True
+    metrics_namespace_labels: dict[str, str] = Field(default_factory=lambda: dict(MONITORING_NAMESPACE_LABELS))
+    # None: the app's own namespace only
+    query_namespace_labels: dict[str, str] | None = None
+
+
 # --- platform controls: suspend, restart, offset reset, pod template ---------------------
 
 
@@ -283,6 +298,7 @@ class AppSpec(_Model):
     env: list[dict[str, Any]] = Field(default_factory=list)
     pod: PodSpec = Field(default_factory=PodSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     # a record its stage keeps failing on: its partition stops, or it is dead-lettered
     errors: Literal["stop", "deadLetter"] = "stop"
     # platform controls

@@ -70,6 +70,7 @@ OPTIONAL_CHILDREN: tuple[tuple[str, str], ...] = (
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("v1", "Service"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
     *scalers.CHILD_KINDS,
 )
 
@@ -350,6 +351,7 @@ async def _prune(app: model.StreamingApp, deps: Deps, wanted: Sequence[Mapping[s
         ("Service", render.driver_service_name(app)),
         ("Service", render.spark_ui_service_name(app)),
         ("ServiceMonitor", app.name),
+        ("NetworkPolicy", render.network_policy_name(app)),
         *((kind, name) for _, kind, name in scalers.candidates(app)),
     }
     for api_version, kind in OPTIONAL_CHILDREN:

@@ -248,6 +248,9 @@ def spark_conf(app: model.StreamingApp) -> dict[str, str]:
                 "spark.kubernetes.driver.service.deleteOnTermination": "false",
                 "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
                 "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+                # driver and executors authenticate each other with the secret Spark generates per
+                # replica and encrypt their traffic: tasks carry the stores' and Kafka's credentials
+                **config.SPARK_WIRE_SECURITY,
             }
         )
     conf.update(spark.conf)
@@ -714,6 +717,51 @@ def driver_service(app: model.StreamingApp) -> Manifest:
     }
 
 
+def network_policy_name(app: model.StreamingApp) -> str:
+    return app.name
+
+
+def network_peer_labels(app: model.StreamingApp) -> dict[str, str]:
+    """Labels every pod of the app carries, replicas (`deployment`) and executors
+    (`executor_pod_template`) alike: what the NetworkPolicy selects and admits."""
+    return {"app.kubernetes.io/name": app.name, "app.kubernetes.io/part-of": "floe"}
+
+
+def _namespaces(labels: Mapping[str, str] | None) -> dict[str, Any]:
+    """A peer of the pods of the namespaces `labels` select; None: the app's own namespace."""
+    if labels is None:
+        return {"podSelector": {}}
+    return {"namespaceSelector": {"matchLabels": dict(labels)} if labels else {}}
+
+
+def _tcp(*ports: int) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": port} for port in ports]
+
+
+def network_policy(app: model.StreamingApp) -> Manifest:
+    """Ingress to the app's pods (spec.networkPolicy): its own pods on every port (the drivers'
+    RPC and block manager ports, the executors' ports, which Spark picks at random), the
+    monitoring namespaces on the metrics port, the query clients on the query and Spark UI
+    ports. Egress is left open: the pods reach Kafka, Cassandra and the API server wherever
+    they are. Where no network plugin enforces NetworkPolicies it changes nothing."""
+    spec = app.spec
+    pods = {"podSelector": {"matchLabels": network_peer_labels(app)}}
+    ingress: list[dict[str, Any]] = [
+        {"from": [pods]},
+        {"from": [_namespaces(spec.network_policy.metrics_namespace_labels)], "ports": _tcp(spec.metrics.port)},
+    ]
+    clients = [p for p in (spec.metrics.query_port, spec.spark.ui.port if spec.spark.ui.enabled else 0) if p]
+    if clients:
+        ingress.append({"from": [_namespaces(spec.network_policy.query_namespace_labels)], "ports": _tcp(*clients)})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_meta(app, network_policy_name(app)),
+        "spec": {"podSelector": {"matchLabels": network_peer_labels(app)}, "policyTypes": ["Ingress"],
+                 "ingress": ingress},
+    }
+
+
 def children(
     app: model.StreamingApp, *, service_monitor_available: bool = False, secrets_digest: str | None = None
 ) -> list[Manifest]:
@@ -730,6 +778,8 @@ def children(
     if app.spec.spark.ui.enabled:
         objects.append(spark_ui_service(app))
     objects.append(pod_disruption_budget(app))
+    if app.spec.network_policy.enabled:
+        objects.append(network_policy(app))
     if app.spec.metrics.service_monitor.enabled and service_monitor_available:
         objects.append(service_monitor(app))
     objects.append(deployment(app, config_digest=config_hash(cm), secrets_digest=secrets_digest))

@@ -223,6 +223,16 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "spec.spark.conf must not set spark.redaction.regex or spark.sql.redaction.options.regex",
     ),
     (
+        "spark-conf-turns-off-authentication",
+        _set("spec.spark", {"conf": {"spark.authenticate": "false"}}),
+        "spec.spark.conf must not set spark.authenticate* or spark.network.crypto.* keys",
+    ),
+    (
+        "spark-conf-turns-off-encryption",
+        _set("spec.spark", {"conf": {"spark.network.crypto.enabled": "false"}}),
+        "spec.spark.conf must not set spark.authenticate* or spark.network.crypto.* keys",
+    ),
+    (
         "executor-without-k8s",
         _set("spec.spark", {"executor": {"instances": 2}}),
         "spec.spark.executor needs a k8s:// spec.spark.master",

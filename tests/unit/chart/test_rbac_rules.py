@@ -48,6 +48,7 @@ def test_cluster_wide_role_grants_what_the_operator_calls(render: chartkit.Rende
         ("", "configmaps", ["get", "list", "watch", "create", "patch"]),
         ("", "services", ["get", "list", "watch", "create", "patch", "delete"]),
         ("policy", "poddisruptionbudgets", ["get", "list", "watch", "create", "patch"]),
+        ("networking.k8s.io", "networkpolicies", ["get", "create", "patch", "delete"]),
         ("", "secrets", ["get"]),
         ("", "pods", ["list", "watch"]),
         ("", "events", ["create"]),

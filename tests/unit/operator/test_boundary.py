@@ -181,3 +181,59 @@ def test_the_rendered_list_names_each_floe_variable_rendered_and_the_images_own(
     image_env = {"FLOE_SPARK_JARS": "/opt/floe/jars/a.jar"}  # images/job.Dockerfile sets it
     pod_env = {e["name"]: "x" for e in env} | image_env | {config.ENV_NAMES_ENV: listed}
     assert config.foreign_variables(pod_env) == []
+
+
+def test_a_k8s_app_authenticates_and_encrypts_driver_executor_traffic() -> None:
+    conf = render.spark_conf(k8s_app())
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.network.crypto.enabled"] == "true"
+    assert not any(k.startswith("spark.authenticate.") for k in conf), "Spark's generated per-app secret, no file"
+
+
+def test_the_author_may_not_turn_off_or_fix_the_wire_security() -> None:
+    for key, value in (
+        ("spark.authenticate", "false"),
+        ("spark.network.crypto.enabled", "false"),
+        ("spark.authenticate.secret", "guessable"),
+        ("spark.network.crypto.saslFallback", "true"),
+    ):
+        fault = reconcile.spark_fault(app_with({"spark": {"conf": {key: value}}}))
+        assert fault is not None and fault.message.startswith(f"spec.spark.conf: {key} may not be set"), key
+        # the runtime, reading the rendered config, refuses all but Floe's own values
+        problems = config.spark_conf_problems({key: value}, rendered=True)
+        assert problems and problems[0].startswith(f"{key} may not be set"), key
+    assert config.spark_conf_problems(dict(config.SPARK_WIRE_SECURITY), rendered=True) == []
+
+
+def test_the_crd_refuses_every_key_the_runtime_refuses_for_the_wire() -> None:
+    conf = crdtools.schema()["properties"]["spec"]["properties"]["spark"]["properties"]["conf"]
+    (rule,) = [r["rule"] for r in conf["x-kubernetes-validations"] if "spark.authenticate" in r["rule"]]
+    assert set(re.findall(r"startsWith\('([^']+)'\)", rule)) == set(config._WIRE_PREFIXES)
+
+
+def test_the_network_policy_selects_every_pod_of_the_app_and_admits_their_ports() -> None:
+    app = k8s_app()
+    policy = render.network_policy(app)
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    replica = render.deployment(app, config_digest="x")["spec"]["template"]["metadata"]["labels"]
+    executor = render.executor_pod_template(app)["metadata"]["labels"]
+    assert selector.items() <= replica.items() and selector.items() <= executor.items()
+    own, metrics, query = policy["spec"]["ingress"]
+    assert own == {"from": [{"podSelector": {"matchLabels": selector}}]}  # every port, drivers' included
+    assert metrics["ports"] == [{"protocol": "TCP", "port": app.spec.metrics.port}]
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert query == {"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": app.spec.metrics.query_port}]}
+
+
+def test_the_network_policy_follows_spec_network_policy() -> None:
+    app = app_with({"networkPolicy": {"metricsNamespaceLabels": {}, "queryNamespaceLabels": {"team": "a"}}})
+    assert render.network_policy(app)["spec"]["ingress"][1:] == [
+        {"from": [{"namespaceSelector": {}}], "ports": [{"protocol": "TCP", "port": 9400}]},
+        {"from": [{"namespaceSelector": {"matchLabels": {"team": "a"}}}], "ports": [{"protocol": "TCP", "port": 9401}]},
+    ]
+    no_query = app_with({"metrics": {"queryPort": 0}})
+    assert [r.get("ports") for r in render.network_policy(no_query)["spec"]["ingress"]] == [
+        None, [{"protocol": "TCP", "port": 9400}]
+    ]
+    off = app_with({"networkPolicy": {"enabled": False}})
+    assert "NetworkPolicy" not in {o["kind"] for o in render.children(off)}

@@ -125,6 +125,7 @@ def test_first_pass_provisions_and_applies_everything() -> None:
     assert sorted(outcome.applied) == [
         "ConfigMap/word-count-config",
         "Deployment/word-count",
+        "NetworkPolicy/word-count",
         "PodDisruptionBudget/word-count",
         "Service/word-count",
     ]
