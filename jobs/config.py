@@ -652,6 +652,18 @@ class MetricsSettings(_Model):
         env="FLOE_METRICS_QUERY_PORT",
         description="the store query endpoint of stores the job exposes; 0 = off",
     )
+    query_token: SecretStr | None = setting(
+        default=None,
+        env="FLOE_METRICS_QUERY_TOKEN",
+        description="bearer token the store query endpoint requires (the operator mounts it from the Secret "
+        "<app>-query); without one, and query_auth token, the endpoint refuses every request",
+    )
+    query_auth: Literal["token", "none"] = setting(
+        default="token",
+        env="FLOE_METRICS_QUERY_AUTH",
+        description="token: the query endpoint answers only requests bearing query_token; none: anyone who "
+        "reaches the port (`floe run` local runs)",
+    )
     stall_seconds: float = setting(
         default=300.0,
         gt=0,

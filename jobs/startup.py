@@ -165,10 +165,15 @@ def serve_queries(cfg: FloeConfig, job: api.Job, session: Any) -> None:
 
     def serve() -> None:
         loop = asyncio.new_event_loop()
-        runner = web.AppRunner(endpoints.make_app(views))
+        token = cfg.metrics.query_token.get_secret_value() if cfg.metrics.query_token else None
+        runner = web.AppRunner(
+            endpoints.make_app(views, token=token, open_access=cfg.metrics.query_auth == "none")
+        )
         loop.run_until_complete(runner.setup())
         loop.run_until_complete(web.TCPSite(runner, "0.0.0.0", port).start())
-        log.info("Serving store queries port=%d stores=%s", port, sorted(views))
+        log.info("Serving store queries port=%d stores=%s auth=%s", port, sorted(views), cfg.metrics.query_auth)
+        if cfg.metrics.query_auth == "token" and cfg.metrics.query_token is None:
+            log.warning("No FLOE_METRICS_QUERY_TOKEN: the store query endpoint refuses every request")
         loop.run_forever()
 
     threading.Thread(target=serve, name="floe-queries", daemon=True).start()

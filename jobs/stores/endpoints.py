@@ -10,14 +10,21 @@ bytes as hexadecimal); keys and values go out through the serdes' `to_json` (byt
 base64). Store calls block on Cassandra, so they run in worker threads, off the event loop.
 Errors come back as JSON `{"error": …}` with 400 (bad input or unsupported on this store
 type), 404 (unknown store or key) or 503 (Cassandra unavailable).
+
+Every request must carry `Authorization: Bearer <token>`, the app's query token (under the
+operator: the Secret `<app>-query`, key `token`, which the pods read and clients may read only
+through RBAC on that Secret; docs/security.md), else 401. The endpoint pages out whole stores,
+so an endpoint given no token refuses every request rather than serving anyone; only an explicit
+`open_access` (local runs) serves without one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import itertools
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -156,16 +163,57 @@ class QueryHandler:
         })
 
 
-def add_routes(app: web.Application, views: Mapping[str, QueryableView], *, prefix: str = "") -> QueryHandler:
-    """Mounts the query routes on `app` (under `prefix`, e.g. "/query")."""
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _unauthorized(message: str) -> web.Response:
+    response = _error(401, message)
+    response.headers["WWW-Authenticate"] = 'Bearer realm="floe-store-queries"'
+    return response
+
+
+def bearer_guard(token: str | None, *, open_access: bool = False) -> Callable[[Handler], Handler]:
+    """Wrap a route handler so that it answers only a request bearing `token` (compared in
+    constant time). No token and not `open_access`: every request is refused."""
+
+    def wrap(handler: Handler) -> Handler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if open_access:
+                return await handler(request)
+            if not token:
+                return _unauthorized("this query endpoint has no token configured (FLOE_METRICS_QUERY_TOKEN)")
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not given:
+                return _unauthorized("send Authorization: Bearer <token>, the key token of the Secret <app>-query")
+            if not hmac.compare_digest(given.strip().encode(), token.encode()):
+                return _unauthorized("the bearer token is not this app's query token")
+            return await handler(request)
+
+        return guarded
+
+    return wrap
+
+
+def add_routes(
+    app: web.Application,
+    views: Mapping[str, QueryableView],
+    *,
+    prefix: str = "",
+    token: str | None = None,
+    open_access: bool = False,
+) -> QueryHandler:
+    """Mounts the query routes on `app` (under `prefix`, e.g. "/query"), behind `bearer_guard`."""
     handler = QueryHandler(views)
-    app.router.add_get(prefix + "/stores/{name}/keys/{key:.+}", handler.get_key)
-    app.router.add_get(prefix + "/stores/{name}", handler.list_entries)
+    guard = bearer_guard(token, open_access=open_access)
+    app.router.add_get(prefix + "/stores/{name}/keys/{key:.+}", guard(handler.get_key))
+    app.router.add_get(prefix + "/stores/{name}", guard(handler.list_entries))
     return handler
 
 
-def make_app(views: Mapping[str, QueryableView]) -> web.Application:
-    """A standalone aiohttp application serving only the query routes."""
+def make_app(
+    views: Mapping[str, QueryableView], *, token: str | None = None, open_access: bool = False
+) -> web.Application:
+    """A standalone aiohttp application serving only the query routes, to holders of `token`."""
     app = web.Application()
-    add_routes(app, views)
+    add_routes(app, views, token=token, open_access=open_access)
     return app

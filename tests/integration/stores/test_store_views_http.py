@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry
 
 pytestmark = pytest.mark.cassandra
 
+TOKEN = "a-query-token-of-the-test"
+
 
 @pytest.fixture
 def counts(session: Session, keyspace: str, store_name: str, registry: CollectorRegistry,
@@ -47,8 +49,8 @@ async def test_http_endpoint(counts: PartitionedStore[str, int], session: Sessio
     glob: GlobalStore[str, Any] = GlobalStore(session, counts.name + "-g", keyspace=keyspace,
                                               key_serde=serdes.STR, value_serde=serdes.JSON, registry=registry)
     glob.put("cfg", {"on": True})
-    app = make_app({"counts": PartitionedView(counts, 6), "config": GlobalView(glob)})
-    client = TestClient(TestServer(app))
+    app = make_app({"counts": PartitionedView(counts, 6), "config": GlobalView(glob)}, token=TOKEN)
+    client = TestClient(TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"})
     await client.start_server()
     try:
         resp = await client.get("/stores/counts/keys/banana")
@@ -66,6 +68,36 @@ async def test_http_endpoint(counts: PartitionedStore[str, int], session: Sessio
         assert bad.status == 400 and "global" in (await bad.json())["error"]
     finally:
         await client.close()
+
+
+async def test_the_endpoint_answers_only_the_apps_token(counts: PartitionedStore[str, int]) -> None:
+    client = TestClient(TestServer(make_app({"counts": PartitionedView(counts, 6)}, token=TOKEN)))
+    await client.start_server()
+    try:
+        url = "/stores/counts/keys/banana"
+        bare = await client.get(url)
+        assert bare.status == 401 and bare.headers["WWW-Authenticate"].startswith("Bearer")
+        assert "Authorization: Bearer" in (await bare.json())["error"]
+        for wrong in ("Bearer not-the-token", f"Basic {TOKEN}", "Bearer ", f"Bearer {TOKEN}x"):
+            resp = await client.get(url, headers={"Authorization": wrong})
+            assert resp.status == 401, wrong
+        assert (await client.get("/stores/counts", headers={"Authorization": "Bearer nope"})).status == 401
+        right = await client.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert right.status == 200 and (await right.json())["value"] == 6
+    finally:
+        await client.close()
+
+
+async def test_an_endpoint_without_a_token_refuses_everyone_unless_opened(counts: PartitionedStore[str, int]) -> None:
+    for app, status in ((make_app({"counts": PartitionedView(counts, 6)}), 401),
+                        (make_app({"counts": PartitionedView(counts, 6)}, open_access=True), 200)):
+        client = TestClient(TestServer(app))
+        await client.start_server()
+        try:
+            resp = await client.get("/stores/counts/keys/banana", headers={"Authorization": "Bearer anything"})
+            assert resp.status == status
+        finally:
+            await client.close()
 
 
 async def test_asyncio_faces(counts: PartitionedStore[str, int], session: Session, keyspace: str,
@@ -86,8 +118,8 @@ async def test_asyncio_faces(counts: PartitionedStore[str, int], session: Sessio
                                         value_serde=serdes.STR, registry=registry))
     await glob.put("a/b", "slash")
     assert await glob.get_many(["a/b"]) == {"a/b": "slash"}
-    app = make_app({"g": GlobalView(glob.store)})
-    client = TestClient(TestServer(app))
+    app = make_app({"g": GlobalView(glob.store)}, token=TOKEN)
+    client = TestClient(TestServer(app), headers={"Authorization": f"Bearer {TOKEN}"})
     await client.start_server()
     try:
         resp = await client.get("/stores/g/keys/a%2Fb")

@@ -52,7 +52,7 @@ class NoScanView(DictView):
 async def client() -> TestClient[Any, Any]:
     view = DictView("counts", {0: {"apple": 3, "avocado": 1}, 1: {"banana": 2}})
     words = NoScanView("words", {0: {"x": 1}})
-    c = TestClient(TestServer(make_app({"counts": view, "words": words})))
+    c = TestClient(TestServer(make_app({"counts": view, "words": words}, open_access=True)))
     await c.start_server()
     return c
 
