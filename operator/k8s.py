@@ -276,6 +276,10 @@ class Cluster:
         if status != 404:
             self._checked(status, parsed, kind=kind, name=name)
 
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create an object (POST); ApiError 409 when it exists already."""
+        return await asyncio.to_thread(self.create_sync, obj)
+
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         """Delete a child; absent is fine."""
         await asyncio.to_thread(self.delete_sync, api_version, kind, namespace, name)

@@ -13,7 +13,8 @@ few substitutions a process needs where a pod has its own network and files:
   `FLOE_METRICS_QUERY_PORT`), since processes share one
   network namespace, its own scratch directory standing in for the pod's emptyDir `/tmp`
   (`TMPDIR`, and `SPARK_LOCAL_DIRS`, which Spark prefers to `spark.local.dir`), and
-  `FLOE_LOCAL_RUN=true` so logs and metrics say what they are;
+  `FLOE_LOCAL_RUN=true` so logs and metrics say what they are, and `FLOE_METRICS_QUERY_AUTH=none`:
+  the query endpoint is open, as no operator made its token Secret;
 - `FLOE_SPARK_JARS` comes from the local stack, standing in for the job image's jars.
 
 This is the inner loop for job authors and how the demo runs pods while the local stack has
@@ -44,6 +45,9 @@ from typing import IO, Any
 import yaml
 from floe_jobs import config
 from floe_operator import model, render
+
+# Read from the Secret the operator makes (render.query_token_secret); a local run has none.
+QUERY_TOKEN_ENV = config.env_name("metrics", "query_token")
 
 Manifest = dict[str, Any]
 SecretReader = Callable[[str, str, str], str]
@@ -134,12 +138,17 @@ def local_processes(
                   "spec.nodeName": socket.gethostname()}
         env = dict(base_env)
         for item in container.get("env", []):
+            if item["name"] == QUERY_TOKEN_ENV:
+                continue  # no operator made its Secret: the local endpoint is open (below)
             env[item["name"]] = _env_value(item, fields=fields, namespace=namespace, mounts=mounts,
                                            read_secret=read_secret)
         env["FLOE_METRICS_PORT"] = str(ports())
         if serves_queries:
             env["FLOE_METRICS_QUERY_PORT"] = str(ports())
         env["FLOE_LOCAL_RUN"] = "true"
+        if serves_queries:
+            # a local run's query endpoint answers anyone who reaches this machine's port
+            env["FLOE_METRICS_QUERY_AUTH"] = "none"
         if config.ENV_NAMES_ENV in env:
             # the local run stands in for the operator: the ports, jars and marker it adds are its own
             env[config.ENV_NAMES_ENV] = ",".join(sorted(k for k in env if k.startswith("FLOE_")))

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from secrets import token_urlsafe
 from typing import Any, Literal
 
 import pydantic
@@ -439,6 +440,9 @@ async def _check(app: model.StreamingApp, deps: Deps, others: Sequence[Mapping[s
     )
     if fault is not None:
         return _Checked(fault=fault)
+    fault = await ensure_query_token(app, deps)
+    if fault is not None:
+        return _Checked(fault=fault)
     secrets, fault = await _check_secrets(app, deps)
     if fault is None:
         fault = _check_material(app, secrets.data)
@@ -578,6 +582,24 @@ def spark_fault(app: model.StreamingApp) -> conditions.Fault | None:
     if not found:
         return None
     return conditions.Fault(conditions.INVALID_SPEC, "; ".join(found))
+
+
+async def ensure_query_token(app: model.StreamingApp, deps: Deps) -> conditions.Fault | None:
+    """Create the Secret of the query endpoint's bearer token (`render.query_token_secret`) once,
+    with 32 random bytes, before the pods that read it; an existing one is kept as it is, so a
+    token never changes under its clients (delete the Secret to rotate it: the next pass makes a
+    new one, and the pods read it when they restart)."""
+    if not app.spec.metrics.query_port:
+        return None
+    name = render.query_token_secret_name(app)
+    try:
+        if await deps.cluster.get("v1", "Secret", app.namespace, name) is None:
+            await deps.cluster.create(render.query_token_secret(app, token_urlsafe(32)))
+            log.info("Created the query token Secret app=%s/%s name=%s", app.namespace, app.name, name)
+    except k8s.ApiError as exc:
+        if exc.status != 409:  # made meanwhile by another pass: kept
+            return _apply_fault("Secret", name, exc)
+    return None
 
 
 def _apply_fault(kind: str, name: str, error: k8s.ApiError) -> conditions.Fault:

@@ -403,6 +403,10 @@ def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Proce
     if cass.tls.ca_secret_ref is not None:
         ca = cass.tls.ca_secret_ref
         env.append(_secret_env(config.env_name("cassandra", "tls_ca_pem"), ca.name, ca.key))
+    if spec.metrics.query_port:
+        # the store query endpoint answers only this token (`query_token_secret`)
+        token_env = config.env_name("metrics", "query_token")
+        env.append(_secret_env(token_env, query_token_secret_name(app), QUERY_TOKEN_KEY))
     if (refs := _secret_refs_env(env)) is not None:
         env.append(refs)
     # What the operator set (and the job image), nothing else: a FLOE_ variable from an envFrom
@@ -714,6 +718,26 @@ def driver_service(app: model.StreamingApp) -> Manifest:
                 },
             ],
         },
+    }
+
+
+QUERY_TOKEN_KEY = "token"
+
+
+def query_token_secret_name(app: model.StreamingApp) -> str:
+    return f"{app.name}-query"
+
+
+def query_token_secret(app: model.StreamingApp, token: str) -> Manifest:
+    """The Secret holding the bearer token of the app's store query endpoint. Created once with
+    a random token (`reconcile.ensure_query_token`) and never re-rendered, so it is not among
+    `children`: a client reads it through RBAC on this Secret, the pods through secretKeyRef."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": object_meta(app, query_token_secret_name(app)),
+        "type": "Opaque",
+        "stringData": {QUERY_TOKEN_KEY: token},
     }
 
 

@@ -155,6 +155,9 @@ class App:
                 "FLOE_JOB_ENTRYPOINT": self.entrypoint,
                 "FLOE_METRICS_PORT": str(free_port()),
                 "FLOE_METRICS_QUERY_PORT": str(free_port()),
+                # a local replica's query endpoint is open, as under `floe run`; a test wanting
+                # the token sets FLOE_METRICS_QUERY_TOKEN and FLOE_METRICS_QUERY_AUTH=token
+                "FLOE_METRICS_QUERY_AUTH": "none",
                 "FLOE_POD_NAME": name,
             }
         )

@@ -173,6 +173,7 @@ NEEDED = [
     ("delete", "services"),
     ("create", "poddisruptionbudgets.policy"),
     ("get", "secrets"),
+    ("create", "secrets"),
     ("list", "pods"),
     ("watch", "pods"),
     ("create", "events"),
@@ -200,7 +201,7 @@ SPARK_ON_KUBERNETES = [
 REFUSED = [
     ("list", "secrets"),
     ("watch", "secrets"),
-    ("create", "secrets"),
+    ("delete", "secrets"),
     ("delete", "deployments.apps"),
     ("escalate", "roles.rbac.authorization.k8s.io"),
     ("bind", "roles.rbac.authorization.k8s.io"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,8 @@ def test_order_locations(
         latest[order] = {"lat": loc["lat"], "lon": loc["lon"], "ts": i}
     bad = [("o-bad-1", b"{not json"), ("o-bad-2", b"\xff\xfe"), ("o-bad-3", b"[1, 2]")]
     produce_keyed(kafka_bootstrap, app.topics[0], records[:300] + bad + records[300:])
-    replica = localrun.Replica(app, "r0").start()
+    token = "order-locations-query-token"
+    replica = localrun.Replica(app, "r0", FLOE_METRICS_QUERY_TOKEN=token, FLOE_METRICS_QUERY_AUTH="token").start()
     try:
         localrun.wait_caught_up(session, app, app.topics, timeout=400, replicas=[replica])
         got = localrun.read_store(session, app.keyspace, "order-locations", key_serde="str", value_serde="json")
@@ -110,7 +112,14 @@ def test_order_locations(
         assert sorted(k for k, _, _ in dlq) == [b"o-bad-1", b"o-bad-2", b"o-bad-3"]
         assert all(h["floe.error"] and h["floe.topic"] == app.topics[0].encode() for _, _, h in dlq)
         port = replica.env["FLOE_METRICS_QUERY_PORT"]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/stores/order-locations/keys/o-7", timeout=10) as r:
+        url = f"http://127.0.0.1:{port}/stores/order-locations/keys/o-7"
+        # the query endpoint answers only the app's token: none, or another, is a 401
+        for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10)
+            assert refused.value.code == 401, headers
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
             body = json.loads(r.read())
         assert body["value"] == latest["o-7"]
         with urllib.request.urlopen(f"http://127.0.0.1:{replica.metrics_port}/metrics", timeout=10) as r:

@@ -49,7 +49,7 @@ def test_cluster_wide_role_grants_what_the_operator_calls(render: chartkit.Rende
         ("", "services", ["get", "list", "watch", "create", "patch", "delete"]),
         ("policy", "poddisruptionbudgets", ["get", "list", "watch", "create", "patch"]),
         ("networking.k8s.io", "networkpolicies", ["get", "create", "patch", "delete"]),
-        ("", "secrets", ["get"]),
+        ("", "secrets", ["get", "create"]),
         ("", "pods", ["list", "watch"]),
         ("", "events", ["create"]),
         ("", "serviceaccounts", ["get"]),

@@ -50,6 +50,12 @@ class FakeCluster:
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((kind, name))
 
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        if (obj["kind"], obj["metadata"]["name"]) in self.objects:
+            raise k8s.ApiError(409, "already exists", kind=obj["kind"], name=obj["metadata"]["name"])
+        self.objects[(obj["kind"], obj["metadata"]["name"])] = stored = copy.deepcopy(dict(obj))
+        return stored
+
     async def crd_exists(self, name: str) -> bool:
         return False
 
@@ -634,3 +640,17 @@ def test_a_transient_refusal_is_applied_again_before_any_condition_says_degraded
     cluster.refused = {"Service"}
     outcome = _run(load_case("minimal"), _deps(cluster=cluster), {})
     assert outcome.fault is not None and outcome.fault.reason == conditions.APPLY_FAILED
+
+
+def test_the_query_token_secret_is_made_once_and_kept() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    assert _run(load_case("minimal"), deps, {}).fault is None
+    secret = cluster.objects[("Secret", "word-count-query")]
+    token = secret["stringData"]["token"]
+    assert len(token) >= 40 and secret["metadata"]["ownerReferences"][0]["kind"] == "StreamingApp"
+    assert _run(load_case("minimal"), deps, {}).fault is None
+    assert cluster.objects[("Secret", "word-count-query")]["stringData"]["token"] == token
+    env = {e["name"]: e for e in cluster.objects[("Deployment", "word-count")]["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert env["FLOE_METRICS_QUERY_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "word-count-query"
