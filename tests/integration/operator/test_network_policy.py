@@ -67,6 +67,21 @@ def test_the_policy_admits_the_containers_ports_from_the_right_peers(
     assert query["from"] == [{"podSelector": {}}]  # the app's namespace only
 
 
+def test_the_query_token_secret_is_the_apps_and_the_pods_read_it(
+    kube: Kubectl, namespace: str, app: dict[str, Any]
+) -> None:
+    secret = kube.get("secret", f"{APP}-query", namespace)
+    deployment = kube.get("deployment", APP, namespace)
+    assert secret is not None and deployment is not None
+    assert len(secret["data"]["token"]) >= 40
+    assert [o["kind"] for o in secret["metadata"]["ownerReferences"]] == ["StreamingApp"]
+    (container,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "app"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["FLOE_METRICS_QUERY_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": f"{APP}-query", "key": "token", "optional": True
+    }
+
+
 def test_turning_it_off_removes_it(kube: Kubectl, namespace: str, app: dict[str, Any]) -> None:
     kube.run("patch", "streamingapp", APP, "-n", namespace, "--type=merge", "-p",
              '{"spec": {"networkPolicy": {"enabled": false}}}')
