@@ -155,7 +155,8 @@ def test_operator_manages_an_app_with_only_the_charts_rbac(
             return {c["type"]: c["status"] for c in status().get("conditions", [])}
 
         wait_for("StateProvisioned=True", lambda: conditions().get("StateProvisioned") == "True", timeout=120, log=log)
-        children = [f"deployment/{app}", f"configmap/{app}-config", f"service/{app}", f"poddisruptionbudget/{app}"]
+        children = [f"deployment/{app}", f"configmap/{app}-config", f"service/{app}", f"poddisruptionbudget/{app}",
+                    f"networkpolicy/{app}", f"secret/{app}-query"]
         for child in children:
 
             def exists(child: str = child) -> bool:
