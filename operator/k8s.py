@@ -293,6 +293,12 @@ class Cluster:
         )
         return self._checked(status, parsed, kind=obj["kind"], name=meta["name"])
 
+    def create_cluster_sync(self, path: str, body: Mapping[str, Any], *, timeout: float = 10) -> dict[str, Any]:
+        """POST a cluster-scoped review (TokenReview, SubjectAccessReview) and return the answer."""
+        WRITES.labels(kind=str(body.get("kind", "")), verb="create").inc()
+        status, parsed = self._call("POST", path, body=dict(body), timeout=timeout)
+        return self._checked(status, parsed, kind=str(body.get("kind", "")), name="")
+
     def replace_sync(self, obj: Mapping[str, Any], *, timeout: float = 30) -> dict[str, Any]:
         """Replace an object (PUT). With `metadata.resourceVersion` set this is optimistic
         concurrency: 409 when someone else wrote the object since that version was read."""

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import kopf
-from floe_operator import handlers, k8s, leader, model
+from floe_operator import handlers, k8s, leader, metricsauth, model
 from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,13 @@ def _add_watch_flags(parser: argparse.ArgumentParser, env: Mapping[str, str]) ->
             help="Seconds between resyncs of each app")
     _number(parser, env, "--metrics-port", var="FLOE_METRICS_PORT", default="8080", kind=int,
             help="Port of the Prometheus /metrics endpoint; 0 disables it")
+    parser.add_argument(
+        "--metrics-auth",
+        choices=["none", "kubernetes"],
+        default=env.get("FLOE_METRICS_AUTH", "none"),
+        help="none: /metrics serves anyone who reaches the port; kubernetes: only bearers of a token the API "
+        "server authenticates (TokenReview) and lets get /metrics (SubjectAccessReview) (env FLOE_METRICS_AUTH)",
+    )
     _number(parser, env, "--liveness-port", var="FLOE_LIVENESS_PORT", default="8081", kind=int,
             help="Port of the /healthz liveness endpoint; 0 disables it")
     parser.add_argument(
@@ -334,7 +341,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         elector = leader.Elector(config, k8s.Cluster(k8s.load_client(pool_size=2)))
     wait_until_served(k8s.Cluster(k8s.load_client(pool_size=1)), namespaces[0] if namespaces else None)
     registry = build_registry(args)
-    if args.metrics_port:
+    if args.metrics_port and args.metrics_auth == "kubernetes":
+        reviewer = k8s.Cluster(k8s.load_client(pool_size=2))
+        metricsauth.serve(args.metrics_port, metricsauth.kubernetes_authorizer(reviewer))
+    elif args.metrics_port:
         start_http_server(args.metrics_port)
     if elector is not None and not lead(elector, liveness_port=args.liveness_port):
         log.info("Stopped while standing by")

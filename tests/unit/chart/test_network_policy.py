@@ -29,3 +29,19 @@ def test_metrics_peers_and_off(render: chartkit.Render) -> None:
     policy = one(render({"networkPolicy": {"metricsFrom": [peer]}}), "NetworkPolicy")
     assert policy["spec"]["ingress"][0]["from"] == [peer]
     assert by_kind(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy") == []
+
+
+def test_metrics_auth_is_off_by_default_and_when_on_grants_the_reviews(render: chartkit.Render) -> None:
+    def env(docs: list[dict]) -> dict[str, str]:  # type: ignore[type-arg]
+        container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value", "") for e in container["env"]}
+
+    def reviews(docs: list[dict]) -> set[str]:  # type: ignore[type-arg]
+        rules = one(docs, "ClusterRole")["rules"]
+        return {r for rule in rules for r in rule["resources"] if r.endswith("reviews") and "create" in rule["verbs"]}
+
+    off = render()
+    assert env(off)["FLOE_METRICS_AUTH"] == "none" and reviews(off) == set()
+    on = render({"operator": {"metricsAuth": True}})
+    assert env(on)["FLOE_METRICS_AUTH"] == "kubernetes"
+    assert reviews(on) == {"tokenreviews", "subjectaccessreviews"}
