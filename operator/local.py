@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
+import json
 import os
 import shutil
 import signal
@@ -50,6 +51,19 @@ from floe_operator import model, render
 QUERY_TOKEN_ENV = config.env_name("metrics", "query_token")
 
 Manifest = dict[str, Any]
+
+
+def _forget_secret_ref(env: dict[str, str], name: str) -> None:
+    """Drop `name` from FLOE_SECRET_REFS, where the runtime would refuse to start without it."""
+    refs_env = config.env_name("secret_refs")
+    if refs_env not in env:
+        return
+    refs = json.loads(env[refs_env] or "{}")
+    refs.pop(name, None)
+    if refs:
+        env[refs_env] = json.dumps(refs, sort_keys=True, separators=(",", ":"))
+    else:
+        del env[refs_env]
 SecretReader = Callable[[str, str, str], str]
 
 
@@ -149,6 +163,7 @@ def local_processes(
         if serves_queries:
             # a local run's query endpoint answers anyone who reaches this machine's port
             env["FLOE_METRICS_QUERY_AUTH"] = "none"
+        _forget_secret_ref(env, QUERY_TOKEN_ENV)
         if config.ENV_NAMES_ENV in env:
             # the local run stands in for the operator: the ports, jars and marker it adds are its own
             env[config.ENV_NAMES_ENV] = ",".join(sorted(k for k in env if k.startswith("FLOE_")))

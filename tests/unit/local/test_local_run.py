@@ -48,8 +48,10 @@ def test_replicas_run_the_rendered_command_with_the_rendered_config(tmp_path: Pa
     assert procs[1].env["FLOE_POD_NAMESPACE"] == "team-a"
     assert all(p.env["FLOE_LOCAL_RUN"] == "true" and p.env["PATH"] == "/bin" for p in procs)
     rendered_names = {e["name"] for e in container["env"]}
-    # all but the query token, whose Secret only the operator makes: a local endpoint is open
-    assert rendered_names - {local.QUERY_TOKEN_ENV} <= set(procs[0].env)
+    # all but the query token, whose Secret only the operator makes (a local endpoint is open),
+    # and the list of Secret references, which named only that token here
+    assert rendered_names - {local.QUERY_TOKEN_ENV, "FLOE_SECRET_REFS"} <= set(procs[0].env)
+    assert "FLOE_SECRET_REFS" in rendered_names and "FLOE_SECRET_REFS" not in procs[0].env
     assert local.QUERY_TOKEN_ENV in rendered_names and local.QUERY_TOKEN_ENV not in procs[0].env
     assert all(p.env["FLOE_METRICS_QUERY_AUTH"] == "none" for p in procs)
 
