@@ -78,14 +78,30 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
     clock.lap("emit")
     faults.point(f"{stage.name}:after-emit")
     check_owned(r, stage, parts, held, ask_cassandra=False)
-    if not r.offsets.commit(parts, got.positions):
+    if not r.offsets.commit(parts, got.positions, stage=stage.name):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     clock.lap("commit")
-    r.membership.commit({p.tp: p.end for p in parts})
+    r.membership.commit(group_positions(r, stage, parts))
     clock.lap("group")
     replay = any(p.replay for p in plan.partitions)
     _committed(r, stage, parts, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
     return size
+
+
+def group_positions(r: Runner, stage: api.Stage, parts: list[planning.PartitionPlan]) -> dict[tuple[str, int], int]:
+    """What to mirror into the Kafka group once `stage` committed `parts`: per partition, the
+    lowest position known here among the stages that read its topic (each keeps its own,
+    `floe_jobs.offsets`; the group has one offset per partition, and the tools that read it should
+    see the lag of the stage furthest behind). Stages that read a common topic share a lane
+    (`floe_jobs.lanes`), so no other thread changes these entries meanwhile."""
+    for p in parts:
+        r.positions[(stage.name, p.tp)] = p.end
+    readers = r.readers()
+    out = {}
+    for p in parts:
+        known = [r.positions[(s, p.tp)] for s in readers.get(p.topic, [stage.name]) if (s, p.tp) in r.positions]
+        out[p.tp] = min(known)
+    return out
 
 
 def budget(r: Runner, stage: str) -> int:
@@ -108,7 +124,8 @@ def _plan(
     assert r.offsets is not None and r.membership is not None
     topics = r.stage_topics(stage)
     r.state_cache.retain(set(r.membership.assignments(r.membership.owned).values()))
-    rows = r.offsets.read(topics)
+    rows = r.offsets.read(topics, stage=stage.name)
+    r.positions.update({(stage.name, tp): row.next_offset for tp, row in rows.items()})
     # rows another process claimed last: what this replica kept of their state may be stale
     forget_state_of(r, [tp for tp, row in rows.items() if tp in tps and row.owner != r.owner])
     marks = reader.watermarks(tps)
@@ -125,7 +142,7 @@ def _plan(
     for warning in plan.warnings:
         log.warning(warning)
     if plan.new_rows:
-        r.offsets.create(plan.new_rows)
+        r.offsets.create(plan.new_rows, stage=stage.name)
     if not plan.partitions:
         return None
     replays = [p for p in plan.partitions if p.replay]
@@ -253,7 +270,7 @@ def _claim(
 ) -> None:
     """Claim the batch's partitions before it has any effect (`OffsetsTable.claim`)."""
     assert r.offsets is not None
-    if not r.offsets.claim(parts, expected):
+    if not r.offsets.claim(parts, expected, stage=stage.name):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     faults.point(f"{stage.name}:after-claim")
 
@@ -273,7 +290,7 @@ def check_owned(
     now = r.membership.assignments(held)
     lost = [tp for tp, number in held.items() if now.get(tp) != number]
     if not lost and ask_cassandra:
-        lost = r.offsets.lost(parts)
+        lost = r.offsets.lost(parts, stage=stage.name)
     if lost:
         raise offsets.OwnershipLost(lost, stage=stage.name)
 

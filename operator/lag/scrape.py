@@ -5,7 +5,9 @@ app (librdkafka sends one ListOffsets request per partition leader, so the cost 
 request per broker whatever the number of apps), reads the committed offsets of all apps
 from their keyspaces' offsets tables with concurrent asynchronous queries (one per app: its
 rows are one Cassandra partition), and falls back to the Kafka group's committed offsets only for partitions that
-have no row yet.
+have no row yet. Each stage keeps its own position per partition (`floe_jobs.offsets`): a partition's
+committed offset is that of the stage furthest behind, so a topic read by two stages shows the
+lag of the slower one; rows of an earlier runtime (no stage) count until a stage takes them over.
 
 Time lag is estimated per partition from a bounded ring of recent (end offset, time)
 points: the time at which the end offset passed the committed offset is interpolated
@@ -446,6 +448,22 @@ def _epoch(value: Any) -> float | None:
     return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
+def committed_rows(rows: Iterable[Any], wanted: set[str]) -> dict[TP, CommittedRow]:
+    """(topic, partition) → the committed row of the stage furthest behind, from the offsets rows
+    (key, partition, next_offset, committed_at) of one app, for the topics in `wanted`. Keys are
+    `<stage>/<topic>`; a bare topic is a row of an earlier runtime (no stage), counted only where
+    no stage has a row of its own (`floe_jobs.offsets.furthest_behind`). Retired legacy rows
+    (next_offset null) are skipped."""
+    from floe_jobs import offsets
+
+    live = []
+    for key, partition, next_offset, committed_at in rows:
+        stage, topic = offsets.parse_key(key)
+        if next_offset is not None and topic in wanted:
+            live.append((stage, topic, int(partition), CommittedRow(int(next_offset), _epoch(committed_at))))
+    return offsets.furthest_behind(live, lambda r: (r.next_offset,))
+
+
 SessionFor = Callable[[cassandra.Target], Any]
 
 
@@ -500,11 +518,8 @@ class CassandraOffsets:
             rows = out[app.key]
             if isinstance(rows, Exception):
                 continue
-            wanted = set(app.topics)
             try:
-                for topic, partition, next_offset, committed_at in fut.result():
-                    if next_offset is not None and topic in wanted:
-                        rows[(topic, int(partition))] = CommittedRow(int(next_offset), _epoch(committed_at))
+                rows.update(committed_rows(fut.result(), set(app.topics)))
             except InvalidRequest:
                 # Table dropped since it was prepared; read again next time.
                 self._prepared.pop((app.cassandra, table), None)
