@@ -72,7 +72,7 @@ def check_both_stores(session: Any, app: localrun.App, truth: dict[str, int], *,
     for stage in STAGES:
         mine = {p: v for (s, t, p), v in rows.items() if s == stage and t == app.topics[0]}
         at = {p: (v[0], v[1] == v[2]) for p, v in mine.items() if p in ends}
-        assert at == {p: (e, True) for p, e in ends.items()}, f"stage {stage}
+        assert at == {p: (e, True) for p, e in ends.items()}, f"stage {stage}"
 
 
 def test_two_stages_reading_one_topic_both_count_every_record(session: Any, two_tallies_app: localrun.App) -> None:
