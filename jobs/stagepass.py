@@ -81,10 +81,11 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
     if not r.offsets.commit(parts, got.positions, stage=stage.name):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     clock.lap("commit")
-    r.membership.commit(group_positions(r, stage, parts))
+    mirrored = group_positions(r, stage, parts)
+    r.membership.commit(mirrored)
     clock.lap("group")
     replay = any(p.replay for p in plan.partitions)
-    _committed(r, stage, parts, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
+    _committed(r, stage, parts, mirrored, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
     return size
 
 
@@ -232,6 +233,7 @@ def _committed(
     r: Runner,
     stage: api.Stage,
     parts: list[planning.PartitionPlan],
+    mirrored: dict[tuple[str, int], int],
     *,
     size: int,
     out: int,
@@ -239,10 +241,11 @@ def _committed(
     replay: bool,
     clock: api.BatchClock,
 ) -> None:
-    """The metrics and the log line of a committed batch."""
+    """The metrics and the log line of a committed batch; the committed offset gauge shows, like
+    the group, the lowest position of the partition's stages (`mirrored`)."""
     app = r.app
-    for p in parts:
-        health.COMMITTED.labels(app, p.topic, str(p.partition)).set(p.end)
+    for (topic, partition), offset in mirrored.items():
+        health.COMMITTED.labels(app, topic, str(partition)).set(offset)
     health.RECORDS_IN.labels(app, stage.name).inc(size)
     health.RECORDS_OUT.labels(app, stage.name).inc(out)
     health.RECORDS_DLQ.labels(app).inc(dlq)
