@@ -113,3 +113,65 @@ def test_two_stages_reading_one_topic_stay_exact_under_sigkill_chaos(
     summary = run_chaos(app, session, feed=feed, topics=app.topics, kills=5, chunks=90, kill_within_s=(0.0, 8.0))
     check_both_stores(session, app, dict(Counter(words)))
     print(f"chaos over two stages of one topic: records={len(words)} {summary}")
+
+
+def _produce_to(app: localrun.App, by_partition: dict[int, list[str]]) -> None:
+    """Each partition's words, in order (so record i of partition p is at offset i)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": app.bootstrap, "enable.idempotence": True})
+    for partition, words in by_partition.items():
+        for w in words:
+            producer.produce(app.topics[0], key=w.encode(), value=b"1", partition=partition)
+    assert producer.flush(30) == 0
+
+
+def test_rows_of_the_previous_release_are_taken_over_by_both_stages(
+    session: Any, two_tallies_app: localrun.App
+) -> None:
+    """The app ran under the previous release, whose rows had no stage: each partition committed a
+    third of its records and was killed mid-batch over the second third. Both stages start from the
+    committed position (what came before is not counted again), replay the batch in flight with
+    its range and sequence, and count the rest: both stores hold the counts of the last two thirds."""
+    from floe_jobs.stores import schema
+
+    app = two_tallies_app
+    rng = random.Random(41)
+    words = {p: [w for w in localrun.WORDS if localrun.WORDS.index(w) % 6 == p] for p in range(6)}
+    by_partition = {p: [rng.choice(words[p]) for _ in range(300)] for p in range(6)}
+    _produce_to(app, by_partition)
+    schema.execute_ddl(session, schema.keyspace_cql(app.keyspace))
+    offsets.ensure_offsets_table(session, keyspace=app.keyspace)
+    stamp = time.time_ns() // 1000
+    for p in range(6):  # as the previous release left them (its statements' columns, the bare topic)
+        session.execute(
+            f"INSERT INTO {app.keyspace}.{offsets.TABLE} (app_id, topic, partition, next_offset, committed_seq,"
+            " planned_seq, planned_from, planned_to, planned_at, planned_ts, committed_at, owner)"
+            " VALUES (%s, %s, %s, 100, 1, 2, 100, 200, toTimestamp(now()), %s, toTimestamp(now()), 'old-0/1')",
+            (app.app_id, app.topics[0], p, stamp),
+        )
+    replica = localrun.Replica(app, "r0").start()
+    try:
+        localrun.wait_caught_up(session, app, app.topics, timeout=600, replicas=[replica])
+        truth = Counter(w for p in range(6) for w in by_partition[p][100:])
+        check_both_stores(session, app, dict(truth))
+        log = replica.log_path.read_text()
+        for stage in STAGES:
+            replayed = {(t, p, seq, start, end) for t, p, seq, start, end in _replays(log, stage)}
+            assert replayed == {(app.topics[0], p, 2, 100, 200) for p in range(6)}, stage
+    finally:
+        assert replica.stop() == 0
+    table = offsets.OffsetsTable(session, keyspace=app.keyspace, app_id=app.app_id)
+    assert {(r.partition, r.next_offset) for r in table.stored([app.topics[0]])} == {(p, None) for p in range(6)}
+
+
+def _replays(log: str, stage: str) -> list[tuple[str, int, int, int, int]]:
+    """The plans a replica's log says `stage` replayed: (topic, partition, seq, start, end)."""
+    import ast
+
+    out: list[tuple[str, int, int, int, int]] = []
+    for line in log.splitlines():
+        marker = f"Replaying stage={stage} plans="
+        if marker in line:
+            out.extend(ast.literal_eval(line.split(marker, 1)[1].strip()))
+    return out
