@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.set_threshold(*GC_THRESHOLDS)
     env = dict(os.environ)
     if args.entrypoint:
-        env["FLOE_JOB_ENTRYPOINT"] = args.entrypoint
+        config_mod.own_variable(env, "FLOE_JOB_ENTRYPOINT", args.entrypoint)
     try:
         cfg = config_mod.load(path=args.config, environ=env)
     except config_mod.ConfigError as exc:

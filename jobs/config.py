@@ -55,6 +55,25 @@ EnvKind = Literal["str", "list", "json"]
 CONFIG_ENV = "FLOE_CONFIG"
 """The variable naming the config file: read by `load` itself, not a setting."""
 
+ENV_NAMES_ENV = "FLOE_ENV_NAMES"
+"""The FLOE_* variables the operator set on the replica's container, comma-separated (itself
+among them). FLOE_ names are reserved: the CRD refuses them in spec.env, but an envFrom
+ConfigMap or Secret can still carry any (`FLOE_KAFKA_EXTRA` would rewrite the Kafka client's TLS
+settings). Where this variable is set, `load` refuses every FLOE_ variable it does not list. A
+pod's explicit env wins over its envFrom, so an envFrom source cannot replace the list."""
+
+IMAGE_ENV = ("FLOE_SPARK_JARS",)
+"""FLOE_ variables Floe's job image sets itself (images/job.Dockerfile: where the Kafka connector
+jars are), which the operator therefore lists too. The image is the author's choice anyway."""
+
+RUNTIME_ENV = (CONFIG_ENV, ENV_NAMES_ENV, "FLOE_LOCAL_RUN", "FLOE_LOG_LEVEL")
+"""FLOE_ variables that are not settings: the config file, the list above, and the local run's
+marker and the log level, which the CLI reads."""
+
+TEST_HOOK_PREFIX = "FLOE_TEST_"
+"""Variables that test jobs read (tests/faultjob.py); outside a pod (no ENV_NAMES_ENV) they pass
+the check for unknown names, in a pod they are as foreign as any other."""
+
 _APP_ID = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -455,6 +474,74 @@ REDACTION_SETTINGS = ("spark.redaction.regex", "spark.sql.redaction.options.rege
 """Spark settings that `spark.conf` may not set: the redaction that keeps the Kafka credentials
 (the JAAS line, the client key) out of Spark's logged configuration, plans and UI."""
 
+SPARK_KUBERNETES_TUNING = (
+    "spark.kubernetes.allocation.batch.delay",
+    "spark.kubernetes.allocation.batch.size",
+    "spark.kubernetes.allocation.driver.readinessTimeout",
+    "spark.kubernetes.allocation.executor.timeout",
+    "spark.kubernetes.allocation.maxPendingPods",
+    "spark.kubernetes.dynamicAllocation.deleteGracePeriod",
+    "spark.kubernetes.executor.apiPollingInterval",
+    "spark.kubernetes.executor.checkAllContainers",
+    "spark.kubernetes.executor.enablePollingWithResourceVersion",
+    "spark.kubernetes.executor.eventProcessingInterval",
+    "spark.kubernetes.executor.limit.cores",
+    "spark.kubernetes.executor.missingPodDetectDelta",
+    "spark.kubernetes.executor.request.cores",
+    "spark.kubernetes.memoryOverheadFactor",
+)
+"""The `spark.kubernetes.*` settings an app's spark.conf may set: an allow-list (the CRD's CEL
+rule holds the same list; a unit test compares them). Each only paces the executors' allocation
+and their watch, or sizes their CPU and memory overhead; none changes what an executor pod is
+(volumes, templates, service accounts, namespace, credentials, node selection, tolerations,
+image, labels, annotations, scheduler) or whom the driver acts as. Everything else under
+`spark.kubernetes.` is refused: Spark adds such keys release after release, and a new one is
+refused until someone has read what it does."""
+
+SPARK_KUBERNETES_FLOE = (
+    "spark.kubernetes.authenticate.driver.serviceAccountName",
+    "spark.kubernetes.container.image",
+    "spark.kubernetes.container.image.pullPolicy",
+    "spark.kubernetes.driver.ownPersistentVolumeClaim",
+    "spark.kubernetes.driver.reusePersistentVolumeClaim",
+    "spark.kubernetes.driver.service.deleteOnTermination",
+    "spark.kubernetes.executor.podTemplateContainerName",
+    "spark.kubernetes.executor.podTemplateFile",
+    "spark.kubernetes.namespace",
+)
+"""The `spark.kubernetes.*` settings the operator renders from the spec (`floe_operator.render`):
+refused in a StreamingApp's spark.conf, accepted by the runtime only in the rendered config."""
+
+JAVA_OPTION_SETTINGS = (
+    "spark.driver.defaultJavaOptions",
+    "spark.driver.extraJavaOptions",
+    "spark.executor.defaultJavaOptions",
+    "spark.executor.extraJavaOptions",
+)
+"""JVM options, in which a `-Dspark.…` system property would set any Spark setting behind the
+checks on the keys (Spark reads `spark.*` system properties into its configuration)."""
+
+# Spark splits the options as a shell would and drops the quotes: -D"spark.x" is -Dspark.x.
+_SPARK_PROPERTY = re.compile(r"-Dspark\.")
+
+
+def spark_conf_problems(conf: Mapping[str, str], *, rendered: bool) -> list[str]:
+    """Why `conf` sets what an app author must not: a `spark.kubernetes.*` key off the allow-list
+    (with `rendered`, the operator's own keys are accepted too), or a `-Dspark.*` JVM option.
+    The runtime checks the rendered config; the operator checks an app's spec.spark.conf."""
+    allowed = set(SPARK_KUBERNETES_TUNING) | (set(SPARK_KUBERNETES_FLOE) if rendered else set())
+    out = [
+        f"{key} may not be set: it changes the executor pods' shape or identity, or Floe sets it; the "
+        f"spark.kubernetes.* settings allowed are {', '.join(SPARK_KUBERNETES_TUNING)}"
+        for key in sorted(conf)
+        if key.startswith("spark.kubernetes.") and key not in allowed
+    ]
+    for key in JAVA_OPTION_SETTINGS:
+        text = conf.get(key, "")
+        if _SPARK_PROPERTY.search(text.replace('"', "").replace("'", "").replace("\\", "")):
+            out.append(f"{key} may not hold -Dspark.* system properties: set Spark settings as keys of spark.conf")
+    return out
+
 
 class SparkSettings(_Model):
     master: str = setting(default="local[*]", env="FLOE_SPARK_MASTER", description="Spark master URL")
@@ -489,6 +576,9 @@ class SparkSettings(_Model):
                 "JAAS line with the SASL password, the client key) out of its logged configuration, plans and UI; "
                 "Floe sets spark.sql.redaction.options.regex itself and keeps Spark's spark.redaction.regex"
             )
+        problems = spark_conf_problems(value, rendered=True)
+        if problems:
+            raise ValueError("; ".join(problems))
         return value
 
     @property
@@ -807,10 +897,43 @@ def _unset_secrets(env: Mapping[str, str], refs: Mapping[str, SecretRef]) -> str
     return "invalid configuration:\n  " + "\n  ".join(lines) if lines else None
 
 
+def foreign_variables(env: Mapping[str, str]) -> list[str]:
+    """The FLOE_ variables of `env` that the runtime must not take, each with why: one the
+    operator did not set (not in ENV_NAMES_ENV, where that is set), and one no setting declares
+    (a typo would otherwise be ignored and its setting silently keep its default)."""
+    known = set(_ENV_OF.values()) | set(RUNTIME_ENV)
+    listed = env.get(ENV_NAMES_ENV)
+    owned = None if listed is None else {name.strip() for name in listed.split(",") if name.strip()}
+    out = []
+    for name in sorted(n for n in env if n.startswith("FLOE_")):
+        if owned is not None and name not in owned:
+            out.append(
+                f"{name}: set, but not by the operator ({ENV_NAMES_ENV} lists what it set): FLOE_ variables are "
+                "reserved; remove it from the ConfigMap or Secret that the pod's envFrom reads, and set the "
+                "matching StreamingApp field instead"
+            )
+        elif name not in known and not name.startswith(TEST_HOOK_PREFIX):
+            out.append(f"{name}: no setting has this variable (a typo?); `floe-job --help-config` lists them")
+    return out
+
+
+def own_variable(env: dict[str, str], name: str, value: str) -> None:
+    """Set `name` in `env` as its owner does (the CLI for --entrypoint, a local run for its
+    ports): listed in ENV_NAMES_ENV too when that is set, so `load` takes it."""
+    env[name] = value
+    listed = env.get(ENV_NAMES_ENV)
+    if listed is not None and name not in listed.split(","):
+        env[ENV_NAMES_ENV] = ",".join(sorted({*listed.split(","), name} - {""}))
+
+
 def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> FloeConfig:
-    """Read the YAML file (if any), overlay the `FLOE_*` environment, validate. Errors name the
-    Secret and key of each variable set from one (FLOE_SECRET_REFS)."""
+    """Check the FLOE_ names of the environment (`foreign_variables`), read the YAML file (if
+    any), overlay the `FLOE_*` environment, validate. Errors name the Secret and key of each
+    variable set from one (FLOE_SECRET_REFS)."""
     env = os.environ if environ is None else environ
+    foreign = foreign_variables(env)
+    if foreign:
+        raise ConfigError("invalid environment:\n  " + "\n  ".join(foreign))
     refs = _secret_refs(env)
     try:
         unset = _unset_secrets(env, refs)

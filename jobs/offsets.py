@@ -39,7 +39,8 @@ conditional batch (`OffsetsTable.read`): a row for every stage of the job that r
 (`readers`) and has none yet, each an exact copy (next_offset, committed_seq, planned_seq,
 planned_from/to, planned_ts, source_positions), inserted IF NOT EXISTS, and the legacy row retired
 (next_offset set to null) if it is still as read. An in-flight plan is thus replayed exactly,
-under the same sequence and stamp, by each stage. Retiring matters for version skew: a replica of
+same range and sequence, by each stage (stamped above the earlier attempt's `planned_ts`, which
+the copy keeps, like every replay). Retiring matters for version skew: a replica of
 the earlier release still running during a rollout skips a row whose next_offset is null, and its
 claims and commits on that row fail (their conditions name values it no longer has), so it can
 never move a position the new stages own. For the same reason a stage that creates its first
@@ -69,14 +70,37 @@ batch it planned before the pause:
   commits in another, only while it still owns every plan and nothing committed it yet. Two
   replicas can never claim one sequence for different ranges, and a stale commit is refused:
   committed offsets never move back.
-- **State rows carry write timestamps.** Each plan carries `planned_ts`, a write timestamp above
-  the previous plan's (`planning.stamp_for`); its state rows are written `USING TIMESTAMP` that
-  value, a replay under the same one. A late write of a stale batch therefore loses, cell by
-  cell, to anything a newer batch wrote, and equals what the replay of its own batch wrote.
+- **State rows carry write timestamps.** Each attempt of a plan carries `planned_ts`, a write
+  timestamp above the previous attempt's, whatever the planner's clock says: max(clock, last
+  + 1) (`planning.stamp_for`); a replay stores its new stamp with its claim. Its state rows are
+  written `USING TIMESTAMP` that value, but a row whose cells something else stamped at or above
+  it is written just above them (`planning.row_stamp`): the fenced read returns the row's
+  highest write timestamp (`WRITETIME` of value, fence and time, in the same SELECT). So:
+  - a late write of a stale batch loses, cell by cell, to anything a newer batch wrote, since
+    that batch read the row after the stale batch did and wrote above what it read; and to the
+    replay of its own batch, stamped above it, rather than tying with it (Cassandra breaks a tie
+    by the cells' content, not by writer: a helper that is not deterministic, or a TTL'd marker
+    written later, would win it);
+  - a cell written outside the batch loop under a higher timestamp — the store library at its
+    own clock, the Java library, a replica whose clock ran ahead before its plans were stamped —
+    no longer swallows the batch writes below it, fence included (read back cold, they would be
+    lost for good).
+  The raise is per row, from what the attempt read, not per partition: two attempts that read
+  the same cell write under the same timestamp (the same content, for the same input), no plan
+  has to be stored again in the middle of a batch (a Paxos round each time), and one row an hour
+  ahead does not drag the partition's other rows an hour ahead, above the writes that tools make
+  to them at the right time. The replica's known rows (`floe_jobs.statecache`) keep the timestamp
+  each row was written under.
+  What a read cannot see, a write cannot go above: a row or cell *deleted* under a later
+  timestamp (a tombstone reads as nothing) still shadows batch writes until the batches' stamps
+  pass it; a stale attempt that read a row stamped ahead which expired (TTL) before the next
+  batch read it can still win against that batch's write; and the replica's known rows do not
+  see a row written by another writer while it owns the partition (one writer per partition,
+  `floe_jobs.statecache`).
 - **Ownership check before output.** Just before it produces, a batch reads its rows again and
   gives up (no output, no commit) if another replica claimed any of its partitions since.
 
-    planned_ts       bigint      -- write timestamp (µs) of the latest plan's effects
+    planned_ts       bigint      -- write timestamp (µs) of the latest plan's effects (its latest attempt)
 
 Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset of the stage
 furthest behind, per partition; `SELECT topic, partition, next_offset, committed_at FROM … WHERE
@@ -89,7 +113,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -98,6 +121,7 @@ from typing import Any, TypeVar
 from cassandra import ConsistencyLevel
 from cassandra.policies import RetryPolicy
 from cassandra.query import SimpleStatement
+from floe_jobs import faults
 from floe_jobs.planning import OffsetRow, PartitionPlan
 
 TABLE = "floe_offsets"
@@ -484,7 +508,7 @@ class OffsetsTable:
         meanwhile, or a live legacy row appeared, nothing is written; a claim that expected these
         rows then fails, and the next pass reads what is there."""
         now = datetime.now(UTC)
-        clock = time.time_ns() // 1000
+        clock = faults.clock_us()
         batch = self._conditional()
         for r in rows:
             stamp = r.planned_ts if r.planned_ts is not None else clock
@@ -597,7 +621,7 @@ def reset(
     )
     batch = table._conditional()
     now = datetime.now(UTC)
-    clock = time.time_ns() // 1000
+    clock = faults.clock_us()
     done: list[Reset] = []
     for (topic, partition), offset in sorted(positions.items()):
         here = [r for r in found if (r.topic, r.partition) == (topic, partition)]

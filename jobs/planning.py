@@ -10,8 +10,11 @@ Kept free of I/O so the rules that exactly-once rests on are unit-tested on thei
   byte caps), shared fairly between partitions with a backlog;
 - a partition with no stored row starts by policy (earliest = low watermark, latest = high
   watermark), and that starting point is stored before anything is planned from it;
-- every batch carries a write timestamp (`stamp_for`) that grows with its sequence: all its
-  effects in Cassandra are written under it, so a stale owner's late writes lose to newer ones.
+- every attempt of a batch carries a write timestamp (`stamp_for`) above every earlier
+  attempt's and batch's of its partition, whatever the planner's clock says; each state row it
+  writes goes out under that stamp, or just above the row's latest cell when something else
+  stamped that cell higher (`row_stamp`), so a stale owner's late writes lose to newer ones and
+  no cell written outside the batch loop can swallow a batch's write (`floe_jobs.offsets`).
 """
 
 from __future__ import annotations
@@ -53,9 +56,10 @@ class PartitionPlan:
     start: int
     end: int
     replay: bool
-    # the write timestamp (µs) of every effect of this batch in Cassandra: its state rows and its
-    # commit. It grows with the sequence, so a write of an older batch, from an owner that lost
-    # the partition, can never overwrite what a newer batch wrote (see `stamp_for`)
+    # the write timestamp (µs) of this attempt's state rows in Cassandra (a row that another writer
+    # stamped higher is written just above that instead, see `row_stamp`). It grows with the
+    # sequence and with each replay, so a write of an older batch or attempt, from an owner that
+    # lost the partition, can never overwrite what a newer one wrote (see `stamp_for`)
     stamp: int = 0
 
     @property
@@ -91,10 +95,23 @@ class BatchPlan:
 
 
 def stamp_for(row: OffsetRow | None, *, now_us: int) -> int:
-    """The write timestamp of the next new batch after `row`: the clock, but always above the
-    latest planned batch's, so timestamps grow with sequences even when owners' clocks differ."""
+    """The write timestamp of the next attempt after `row`'s latest (a new batch, or the replay of
+    the one in flight): the clock, but always above the latest attempt's, so timestamps grow with
+    sequences and attempts even when owners' clocks differ or the clock is set back."""
     last = row.planned_ts if row is not None and row.planned_ts is not None else 0
     return max(now_us, last + 1)
+
+
+def row_stamp(stamp: int, written: int | None) -> int:
+    """The write timestamp of one state row of a batch whose stamp is `stamp`, the row's cells as
+    read last having `written` as their highest write timestamp (None: no cell): the batch's
+    stamp, or just above `written` when another writer (the store library at its own clock, the
+    Java library, a replica whose clock ran ahead) stamped the row at or above it. Cassandra keeps
+    the cell with the highest timestamp, so a batch write under `written` or lower would be
+    swallowed, value and fence alike. It is a function of what was read: an attempt that reads the
+    same cell writes under the same timestamp, and a later batch, which reads this write, goes
+    above it."""
+    return stamp if written is None or written < stamp else written + 1
 
 
 def record_budget(
@@ -174,9 +191,10 @@ def plan_batch(
                     f"Replay of topic={topic} partition={partition} seq={row.planned_seq} starts at "
                     f"offset={row.planned_from} below the log start {marks.low}: records were deleted by retention"
                 )
-            # a replay writes under the stamp its plan was claimed with (a plan stored before
-            # stamps existed gets one now: nothing of a later batch exists to be shadowed)
-            stamp = row.planned_ts if row.planned_ts is not None else now_us
+            # a replay writes above every earlier attempt of its plan (the claim stores the new
+            # stamp): an earlier attempt's late write then loses to it instead of tying, which
+            # Cassandra would break by value, not by writer
+            stamp = stamp_for(row, now_us=now_us)
             plans.append(
                 PartitionPlan(
                     topic, partition, row.planned_seq, row.planned_from, row.planned_to, replay=True, stamp=stamp

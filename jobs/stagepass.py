@@ -138,7 +138,7 @@ def _plan(
         watermarks=marks,
         starting_offsets=r.cfg.kafka.starting_offsets,
         budget=budget(r, stage.name),
-        now_us=time.time_ns() // 1000,
+        now_us=faults.clock_us(),
     )
     for warning in plan.warnings:
         log.warning(warning)

@@ -11,9 +11,16 @@ of a batch side by side.
 One partition has one writer at a time: assignment changes happen only at batch boundaries
 (see `floe_jobs.membership`), and a killed replica writes nothing more. A replica that was
 paused past its session timeout is the exception: it may still finish writing a batch after
-another replica took the partition over. Its rows are written under the batch's write timestamp
-(`stamps`, from `floe_jobs.planning.stamp_for`), so they lose to every row a newer batch wrote,
-and equal what the replay of the same batch wrote (see `floe_jobs.offsets`).
+another replica took the partition over. Its rows are written under the attempt's write
+timestamp (`stamps`, from `floe_jobs.planning.stamp_for`), so they lose to every row a newer
+batch or a replay wrote (see `floe_jobs.offsets`).
+
+The fenced read also returns the highest write timestamp of each row's cells, and a row whose
+cells another writer stamped at or above the batch's timestamp (the store library at its own
+clock, the Java library, a replica whose clock ran ahead) is written just above them
+(`floe_jobs.planning.row_stamp`): Cassandra would otherwise keep the other writer's cells,
+value and fence alike, and the batch's delta would be lost once the row is read back. Those
+timestamps come with the same SELECT: no extra round trip.
 
 The helpers' rows are collected to the driver first (they are aggregated per key: few next to
 the batch's records), and the functions below run there; they only need an iterable of
@@ -28,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from floe_jobs import faults, statecache
+from floe_jobs import faults, planning, statecache
 from floe_jobs.statecache import Fenced, Ownership
 
 if TYPE_CHECKING:
@@ -195,17 +202,18 @@ def _apply_fenced(
     stamps: Mapping[int, int] | None = None,
 ) -> Iterator[tuple[int, Any, Any]]:
     """The one read-decide-write loop behind every stateful helper: per partition and chunk,
-    read the keys with their fences, let ``decide`` answer, write what changed under the
-    partition's batch sequence and write timestamp (`stamps`; None: the clock, for tools that
-    write outside a batch). With `owned`, rows this replica already knows under the same
-    assignment are not read again (`floe_jobs.statecache`)."""
+    read the keys with their fences and write timestamps, let ``decide`` answer, write what
+    changed under the partition's batch sequence and write timestamp (`stamps`; None: the clock,
+    for tools that write outside a batch), a row stamped at or above it just above its cells.
+    With `owned`, rows this replica already knows under the same assignment are not read again
+    (`floe_jobs.statecache`)."""
     store = open_store(ref)
     if not statecache.cacheable(store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde):
         owned = None
 
     def apply(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
         batch = fences[partition]
-        stamp = None if stamps is None else stamps[partition]
+        stamp = faults.clock_us() if stamps is None else stamps[partition]
         known = statecache.UNKNOWN
         if owned is not None:
             known = owned.rows(
@@ -216,21 +224,28 @@ def _apply_fenced(
             )
         out: list[tuple[int, Any, Any]] = []
         for chunk in _chunks(items):
-            old = known.read([k for k, _ in chunk], lambda keys: store.get_many_fenced(partition, keys))
+            old = known.read([k for k, _ in chunk], lambda keys: store.get_many_stamped(partition, keys))
             writes = []
+            raised: dict[Any, int] = {}  # keys whose row another writer stamped at or above `stamp`
             for key, incoming in chunk:
-                emitted, stored, write = decide(old.get(key), incoming, batch)
+                cell = old.get(key)
+                emitted, stored, write = decide(cell, incoming, batch)
                 if write:
                     writes.append((key, stored))
+                    at = planning.row_stamp(stamp, None if cell is None else cell[2])
+                    if at != stamp:
+                        raised[key] = at
                 out.append((partition, key, emitted))
             if writes:
                 faults.point(f"{ref.name}:mid-state")
                 try:
-                    store.put_many_fenced(partition, writes, batch=batch, ttl=ref.ttl_seconds, stamp=stamp)
+                    store.put_many_fenced(
+                        partition, writes, batch=batch, ttl=ref.ttl_seconds, stamp=stamp, stamps=raised or None
+                    )
                 except Exception:
                     known.forget()
                     raise
-                known.wrote(writes, batch)
+                known.wrote(writes, batch, stamp, raised)
         return out
 
     return _each_partition(_group(rows), apply)

@@ -2,8 +2,8 @@
 
 A partition of a partitioned store has one writer at a time: the replica that owns the input
 partition (`floe_jobs.membership`, assignments change only at batch boundaries). While that
-ownership lasts, every (value, fence) this replica read from Cassandra or wrote there is still
-what Cassandra holds, so the fenced read of a later batch can be answered here. A partition
+ownership lasts, every (value, fence, write timestamp) this replica read from Cassandra or wrote
+there is still what Cassandra holds, so the fenced read of a later batch can be answered here. A partition
 whose Cassandra rows were empty when this replica took it is *complete*: a key unknown here is
 absent there too, and a batch of new keys needs no read at all.
 
@@ -28,8 +28,11 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Fenced = tuple[Any, int | None]
-ABSENT: Fenced = (None, None)
+# a state row as a fenced read returns it: (value, fence, written), `written` the highest write
+# timestamp of its cells (None: no row), which the batch that writes the row next must go above
+# (`floe_jobs.planning.row_stamp`)
+Fenced = tuple[Any, int | None, int | None]
+ABSENT: Fenced = (None, None, None)
 
 # serdes whose decoded values are immutable scalars, and how a value written with each reads
 # back (their encoders accept only these types, so a write that succeeded had one)
@@ -82,7 +85,7 @@ class KnownRows:
     value_serde: str
 
     def read(self, keys: list[Any], fetch: Fetch) -> dict[Any, Fenced]:
-        """(value, fence) of every key: the known ones from here, the others by `fetch`."""
+        """(value, fence, written) of every key: the known ones from here, the others by `fetch`."""
         if self.cache is None or self.part is None:
             return dict(fetch(keys))
         found, unknown = self.part.known(keys)
@@ -92,10 +95,11 @@ class KnownRows:
             found.update(fetched)
         return found
 
-    def wrote(self, items: Iterable[tuple[Any, Any]], batch: int) -> None:
-        """`items` were written under fence `batch`."""
+    def wrote(self, items: Iterable[tuple[Any, Any]], batch: int, stamp: int, raised: Mapping[Any, int]) -> None:
+        """`items` were written under fence `batch` and write timestamp `stamp`, the keys in
+        `raised` under the timestamp given there."""
         if self.cache is not None and self.part is not None:
-            rows = {key: (as_read(self.value_serde, value), batch) for key, value in items}
+            rows = {key: (as_read(self.value_serde, value), batch, raised.get(key, stamp)) for key, value in items}
             self.cache.remember(self.store, self.partition, self.part, rows)
 
     def forget(self) -> None:

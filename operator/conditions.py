@@ -69,6 +69,15 @@ RESUMED = "Resumed"
 OFFSET_RESET = "OffsetReset"
 INVALID_POD_TEMPLATE = "InvalidPodTemplate"
 
+# Whether the app's namespace holds every pod to a Pod Security Standard: Floe's admission rules
+# cover what a StreamingApp asks for, not pods made otherwise in the namespace (docs/security.md).
+POD_SECURITY = "PodSecurity"
+POD_SECURITY_ENFORCED = "Enforced"
+POD_SECURITY_NOT_ENFORCED = "NotEnforced"
+NAMESPACE_UNREADABLE = "NamespaceUnreadable"
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+ENFORCING_LEVELS = ("restricted", "baseline")
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -94,6 +103,8 @@ class Observed:
     partitions: int | None = None
     # why executor pods wait for a node (`podfaults.unschedulable_executors`); None: none waits
     executors_unschedulable: str | None = None
+    # the PodSecurity condition (`pod_security`); None leaves it as it is
+    pod_security: Verdict | None = None
 
 
 def set_condition(
@@ -208,6 +219,8 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     for type_, verdict in verdicts:
         if verdict is not None:
             put(type_, *verdict)
+    if observed.pod_security is not None:
+        put(POD_SECURITY, *observed.pod_security)
     _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)
 
     order = {t: i for i, t in enumerate(OWNED_TYPES)}
@@ -224,6 +237,28 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     status.update(_kept_facts(app, observed))
     status["suspension"] = suspension_status(app, now=now)
     return status
+
+
+def pod_security(namespace: str, labels: Mapping[str, str] | None) -> Verdict:
+    """PodSecurity from the namespace's labels (None: they could not be read)."""
+    if labels is None:
+        return (
+            "Unknown",
+            NAMESPACE_UNREADABLE,
+            f"The operator cannot read namespace {namespace} (it needs get on namespaces), so it cannot tell "
+            f"whether the namespace enforces a Pod Security Standard ({ENFORCE_LABEL})",
+        )
+    level = labels.get(ENFORCE_LABEL)
+    if level in ENFORCING_LEVELS:
+        return "True", POD_SECURITY_ENFORCED, f"Namespace {namespace} enforces the {level} Pod Security Standard"
+    return (
+        "False",
+        POD_SECURITY_NOT_ENFORCED,
+        f"Namespace {namespace} does not enforce the restricted Pod Security Standard ({ENFORCE_LABEL}="
+        f"{level or '<unset>'}): Floe renders the app's pods within it, but pods that the drivers' ServiceAccount "
+        f"(k8s:// master) or anyone else creates in the namespace are held to nothing; label it: kubectl label "
+        f"namespace {namespace} {ENFORCE_LABEL}=restricted",
+    )
 
 
 def _state_provisioned(app: model.StreamingApp, observed: Observed, *, first: bool) -> Verdict | None:

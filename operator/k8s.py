@@ -162,6 +162,7 @@ class Cluster:
     def __init__(self, client: kubernetes.client.ApiClient) -> None:
         self._client = client
         self._crd_cache: dict[str, tuple[float, bool]] = {}
+        self._namespace_cache: dict[str, tuple[float, dict[str, str] | None]] = {}
         # Secrets' data as last read (monotonic time, data or None when absent), by (namespace, name):
         # the reconcile reads an app's Secrets on every pass, and the lag loop reuses those reads.
         self._secrets_read: dict[tuple[str, str], tuple[float, dict[str, str] | None]] = {}
@@ -374,6 +375,23 @@ class Cluster:
         READS.labels(kind="CustomResourceDefinition").inc()
         status, _ = self._call("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
         return status == 200
+
+    def namespace_labels_sync(self, name: str) -> dict[str, str] | None:
+        READS.labels(kind="Namespace").inc()
+        status, parsed = self._call("GET", f"/api/v1/namespaces/{name}")
+        if status != 200 or not isinstance(parsed, dict):
+            return None
+        return {str(k): str(v) for k, v in ((parsed.get("metadata") or {}).get("labels") or {}).items()}
+
+    async def namespace_labels(self, name: str, *, ttl: float = 60.0) -> dict[str, str] | None:
+        """A namespace's labels, cached for `ttl` seconds so a pass over many apps reads each
+        namespace about once a minute; None when they cannot be read (a 403 among others)."""
+        cached = self._namespace_cache.get(name)
+        if cached is not None and time.monotonic() - cached[0] < ttl:
+            return cached[1]
+        labels = await asyncio.to_thread(self.namespace_labels_sync, name)
+        self._namespace_cache[name] = (time.monotonic(), labels)
+        return labels
 
     async def crd_exists(self, name: str, *, ttl: float = 300.0) -> bool:
         """Whether a CRD is installed; cached for `ttl` seconds (a 403 counts as absent)."""

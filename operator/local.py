@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import yaml
+from floe_jobs import config
 from floe_operator import model, render
 
 Manifest = dict[str, Any]
@@ -139,6 +140,9 @@ def local_processes(
         if serves_queries:
             env["FLOE_METRICS_QUERY_PORT"] = str(ports())
         env["FLOE_LOCAL_RUN"] = "true"
+        if config.ENV_NAMES_ENV in env:
+            # the local run stands in for the operator: the ports, jars and marker it adds are its own
+            env[config.ENV_NAMES_ENV] = ",".join(sorted(k for k in env if k.startswith("FLOE_")))
         if scratch is not None:
             tmp = scratch / name
             (tmp / "spark").mkdir(parents=True, exist_ok=True)

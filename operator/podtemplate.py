@@ -5,7 +5,10 @@ topology spread constraints, labels and annotations are added to Floe's pod; the
 named `app` in spec.podTemplate.spec.containers is Floe's own container, of which the user may
 set only volumeMounts, envFrom and securityContext. Everything Floe must own (the container's
 command, image, environment, ports, probes, lifecycle, resources, the config and tmp mounts)
-is refused, and so is anything outside the Pod Security Standards' restricted profile.
+is refused, and so is anything outside the Pod Security Standards' restricted profile: the
+container securityContext fields are an allow-list, AppArmor and seccomp profiles must be
+RuntimeDefault or Localhost, and every container drops all capabilities whatever the template
+says (`merge`), adding at most NET_BIND_SERVICE.
 
 The CRD's CEL rules refuse most of it at admission; `problems` repeats every check in Python,
 so an object admitted by an older CRD (or one CEL cannot express) gets a Degraded condition
@@ -36,6 +39,30 @@ RESTRICTED_VOLUMES = frozenset(
     {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
 )
 ADDABLE_CAPABILITIES = frozenset({"NET_BIND_SERVICE"})
+# The container securityContext fields a template may set (an allow-list: seLinuxOptions,
+# windowsOptions and whatever Kubernetes adds next are refused until they are read).
+CONTAINER_SECURITY_FIELDS = frozenset(
+    {
+        "allowPrivilegeEscalation",
+        "appArmorProfile",
+        "capabilities",
+        "privileged",
+        "procMount",
+        "readOnlyRootFilesystem",
+        "runAsGroup",
+        "runAsNonRoot",
+        "runAsUser",
+        "seccompProfile",
+    }
+)
+POD_SECURITY_FIELDS = frozenset({"fsGroup", "fsGroupChangePolicy", "supplementalGroups", "seccompProfile"})
+CONFINED_PROFILES = ("RuntimeDefault", "Localhost")
+# Annotations that set a container's AppArmor or seccomp profile the old way, beside the fields.
+PROFILE_ANNOTATIONS = (
+    "container.apparmor.security.beta.kubernetes.io/",
+    "seccomp.security.alpha.kubernetes.io/",
+    "container.seccomp.security.alpha.kubernetes.io/",
+)
 
 
 @dataclass(frozen=True)
@@ -49,7 +76,19 @@ class Owned:
 
 
 def _container_security(where: str, ctx: Mapping[str, Any]) -> list[str]:
-    out = []
+    out = [
+        f"{where}.{key}: not allowed; a template may set only {', '.join(sorted(CONTAINER_SECURITY_FIELDS))}"
+        for key in sorted(ctx)
+        if key not in CONTAINER_SECURITY_FIELDS
+    ]
+    for profile in ("seccompProfile", "appArmorProfile"):
+        kind = (ctx.get(profile) or {}).get("type")
+        if kind is not None and kind not in CONFINED_PROFILES:
+            out.append(
+                f"{where}.{profile}.type: {kind} is outside the restricted profile (RuntimeDefault or Localhost)"
+            )
+    if ctx.get("procMount", "Default") != "Default":
+        out.append(f"{where}.procMount: only Default (restricted profile)")
     if ctx.get("privileged") is True:
         out.append(f"{where}.privileged: privileged containers are outside the restricted profile")
     if ctx.get("allowPrivilegeEscalation") is True:
@@ -58,15 +97,21 @@ def _container_security(where: str, ctx: Mapping[str, Any]) -> list[str]:
         out.append(f"{where}.runAsNonRoot: must not be false; Floe's pods run as non-root")
     if ctx.get("runAsUser") == 0:
         out.append(f"{where}.runAsUser: must not be 0 (root)")
-    if ((ctx.get("seccompProfile") or {}).get("type")) == "Unconfined":
-        out.append(f"{where}.seccompProfile.type: Unconfined is outside the restricted profile")
     caps = ctx.get("capabilities") or {}
     extra = sorted(set(caps.get("add") or []) - ADDABLE_CAPABILITIES)
     if extra:
         out.append(f"{where}.capabilities.add: {', '.join(extra)} not allowed; only NET_BIND_SERVICE may be added")
-    if "drop" in caps and "ALL" not in (caps.get("drop") or []):
-        out.append(f"{where}.capabilities.drop: must contain ALL (restricted profile)")
+    # capabilities.drop needs no check: `merge` drops ALL on every container, whatever it says
     return out
+
+
+def _annotation_problems(where: str, annotations: Mapping[str, str]) -> list[str]:
+    return [
+        f"{where}[{key}]: AppArmor and seccomp profiles are Floe's (RuntimeDefault); set "
+        f"{FIELD}.spec.containers[].securityContext instead"
+        for key in sorted(annotations)
+        if key.startswith(PROFILE_ANNOTATIONS)
+    ]
 
 
 def problems(app: model.StreamingApp, owned: Owned) -> list[str]:
@@ -104,11 +149,16 @@ def problems(app: model.StreamingApp, owned: Owned) -> list[str]:
                     out.append(
                         f"{where}.ports[{j}].containerPort: {port.get('containerPort')} is a port of Floe's container"
                     )
+    out.extend(_annotation_problems(f"{FIELD}.metadata.annotations", app.spec.pod_template.metadata.annotations))
+    out.extend(_annotation_problems("spec.pod.annotations", app.spec.pod.annotations))
     pod_ctx = part.security_context
+    for key in sorted(set(pod_ctx) - POD_SECURITY_FIELDS - {"runAsUser", "runAsGroup", "runAsNonRoot"}):
+        out.append(f"{FIELD}.spec.securityContext.{key}: not allowed; only {', '.join(sorted(POD_SECURITY_FIELDS))}")
     if pod_ctx.get("runAsNonRoot") is False:
         out.append(f"{FIELD}.spec.securityContext.runAsNonRoot: must not be false; Floe's pods run as non-root")
-    if ((pod_ctx.get("seccompProfile") or {}).get("type")) == "Unconfined":
-        out.append(f"{FIELD}.spec.securityContext.seccompProfile.type: Unconfined is outside the restricted profile")
+    kind = (pod_ctx.get("seccompProfile") or {}).get("type")
+    if kind is not None and kind not in CONFINED_PROFILES:
+        out.append(f"{FIELD}.spec.securityContext.seccompProfile.type: {kind} is outside the restricted profile")
     for key in ("runAsUser", "runAsGroup", "runAsNonRoot"):
         if key in pod_ctx:
             out.append(f"{FIELD}.spec.securityContext.{key}: set by Floe; use spec.pod.runAsUser")
@@ -134,11 +184,17 @@ def _app_problems(c: Mapping[str, Any], where: str, owned: Owned, volumes: set[s
     return out
 
 
+def _drop_all(ctx: Mapping[str, Any]) -> dict[str, Any]:
+    """`ctx` with every capability dropped: what a container adds (NET_BIND_SERVICE at most) is
+    all it has, and a template that sets capabilities or drop cannot keep the others."""
+    return {**ctx, "capabilities": {**(ctx.get("capabilities") or {}), "drop": ["ALL"]}}
+
+
 def _restricted(container: Mapping[str, Any]) -> dict[str, Any]:
-    """A sidecar or init container with the restricted profile's settings where it sets none."""
-    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-    ctx = {**restricted, **(container.get("securityContext") or {})}
-    return {**container, "securityContext": ctx}
+    """A sidecar or init container with the restricted profile's settings where it sets none,
+    and all capabilities dropped whatever it sets."""
+    ctx = {"allowPrivilegeEscalation": False, **(container.get("securityContext") or {})}
+    return {**container, "securityContext": _drop_all(ctx)}
 
 
 def _merge_app(floe: Mapping[str, Any], mine: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -153,7 +209,7 @@ def _merge_app(floe: Mapping[str, Any], mine: Mapping[str, Any] | None) -> dict[
     if ctx:
         base = dict(floe.get("securityContext") or {})
         caps = {**(base.get("capabilities") or {}), **(ctx.get("capabilities") or {})}
-        merged["securityContext"] = {**base, **ctx, "capabilities": caps}
+        merged["securityContext"] = _drop_all({**base, **ctx, "capabilities": caps})
     return merged
 
 

@@ -382,7 +382,7 @@ async def _check(app: model.StreamingApp, deps: Deps, others: Sequence[Mapping[s
     """What only the operator can check: the spec against the other apps and the pod profile,
     the Secrets and their key material, then Kafka and Cassandra together. The first fault ends
     the checks, so a half-valid app never rolls out halfway."""
-    fault = store_in_use(app, neighbours(app, others)) or pod_template_fault(app)
+    fault = store_in_use(app, neighbours(app, others)) or pod_template_fault(app) or spark_fault(app)
     if fault is not None:
         return _Checked(fault=fault)
     secrets, fault = await _check_secrets(app, deps)
@@ -490,6 +490,7 @@ async def _outcome(
         provisioned_hash=checked.provisioned,
         partitions=checked.partitions,
         executors_unschedulable=executors,
+        pod_security=conditions.pod_security(app.namespace, await deps.cluster.namespace_labels(app.namespace)),
     )
     status = conditions.status_for(app, observed, now=now())
     if reset is not None:
@@ -508,6 +509,21 @@ def pod_template_fault(app: model.StreamingApp) -> conditions.Fault | None:
     return conditions.Fault(conditions.INVALID_POD_TEMPLATE, "; ".join(found))
 
 
+def spark_fault(app: model.StreamingApp) -> conditions.Fault | None:
+    """spec.spark asks for what an app author must not have (an app admitted by an older CRD):
+    a Spark setting that changes the executor pods' shape or identity, or a ServiceAccount of
+    the author's choosing for drivers whose Role would then be that account's."""
+    found = [f"spec.spark.conf: {p}" for p in config.spark_conf_problems(app.spec.spark.conf, rendered=False)]
+    if app.spec.spark.on_kubernetes and app.spec.pod.service_account_name:
+        found.append(
+            "spec.pod.serviceAccountName: not with a k8s:// spec.spark.master; the drivers run as the "
+            "ServiceAccount Floe creates for the app, the only one their Role is bound to"
+        )
+    if not found:
+        return None
+    return conditions.Fault(conditions.INVALID_SPEC, "; ".join(found))
+
+
 def _apply_fault(kind: str, name: str, error: k8s.ApiError) -> conditions.Fault:
     """A refused apply; for the drivers' RBAC of a k8s:// master, what the operator lacks and how
     to grant it (the API server's message names the refused verb and resource)."""
@@ -516,7 +532,7 @@ def _apply_fault(kind: str, name: str, error: k8s.ApiError) -> conditions.Fault:
             conditions.SPARK_RBAC_MISSING,
             f"Applying {kind} {name} was refused: {error.message}. A k8s:// spec.spark.master needs the operator "
             "to create its drivers' ServiceAccount, Role and RoleBinding and to hold what that Role grants (pods, "
-            "services, configmaps and persistentvolumeclaims in this namespace): install the chart with "
+            "configmaps in this namespace): install the chart with "
             "rbac.sparkOnKubernetes=true (its default), or use a local[*] master",
         )
     return conditions.Fault(conditions.APPLY_FAILED, f"Applying {kind} {name} failed: {error.message}")

@@ -241,6 +241,11 @@ def spark_conf(app: model.StreamingApp) -> dict[str, str]:
                 "spark.kubernetes.container.image.pullPolicy": app.spec.image_pull_policy,
                 "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_PATH,
                 "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+                # The drivers run in client mode beside a Service and no claims of Spark's own:
+                # nothing for Spark to delete at stop, and nothing its Role would let it delete.
+                "spark.kubernetes.driver.service.deleteOnTermination": "false",
+                "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+                "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
             }
         )
     conf.update(spark.conf)
@@ -395,15 +400,22 @@ def process(app: model.StreamingApp, *, config_path: str = CONFIG_PATH) -> Proce
         env.append(_secret_env(config.env_name("cassandra", "tls_ca_pem"), ca.name, ca.key))
     if (refs := _secret_refs_env(env)) is not None:
         env.append(refs)
+    # What the operator set (and the job image), nothing else: a FLOE_ variable from an envFrom
+    # source stops the replica.
+    owned = sorted({e["name"] for e in env} | {config.ENV_NAMES_ENV, *config.IMAGE_ENV})
+    env.append({"name": config.ENV_NAMES_ENV, "value": ",".join(owned)})
     env.extend(dict(e) for e in spec.env)
     return {"command": ["floe-job"], "args": [], "env": env}
 
 
 def pod_service_account(app: model.StreamingApp) -> str | None:
-    if app.spec.pod.service_account_name:
-        return app.spec.pod.service_account_name
+    """The pods' ServiceAccount: under a k8s:// master always the one Floe creates for the app,
+    the only one its drivers' Role is bound to (the CRD refuses spec.pod.serviceAccountName
+    there); otherwise spec.pod.serviceAccountName, or none (no token mounted)."""
     if app.spec.spark.on_kubernetes:
         return spark_service_account_name(app)
+    if app.spec.pod.service_account_name:
+        return app.spec.pod.service_account_name
     return None
 
 
@@ -627,46 +639,54 @@ def service_monitor(app: model.StreamingApp) -> Manifest:
     }
 
 
+# What a driver in client mode does with the API server (Spark 4's Kubernetes scheduler backend:
+# ExecutorPodsAllocator, the watch and polling snapshot sources, ExecutorPodsLifecycleManager,
+# KubernetesClusterSchedulerBackend), and nothing more. RBAC cannot narrow a rule to the pods a
+# driver labels, so these hold for every pod and ConfigMap of the namespace: docs/security.md.
 SPARK_DRIVER_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": [""],
         "resources": ["pods"],
+        # create: the executor pods. get: the driver's own pod (spark.kubernetes.driver.pod.name),
+        # the owner of its executors, and its readiness. list and watch: the snapshots of the
+        # executor pods. patch: the executor-id label Spark puts on each executor pod. delete: a
+        # finished or lost executor's pod. deletecollection: the executor pods by label, at stop
+        # and when requested pods never showed up or are no longer wanted.
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "watch"],
     },
     {
         "apiGroups": [""],
-        "resources": ["services", "configmaps", "persistentvolumeclaims"],
-        "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"],
+        "resources": ["configmaps"],
+        # create: the executors' Spark config map, at start. deletecollection: it again, by label, at stop.
+        "verbs": ["create", "deletecollection"],
     },
+    # No services: in client mode the driver creates none (Floe renders the drivers' Service) and
+    # spark.kubernetes.driver.service.deleteOnTermination is false. No persistentvolumeclaims: the
+    # volumes that would need them are refused in spec.spark.conf, and ownPersistentVolumeClaim is false.
 ]
 
 
 def spark_rbac(app: model.StreamingApp) -> list[Manifest]:
-    """What each driver needs to start and stop its executor pods (k8s:// master only)."""
+    """What each driver needs to start and stop its executor pods (k8s:// master only), bound to
+    the ServiceAccount Floe creates for the app and to no other: binding it to a ServiceAccount
+    the author names (the namespace's default) would hand every pod of that account these rights."""
     name = spark_service_account_name(app)
-    objects: list[Manifest] = []
-    if not app.spec.pod.service_account_name:
-        objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_meta(app, name)})
-    objects.append(
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": object_meta(app, name)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": object_meta(app, name),
             "rules": SPARK_DRIVER_RULES,
-        }
-    )
-    objects.append(
+        },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
             "metadata": object_meta(app, name),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            "subjects": [
-                {"kind": "ServiceAccount", "name": pod_service_account(app) or name, "namespace": app.namespace}
-            ],
-        }
-    )
-    return objects
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": app.namespace}],
+        },
+    ]
 
 
 def driver_service(app: model.StreamingApp) -> Manifest:

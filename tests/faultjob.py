@@ -11,6 +11,8 @@ would, until the test sends SIGCONT).
 - A pause is armed by the test while replicas run: a file `pause-<point>` in FLOE_TEST_CRASH_DIR.
   The first replica to reach the point renames it to `paused-<point>-<pid>` (one rename wins)
   and stops itself there.
+- FLOE_TEST_CLOCK_SKEW_S sets the clock of the replica's write timestamps that many seconds off
+  (`floe_jobs.faults.skew`): a replica whose clock runs ahead, or was set back.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ def main() -> int:
     folder = os.environ.get("FLOE_TEST_CRASH_DIR")
     if folder:
         faults.install(Faults(Path(folder), os.environ.get("FLOE_TEST_CRASH_POINTS", "")))
+    skew = os.environ.get("FLOE_TEST_CLOCK_SKEW_S")
+    if skew:
+        faults.skew(float(skew))
+        log.warning("Write timestamps skewed seconds=%s (fault injection)", skew)
     return cli.main()
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from cassandra.query import BatchStatement, BatchType
@@ -37,6 +37,18 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 _NOW = "toTimestamp(now())"
+# the write timestamps of a row's cells that a fenced read returns with its value and fence: a
+# batch writes above the highest (`floe_jobs.planning.row_stamp`); a cell that is null (a fenced
+# delete's value, a row without a fence) has none
+_WRITTEN = f"WRITETIME(value), WRITETIME({FENCE_COLUMN}), WRITETIME(time)"
+
+
+def _cell(row: Row, at: int, fenced: bool) -> tuple[bytes | None, int | None, int | None]:
+    """(value, fence, highest write timestamp) of a fetched row whose value is column `at`."""
+    if not fenced:
+        return (row[at], None, None)
+    stamps = [s for s in row[at + 2 : at + 5] if s is not None]
+    return (row[at], row[at + 1], max(stamps) if stamps else None)
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -111,14 +123,15 @@ class _KeyValueStore(BaseStore[K, V]):
 
     def _fetch_many(self, partition: int | None, encoded: dict[bytes, K], op: str,
                     concurrency: int | None, *, fenced: bool = False,
-                    ) -> dict[bytes, tuple[bytes | None, int | None]]:
-        """Raw (value, fence) of every key found, keyed by encoded key. The fence is only read
-        when `fenced` (partitioned stores)."""
-        found: dict[bytes, tuple[bytes | None, int | None]] = {}
+                    ) -> dict[bytes, tuple[bytes | None, int | None, int | None]]:
+        """Raw (value, fence, written) of every key found, keyed by encoded key. The fence and
+        `written`, the highest write timestamp of the row's value, fence and time cells, are only
+        read when `fenced` (partitioned stores), in the same statement."""
+        found: dict[bytes, tuple[bytes | None, int | None, int | None]] = {}
         if not encoded:
             return found
         kbs = list(encoded)
-        columns = f"value, {FENCE_COLUMN}" if fenced else "value"
+        columns = f"value, {FENCE_COLUMN}, {_WRITTEN}" if fenced else "value"
         results: list[list[Row]]
         if self._partitioned and self.options.in_chunk_size > 1:
             stmt = self.statement(
@@ -133,7 +146,7 @@ class _KeyValueStore(BaseStore[K, V]):
             )
             for rows in results:
                 for row in rows:
-                    found[row[0]] = (row[1], row[2] if fenced else None)
+                    found[row[0]] = _cell(row, 1, fenced)
             return found
         # One statement per key: the same statement as a single get.
         stmt = self.statement(
@@ -146,7 +159,7 @@ class _KeyValueStore(BaseStore[K, V]):
         )
         for kb, rows in zip(kbs, results, strict=True):
             if rows:
-                found[kb] = (rows[0][0], rows[0][1] if fenced else None)
+                found[kb] = _cell(rows[0], 0, fenced)
         return found
 
     def _get_many(self, partition: int | None, keys: Iterable[K], concurrency: int | None) -> dict[K, V]:
@@ -166,7 +179,7 @@ class _KeyValueStore(BaseStore[K, V]):
                     out[key] = self.decode_value(cached, "get_many", partition, key)  # type: ignore[arg-type]
         found = self._fetch_many(partition, todo, "get_many", concurrency)
         for kb, key in todo.items():
-            vb = found.get(kb, (None, None))[0]
+            vb = found.get(kb, (None, None, None))[0]
             if cache is not None:
                 cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
             if vb is not None:
@@ -259,7 +272,7 @@ class _KeyValueStore(BaseStore[K, V]):
 
     def _put_all(self, partition: int | None, items: Iterable[tuple[K, V | None]], ttl: int | None,
                  concurrency: int | None, op: str = "put_all", fence: int | None = None,
-                 stamp: int | None = None) -> None:
+                 stamp: int | None = None, stamps: Mapping[K, int] | None = None) -> None:
         started = time.perf_counter()
         m = self._op(op)
         self._check_ttl(ttl, op)
@@ -289,14 +302,15 @@ class _KeyValueStore(BaseStore[K, V]):
                                                                                  stamped=stamped))
             fenced_ttl = None
             for kb, (k, vb) in latest.items():
+                row_at = (stamps[k],) if stamps and k in stamps else at
                 row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
                 if row_ttl is None:
-                    stmts.append((fenced, (partition, kb, vb, fence, *at), k, len(kb) + len(vb or b"")))
+                    stmts.append((fenced, (partition, kb, vb, fence, *row_at), k, len(kb) + len(vb or b"")))
                 else:
                     fenced_ttl = fenced_ttl or self.statement(
                         f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
                     )
-                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *at), k,
+                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *row_at), k,
                                   len(kb) + len(vb or b"")))
         calls: list[Call] = []
         call_keys: list[Any] = []
@@ -461,20 +475,35 @@ class PartitionedStore(_KeyValueStore[K, V]):
 
         Bypasses the read cache: fences must come from Cassandra.
         """
+        cells = self._fenced_cells("get_many_fenced", partition, keys, concurrency)
+        return {key: (value, fence) for key, (value, fence, _written) in cells.items()}
+
+    def get_many_stamped(self, partition: int, keys: Iterable[K], *, concurrency: int | None = None
+                         ) -> dict[K, tuple[V | None, int | None, int | None]]:
+        """Every requested key -> (value or None, fence or None, write timestamp or None): the
+        fenced read plus the highest write timestamp (µs) of the row's value, fence and time
+        cells, from the same statement. A batch writes a key above it (`floe_jobs.state`), so a
+        cell that another writer stamped later than the batch's own stamp cannot swallow the
+        batch's write. Bypasses the read cache; counted and named as `get_many_fenced`."""
+        return self._fenced_cells("get_many_fenced", partition, keys, concurrency)
+
+    def _fenced_cells(self, op: str, partition: int, keys: Iterable[K], concurrency: int | None
+                      ) -> dict[K, tuple[V | None, int | None, int | None]]:
         started = time.perf_counter()
-        m = self._op("get_many_fenced")
-        encoded = {self.encode_key(k, "get_many_fenced", partition): k for k in keys}
-        found = self._fetch_many(partition, encoded, "get_many_fenced", concurrency, fenced=True)
-        out: dict[K, tuple[V | None, int | None]] = {}
+        m = self._op(op)
+        encoded = {self.encode_key(k, op, partition): k for k in keys}
+        found = self._fetch_many(partition, encoded, op, concurrency, fenced=True)
+        out: dict[K, tuple[V | None, int | None, int | None]] = {}
         for kb, key in encoded.items():
-            vb, fence = found.get(kb, (None, None))
-            value = None if vb is None else self.decode_value(vb, "get_many_fenced", partition, key)
-            out[key] = (value, fence)
+            vb, fence, written = found.get(kb, (None, None, None))
+            value = None if vb is None else self.decode_value(vb, op, partition, key)
+            out[key] = (value, fence, written)
         self._done(m, started, len(encoded))
         return out
 
     def put_many_fenced(self, partition: int, items: Iterable[tuple[K, V | None]], *, batch: int,
-                        ttl: int | None = None, concurrency: int | None = None, stamp: int | None = None) -> None:
+                        ttl: int | None = None, concurrency: int | None = None, stamp: int | None = None,
+                        stamps: Mapping[K, int] | None = None) -> None:
         """Writes values together with the batch id that produced them, in the same row.
 
         A value of None is a fenced delete: the row stays with a null value (absent to every
@@ -482,8 +511,13 @@ class PartitionedStore(_KeyValueStore[K, V]):
         and fence of a key are one row, so they are written atomically. `stamp`: the write
         timestamp (µs since the epoch) of every cell, the batch's (see `floe_jobs.offsets`), so
         a late write of an older batch loses to a newer one's; None: the client's clock.
+        `stamps`: the keys written under a timestamp of their own instead (a row that another
+        writer stamped above `stamp`, see `floe_jobs.planning.row_stamp`); needs `stamp`.
         """
-        self._put_all(partition, items, ttl, concurrency, op="put_many_fenced", fence=batch, stamp=stamp)
+        if stamps and stamp is None:
+            raise ValueError("put_many_fenced: per-key stamps need the batch's stamp for the other keys")
+        self._put_all(partition, items, ttl, concurrency, op="put_many_fenced", fence=batch, stamp=stamp,
+                      stamps=stamps)
 
     # -- iteration ------------------------------------------------------------------------
 

@@ -43,6 +43,21 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
 
 _DELETE = object()
 
+
+def _chain(*changes: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def change(obj: dict[str, Any]) -> None:
+        for one in changes:
+            one(obj)
+
+    return change
+
+
+def _sidecar_security(context: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    return _set(
+        "spec.podTemplate", {"spec": {"containers": [{"name": "proxy", "image": "p", "securityContext": context}]}}
+    )
+
+
 # (case id, change, text the API server's message must contain)
 CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("no-image", _set("spec.image", _DELETE), "spec.image: Required value"),
@@ -337,6 +352,113 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         _set("spec.spark.ui", {"enabled": True, "port": 7078}),
         "spec.spark.ui.port must not be 7078 or 7079",
     ),
+    # The tenant boundary (docs/security.md): no other ServiceAccount's rights, no Spark setting
+    # that changes pod shape or identity, nothing outside the restricted profile.
+    (
+        "k8s-master-with-service-account",
+        _chain(
+            _set("spec.spark.master", "k8s://https://10.0.0.1:6443"), _set("spec.pod.serviceAccountName", "default")
+        ),
+        'spec.pod.serviceAccountName: Invalid value: "object": spec.pod.serviceAccountName must not be set with '
+        "a k8s:// spec.spark.master",
+    ),
+    (
+        "spark-conf-executor-volume",
+        _set("spec.spark.conf", {"spark.kubernetes.executor.volumes.hostPath.root.mount.path": "/host"}),
+        'spec.spark.conf: Invalid value: "object": spec.spark.conf may set only these spark.kubernetes.* keys',
+    ),
+    (
+        "spark-conf-service-account",
+        _set("spec.spark.conf", {"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}),
+        'spec.spark.conf: Invalid value: "object": spec.spark.conf may set only these spark.kubernetes.* keys',
+    ),
+    (
+        "spark-conf-namespace",
+        _set("spec.spark.conf", {"spark.kubernetes.namespace": "kube-system"}),
+        'spec.spark.conf: Invalid value: "object": spec.spark.conf may set only these spark.kubernetes.* keys',
+    ),
+    (
+        "spark-conf-executor-template",
+        _set("spec.spark.conf", {"spark.kubernetes.executor.podTemplateFile": "/tmp/privileged.yaml"}),
+        'spec.spark.conf: Invalid value: "object": spec.spark.conf may set only these spark.kubernetes.* keys',
+    ),
+    (
+        "spark-java-options-spark-property",
+        _set("spec.spark.conf", {"spark.executor.extraJavaOptions": "-XX:+UseG1GC -Dspark.kubernetes.namespace=x"}),
+        'spec.spark.conf: Invalid value: "object": spec.spark.conf: spark.driver.extraJavaOptions, '
+        "spark.executor.extraJavaOptions and their defaultJavaOptions must not hold -Dspark.* system properties",
+    ),
+    (
+        "spark-java-options-quoted-property",
+        _set("spec.spark.conf", {"spark.driver.extraJavaOptions": "-D'spark.redaction.regex=none'"}),
+        "must not hold -Dspark.* system properties",
+    ),
+    (
+        "template-apparmor-unconfined",
+        _sidecar_security({"appArmorProfile": {"type": "Unconfined"}}),
+        'spec.podTemplate.spec.containers[0].securityContext.appArmorProfile: Invalid value: "object": '
+        "securityContext.appArmorProfile.type must be RuntimeDefault or Localhost",
+    ),
+    (
+        "template-seccomp-unconfined",
+        _sidecar_security({"seccompProfile": {"type": "Unconfined"}}),
+        'spec.podTemplate.spec.containers[0].securityContext.seccompProfile: Invalid value: "object": '
+        "securityContext.seccompProfile.type must be RuntimeDefault or Localhost",
+    ),
+    (
+        "template-proc-mount-unmasked",
+        _sidecar_security({"procMount": "Unmasked"}),
+        'spec.podTemplate.spec.containers[0].securityContext.procMount: Invalid value: "string": '
+        "securityContext.procMount must be Default",
+    ),
+    (
+        "template-app-proc-mount-unmasked",
+        _set(
+            "spec.podTemplate",
+            {"spec": {"containers": [{"name": "app", "securityContext": {"procMount": "Unmasked"}}]}},
+        ),
+        "spec.podTemplate.spec.containers[0].securityContext.procMount: Invalid value",
+    ),
+    (
+        "template-se-linux-options",
+        _sidecar_security({"seLinuxOptions": {"type": "spc_t"}}),
+        'unknown field "spec.podTemplate.spec.containers[0].securityContext.seLinuxOptions"',
+    ),
+    (
+        "template-init-escalation",
+        _set(
+            "spec.podTemplate",
+            {
+                "spec": {
+                    "initContainers": [
+                        {"name": "i", "image": "p", "securityContext": {"allowPrivilegeEscalation": True}}
+                    ]
+                }
+            },
+        ),
+        'spec.podTemplate.spec.initContainers[0].securityContext: Invalid value: "object": '
+        "securityContext.allowPrivilegeEscalation must not be true",
+    ),
+    (
+        "template-sidecar-root",
+        _sidecar_security({"runAsUser": 0}),
+        'spec.podTemplate.spec.containers[0].securityContext: Invalid value: "object": '
+        "securityContext must not run as root",
+    ),
+    (
+        "pod-apparmor-annotation",
+        _set("spec.pod.annotations", {"container.apparmor.security.beta.kubernetes.io/app": "unconfined"}),
+        'spec.pod.annotations: Invalid value: "object": spec.pod.annotations must not set AppArmor or seccomp',
+    ),
+    (
+        "template-seccomp-annotation",
+        _set(
+            "spec.podTemplate",
+            {"metadata": {"annotations": {"container.seccomp.security.alpha.kubernetes.io/app": "unconfined"}}},
+        ),
+        'spec.podTemplate.metadata.annotations: Invalid value: "object": spec.podTemplate.metadata.annotations must '
+        "not set AppArmor or seccomp",
+    ),
 ]
 
 
@@ -359,6 +481,41 @@ def test_bad_spec_is_rejected(
 def test_the_good_spec_is_accepted(kube: Kubectl, namespace: str) -> None:
     obj = copy.deepcopy(GOOD)
     obj["metadata"]["namespace"] = namespace
+    kube.run("create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(obj))
+
+
+def test_what_the_boundary_allows_is_accepted(kube: Kubectl, namespace: str) -> None:
+    """The allow-lists leave room for what an app legitimately sets: executor tuning, JVM flags,
+    a sidecar that binds a low port under a confined profile."""
+    obj = copy.deepcopy(GOOD)
+    obj["metadata"]["namespace"] = namespace
+    obj["spec"]["spark"] = {
+        "master": "k8s://https://10.0.0.1:6443",
+        "conf": {
+            "spark.kubernetes.executor.request.cores": "500m",
+            "spark.kubernetes.allocation.batch.size": "4",
+            "spark.executor.extraJavaOptions": "-XX:+UseG1GC -Dlog4j2.level=warn",
+            "spark.sql.shuffle.partitions": "8",
+        },
+    }
+    obj["spec"]["pod"] = {"annotations": {"owner": "team-a"}}
+    obj["spec"]["podTemplate"] = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "proxy",
+                    "image": "p",
+                    "securityContext": {
+                        "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
+                        "appArmorProfile": {"type": "RuntimeDefault"},
+                        "seccompProfile": {"type": "Localhost", "localhostProfile": "proxy.json"},
+                        "procMount": "Default",
+                        "runAsUser": 1000,
+                    },
+                }
+            ]
+        }
+    }
     kube.run("create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(obj))
 
 

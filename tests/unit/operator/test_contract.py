@@ -115,7 +115,7 @@ def violations(
     expected = {name: arrives_as(name, env[name]) for name, item in items.items() if "valueFrom" in item}
     known = {env_name: path for path, (env_name, _) in config.ENV_KEYS.items()}
     for name in env:
-        if name != config.CONFIG_ENV and name not in known:
+        if name not in (config.CONFIG_ENV, config.ENV_NAMES_ENV) and name not in known:
             found.append(f"{name} is rendered but the runtime has no such setting")
     if found:
         return found

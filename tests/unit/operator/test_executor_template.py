@@ -13,7 +13,7 @@ from floe_operator import model, render
 
 from .conftest import load_case
 
-K8S_CASES = ["spark-k8s", "spark-k8s-own-sa", "spark-k8s-restricted"]
+K8S_CASES = ["spark-k8s", "spark-k8s-restricted"]
 
 
 def app_of(name: str) -> model.StreamingApp:

@@ -213,9 +213,17 @@ def test_merge_adds_to_floes_pod_and_keeps_what_floe_owns() -> None:
     for key in ("command", "readinessProbe", "livenessProbe", "startupProbe", "lifecycle"):
         assert floe[key] == plain["containers"][0][key]
     assert floe["envFrom"][0] == {"configMapRef": {"name": "enricher-settings"}}
-    # sidecars and init containers get the restricted profile's settings
-    for c in (shipper, pod["initContainers"][0]):
-        assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    # sidecars and init containers get the restricted profile's settings; one that adds a
+    # capability keeps all the others dropped
+    assert pod["initContainers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert shipper["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "appArmorProfile": {"type": "RuntimeDefault"},
+        "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
+    }
     assert [v["name"] for v in pod["volumes"]] == ["config", "tmp", "rules", "certs"]
     assert pod["topologySpreadConstraints"][0]["labelSelector"] == {"matchLabels": render.selector_labels(app)}
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["fsGroup"] == 185

@@ -26,6 +26,7 @@ class FakeCluster:
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: list[dict[str, Any]] = []
         self.refused: set[str] = set()  # kinds whose apply the API server refuses (403)
+        self.namespace_label_values: dict[str, str] | None = {"pod-security.kubernetes.io/enforce": "restricted"}
 
     async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
         data = self.secrets.get(name)
@@ -51,6 +52,10 @@ class FakeCluster:
 
     async def crd_exists(self, name: str) -> bool:
         return False
+
+    async def namespace_labels(self, name: str) -> dict[str, str] | None:
+        return self.namespace_label_values
+
 
     async def list_objects(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:
         wanted = dict(term.split("=") for term in selector.split(","))

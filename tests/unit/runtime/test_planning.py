@@ -179,23 +179,56 @@ def test_cut_shortens_fresh_plans_and_never_a_replay() -> None:
     ]
 
 
-def test_new_batches_are_stamped_above_the_last_plan_and_replays_keep_their_stamp() -> None:
-    """Write timestamps grow with sequences even when the next owner's clock is behind the last
-    one's; a replay writes under the stamp its plan was claimed with, so its rows equal the first
-    attempt's, and a newer batch's rows shadow both."""
+def test_every_attempt_is_stamped_above_the_last_one_of_its_partition() -> None:
+    """Write timestamps grow with sequences and attempts even when the next owner's clock is
+    behind the last one's: a new batch and a replay both go above the stored stamp, so an earlier
+    attempt's late write loses to the replay's instead of tying with it."""
     ahead = NOW + 5_000_000  # the previous owner's clock ran 5 s ahead of ours
     rows = {
         (T, 0): OffsetRow(T, 0, 100, committed_seq=4, planned_seq=4, planned_from=0, planned_to=100, planned_ts=ahead),
         (T, 1): OffsetRow(T, 1, 0, committed_seq=2, planned_seq=3, planned_from=0, planned_to=50, planned_ts=NOW - 9),
         (T, 2): OffsetRow(T, 2, 0, committed_seq=1, planned_seq=1, planned_from=0, planned_to=0, planned_ts=NOW - 9),
+        (T, 3): OffsetRow(T, 3, 0, committed_seq=6, planned_seq=7, planned_from=0, planned_to=9, planned_ts=ahead),
+        # a plan stored by a release without stamps
+        (T, 4): OffsetRow(T, 4, 0, committed_seq=1, planned_seq=2, planned_from=0, planned_to=9),
     }
     plan = planning.plan_batch(
-        owned=[(T, 0), (T, 1), (T, 2)],
+        owned=sorted(rows),
         rows=rows,
-        watermarks=marks(p0=(0, 200), p1=(0, 200), p2=(0, 200)),
+        watermarks=marks(p0=(0, 200), p1=(0, 200), p2=(0, 200), p3=(0, 200), p4=(0, 200)),
         starting_offsets="earliest",
         budget=1000,
         now_us=NOW,
     )
     stamps = {p.partition: (p.seq, p.replay, p.stamp) for p in plan.partitions}
-    assert stamps == {0: (5, False, ahead + 1), 1: (3, True, NOW - 9), 2: (2, False, NOW)}
+    assert stamps == {
+        0: (5, False, ahead + 1),
+        1: (3, True, NOW),
+        2: (2, False, NOW),
+        3: (7, True, ahead + 1),
+        4: (2, True, NOW),
+    }
+
+
+def test_stamps_grow_when_the_clock_is_set_back() -> None:
+    """The planner's clock an hour behind the stored stamp: each next stamp is still the last + 1."""
+    row = OffsetRow(T, 0, 0, planned_ts=NOW)
+    back = NOW - 3_600_000_000
+    first = planning.stamp_for(row, now_us=back)
+    second = planning.stamp_for(OffsetRow(T, 0, 0, planned_ts=first), now_us=back + 1_000)
+    assert (first, second) == (NOW + 1, NOW + 2)
+    assert planning.stamp_for(None, now_us=back) == back
+    assert planning.stamp_for(OffsetRow(T, 0, 0), now_us=back) == back
+
+
+def test_a_row_stamped_at_or_above_the_batch_is_written_just_above_its_cells() -> None:
+    assert planning.row_stamp(NOW, None) == NOW  # no cell: the batch's stamp
+    assert planning.row_stamp(NOW, NOW - 1) == NOW  # an older batch's cell
+    assert planning.row_stamp(NOW, NOW) == NOW + 1  # a tie would be broken by value, not by writer
+    hour = 3_600_000_000
+    assert planning.row_stamp(NOW, NOW + hour) == NOW + hour + 1  # a writer an hour ahead
+    # a later batch reads what this one wrote and goes above it, whatever its own stamp
+    written = planning.row_stamp(NOW, NOW + hour)
+    assert planning.row_stamp(NOW + 1, written) == written + 1
+    # two attempts that read the same cell write under the same timestamp
+    assert planning.row_stamp(NOW, NOW + hour) == planning.row_stamp(NOW + 7, NOW + hour)

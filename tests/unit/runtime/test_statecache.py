@@ -138,16 +138,17 @@ def test_known_rows_fetch_only_what_they_do_not_know() -> None:
     known = owned.rows("ks.counts", 0, value_serde="float", is_empty=not_empty)
     asked: list[list[str]] = []
 
-    def fetch(keys: list[str]) -> dict[str, tuple[object, int | None]]:
+    def fetch(keys: list[str]) -> dict[str, tuple[object, int | None, int | None]]:
         asked.append(keys)
         return {k: ABSENT for k in keys}
 
-    known.wrote([("a", 3)], 4)
-    assert known.read(["a", "b"], fetch) == {"a": (3.0, 4), "b": ABSENT}
-    assert known.read(["a", "b"], fetch) == {"a": (3.0, 4), "b": ABSENT}
+    # "c" was written just above a cell another writer stamped higher than the batch
+    known.wrote([("a", 3), ("c", 1)], 4, 1000, {"c": 5001})
+    assert known.read(["a", "b", "c"], fetch) == {"a": (3.0, 4, 1000), "b": ABSENT, "c": (1.0, 4, 5001)}
+    assert known.read(["a", "b"], fetch) == {"a": (3.0, 4, 1000), "b": ABSENT}
     assert asked == [["b"]]
     known.forget()
     assert owned.cache.keys == 0
     assert UNKNOWN.read(["a"], fetch) == {"a": ABSENT}
-    UNKNOWN.wrote([("a", 1)], 5)
+    UNKNOWN.wrote([("a", 1)], 5, 1000, {})
     assert asked == [["b"], ["a"]]

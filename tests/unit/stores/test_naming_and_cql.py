@@ -103,3 +103,17 @@ def test_describe_renders_the_whole_provisioning() -> None:
     assert options_json(StoreSpec("b", "global", ttl_seconds=60)) == (
         '{"compaction": {"class": "LeveledCompactionStrategy"}, "default_time_to_live": 60}'
     )
+
+
+def test_a_fenced_row_reads_with_the_highest_write_timestamp_of_its_cells() -> None:
+    from floe_jobs.stores.kv import _cell
+
+    # (key,) value, fence, WRITETIME(value), WRITETIME(fence), WRITETIME(time)
+    assert _cell((b"k", b"v", 3, 10, 10, 10), 1, True) == (b"v", 3, 10)
+    # another writer rewrote value and time an hour ahead and left the fence
+    assert _cell((b"v", 3, 3_600_000_010, 10, 3_600_000_010), 0, True) == (b"v", 3, 3_600_000_010)
+    # a fenced delete: the value cell is a tombstone, which has no write time
+    assert _cell((None, 4, None, 20, 20), 0, True) == (None, 4, 20)
+    # a row written by the Java library: no fence
+    assert _cell((b"v", None, 30, None, 30), 0, True) == (b"v", None, 30)
+    assert _cell((b"v",), 0, False) == (b"v", None, None)
