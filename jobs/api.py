@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from floe_jobs import placement, smallbatch, state
+from floe_jobs import offsets, placement, smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import KafkaSink
 from floe_jobs.localdf import arrow_dataframe, collect_rows, local_dataframe
@@ -109,6 +109,8 @@ class Job:
         names = [s.name for s in self.stages]
         if len(set(names)) != len(names):
             raise ValueError(f"stage names must be unique, got {names}")
+        for name in names:
+            offsets.check_stage_name(name)
 
 
 def as_job(obj: Any) -> Job:

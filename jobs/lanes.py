@@ -1,7 +1,10 @@
 """Lanes: the threads a replica runs its stages in, and the loop each of them turns.
 
-Stages that read the same topics share offsets rows, so they must not plan concurrently: they
-share a lane and run one after the other in it. The others run side by side, so word count's
+Stages that read a common topic share a lane and run one after the other in it. Each has offsets
+rows of its own (`floe_jobs.offsets`), so this is not what keeps them exact; it keeps to one thread
+the positions this replica mirrors into the group for the topic's partitions (the lowest of its
+stages', `stagepass.group_positions`) and the one-time takeover of a row an earlier release wrote
+for all of them. The others run side by side, so word count's
 `split` commits its input partitions once per batch of its own instead of once per turn of both
 stages, and its batches overlap `count`'s on the machine's cores. Each lane has its own Kafka
 reader and producer and its own Spark scheduler pool (FAIR between lanes, so one lane's job does
@@ -64,8 +67,8 @@ class Lane:
 def group_lanes(
     stages: list[api.Stage], topics_of: Callable[[api.Stage], Iterable[str]]
 ) -> list[tuple[list[api.Stage], frozenset[str]]]:
-    """Stages grouped so that no two groups read a common topic (such stages share offsets rows
-    and must not plan concurrently); stage order is kept within a group."""
+    """Stages grouped so that no two groups read a common topic (such stages run one after the
+    other, see the module docstring); stage order is kept within a group."""
     groups: list[tuple[list[api.Stage], frozenset[str]]] = []
     for stage in stages:
         topics = frozenset(topics_of(stage))

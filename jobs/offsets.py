@@ -1,14 +1,14 @@
 """The offsets table: where a Floe app's input positions live, next to its state, in Cassandra.
 
 One table per keyspace, `<keyspace>.floe_offsets`, shared by every app whose state lives in that
-keyspace: one Cassandra partition per app, one row per input topic-partition, the repartition
-topics included. Sharing it makes a new app cost no schema change once its keyspace has one
-(schema changes are serialized cluster-wide, about 0.15 s each), and an app's offsets go with
-one partition delete.
+keyspace: one Cassandra partition per app, one row per stage and input topic-partition, the
+repartition topics included. Sharing it makes a new app cost no schema change once its keyspace
+has one (schema changes are serialized cluster-wide, about 0.15 s each), and an app's offsets go
+with one partition delete.
 
     CREATE TABLE <keyspace>.floe_offsets (
         app_id           text,       -- the app (its consumer group)
-        topic            text,       -- input topic
+        topic            text,       -- position key: "<stage>/<topic>" (see below)
         partition        int,        -- input partition
         next_offset      bigint,     -- first offset NOT yet applied: the committed position
         committed_seq    bigint,     -- sequence of the batch that committed next_offset (0: none yet)
@@ -23,9 +23,42 @@ one partition delete.
         PRIMARY KEY ((app_id), topic, partition)
     )
 
+**Every stage has its own position.** Any number of stages may read one topic, and each must see
+every record once, so a row belongs to one stage: its `topic` column holds the position key
+`<stage>/<topic>` (`position_key`, read back by `parse_key`, the one place that knows the form).
+Kafka topic names cannot contain '/', and stage names are refused if they do (`check_stage_name`,
+at job start), so the key is never ambiguous. The key lives in the existing clustering column
+rather than a new `stage` column because a primary key cannot change in place: the table, its
+primary key and every query by app_id stay as they were, and an app's rows still form one
+Cassandra partition (one conditional batch can span all its stages' rows). A stage renamed in the
+code is a new stage: it starts by `kafka.starting_offsets`.
+
+**Rows of earlier releases** are keyed by the bare topic ("legacy" rows, no stage). When a stage
+finds no row of its own for a partition but a live legacy row, it takes it over, in one
+conditional batch (`OffsetsTable.read`): a row for every stage of the job that reads the topic
+(`readers`) and has none yet, each an exact copy (next_offset, committed_seq, planned_seq,
+planned_from/to, planned_ts, source_positions), inserted IF NOT EXISTS, and the legacy row retired
+(next_offset set to null) if it is still as read. An in-flight plan is thus replayed exactly,
+same range and sequence, by each stage (stamped above the earlier attempt's `planned_ts`, which
+the copy keeps, like every replay). Retiring matters for version skew: a replica of
+the earlier release still running during a rollout skips a row whose next_offset is null, and its
+claims and commits on that row fail (their conditions name values it no longer has), so it can
+never move a position the new stages own. For the same reason a stage that creates its first
+rows also writes a retired legacy row where there is none (`IF next_offset = null`, in the same
+batch), so an earlier release's replica cannot start the partition over beside it. A legacy row
+that is live is one position for every stage: the operator's offset reset (`reset`) writes one
+when the app has no row yet for a partition.
+
+Readers of the table: `progress` (the position of the stage furthest behind, per topic-partition),
+`stage_progress` (every stage's), `recorded_topics` (topics, stages stripped) and the operator's
+lag scraper (`floe_operator.lag.scrape`, through `furthest_behind`), which reports per input
+partition the lag of the stage furthest behind and ignores a legacy row once a staged row exists
+for that partition.
+
 A batch is in flight for a partition while planned_seq > committed_seq; whoever owns the
 partition next replays exactly [planned_from, planned_to) with planned_seq. Sequences grow
-by one per batch of that partition and are the fence written into every state row.
+by one per batch of that stage's partition and are the fence written into every state row (a
+store is written by one stage, `api.Batch`, so stages' sequences never meet in a store).
 
 Stale owners are fenced. A replica paused past its session timeout (a long GC, a frozen node,
 a network partition) has lost its partitions to another replica, yet resumes in the middle of a
@@ -71,8 +104,9 @@ batch it planned before the pause:
     stopped_at       bigint      -- a poison record stopped the partition here (spec.errors: stop),
     stopped_error    text        -- with its error; cleared by the next commit or an offset reset
 
-Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset, per partition;
-`SELECT topic, partition, next_offset, committed_at FROM … WHERE app_id = ?`.
+Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset of the stage
+furthest behind, per partition; `SELECT topic, partition, next_offset, committed_at FROM … WHERE
+app_id = ?`, keys parsed with `parse_key`.
 
 All reads and writes go at LOCAL_QUORUM; DDL at ALL (concurrent creators are safe: IF NOT EXISTS).
 """
@@ -81,10 +115,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cassandra import ConsistencyLevel
 from cassandra.policies import RetryPolicy
@@ -177,23 +211,91 @@ def _read_all(session: Any, cql: str, app_id: str) -> list[Any]:
         raise
 
 
+# --- position keys ------------------------------------------------------------------------
+
+SEPARATOR = "/"
+# owner written into a legacy row retired by a takeover or fenced by a stage's first rows
+RETIRED = "retired: positions are kept per stage (<stage>/<topic> rows)"
+
+V = TypeVar("V")
+
+
+def check_stage_name(name: str) -> None:
+    """Refuse a stage name that cannot key offsets rows: empty, or holding the separator."""
+    if not name or SEPARATOR in name:
+        raise ValueError(
+            f"stage name {name!r}: a stage name must be non-empty and may not contain {SEPARATOR!r}"
+            " (it keys the stage's offsets rows); rename the stage (Job.stage(name=...))"
+        )
+
+
+def position_key(stage: str, topic: str) -> str:
+    """The `topic` column of `stage`'s rows of `topic`: `<stage>/<topic>`."""
+    check_stage_name(stage)
+    return f"{stage}{SEPARATOR}{topic}"
+
+
+def parse_key(key: str) -> tuple[str | None, str]:
+    """(stage, topic) of a `topic` column value; stage None for a legacy row (a bare topic, as
+    releases before per-stage positions wrote it). Kafka topic names cannot hold the separator,
+    so the topic is what follows the last one."""
+    stage, sep, topic = key.rpartition(SEPARATOR)
+    return (stage, topic) if sep else (None, key)
+
+
+def furthest_behind(
+    rows: Iterable[tuple[str | None, str, int, V]], position: Callable[[V], tuple[int, ...]]
+) -> dict[tuple[str, int], V]:
+    """Per (topic, partition), from (stage, topic, partition, value) rows of live positions
+    (`parse_key` gives stage and topic): the value of the stage furthest behind (lowest
+    `position`); a legacy row (stage None) only where no stage has a row of its own (it was not
+    taken over yet: no stage of this release has run, or a replica of an earlier one still runs)."""
+    staged: dict[tuple[str, int], list[V]] = {}
+    out: dict[tuple[str, int], V] = {}
+    for stage, topic, partition, value in rows:
+        if stage is None:
+            out[(topic, partition)] = value
+        else:
+            staged.setdefault((topic, partition), []).append(value)
+    for tp, values in staged.items():
+        out[tp] = min(values, key=position)
+    return out
+
+
+# --- reads for tools ----------------------------------------------------------------------
+
+
 def recorded_topics(session: Any, *, keyspace: str, app_id: str) -> list[str]:
     """Every topic the app has offsets for, its internal repartition topics included; [] if the
     table does not exist."""
     rows = _read_all(session, f"SELECT topic FROM {keyspace}.{TABLE} WHERE app_id = %s", app_id)
-    return sorted({row[0] for row in rows})
+    return sorted({parse_key(row[0])[1] for row in rows})
 
 
-def progress(session: Any, *, keyspace: str, app_id: str) -> dict[tuple[str, int], tuple[int, int, int, str]]:
-    """(topic, partition) → (next_offset, committed_seq, planned_seq, owner) of every recorded
-    partition; {} if the table does not exist. For tools and tests that watch an app's progress."""
+Progress = tuple[int, int, int, str]
+
+
+def stage_progress(
+    session: Any, *, keyspace: str, app_id: str
+) -> dict[tuple[str | None, str, int], Progress]:
+    """(stage, topic, partition) → (next_offset, committed_seq, planned_seq, owner) of every live
+    row, stage None for a legacy row; {} if the table does not exist."""
     rows = _read_all(
         session,
         f"SELECT topic, partition, next_offset, committed_seq, planned_seq, owner FROM {keyspace}.{TABLE}"
         " WHERE app_id = %s",
         app_id,
     )
-    return {(r[0], r[1]): (r[2], r[3] or 0, r[4] or 0, r[5] or "") for r in rows if r[2] is not None}
+    return {(*parse_key(r[0]), r[1]): (r[2], r[3] or 0, r[4] or 0, r[5] or "") for r in rows if r[2] is not None}
+
+
+def progress(session: Any, *, keyspace: str, app_id: str) -> dict[tuple[str, int], Progress]:
+    """(topic, partition) → (next_offset, committed_seq, planned_seq, owner) of the stage furthest
+    behind (`furthest_behind`; a batch in flight counts as behind) of every recorded partition; {}
+    if the table does not exist. For tools and tests that watch an app's progress. A stage with
+    no row yet is not counted: `stage_progress` tells the stages apart."""
+    rows = stage_progress(session, keyspace=keyspace, app_id=app_id)
+    return furthest_behind(((*key, value) for key, value in rows.items()), lambda v: (v[0], int(v[1] == v[2])))
 
 
 def forget(session: Any, *, keyspace: str, app_id: str) -> None:
@@ -228,30 +330,111 @@ class OwnershipLost(RuntimeError):
         super().__init__(f"partitions {self.tps} were claimed by another owner")
 
 
+@dataclass(frozen=True)
+class Stored:
+    """One row as stored, live or retired (next_offset None), every column as read: what the
+    conditions of a takeover or a reset expect to find."""
+
+    stage: str | None
+    topic: str
+    partition: int
+    next_offset: int | None
+    committed_seq: int | None
+    planned_seq: int | None
+    planned_from: int | None
+    planned_to: int | None
+    planned_at: datetime | None
+    planned_ts: int | None
+    source_positions: str | None
+    owner: str | None
+    stopped_at: int | None = None
+    stopped_error: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.topic if self.stage is None else position_key(self.stage, self.topic)
+
+    @property
+    def expected(self) -> tuple[Any, ...]:
+        """The values a conditional write names: planned_seq, committed_seq, next_offset, planned_ts."""
+        return (self.planned_seq, self.committed_seq, self.next_offset, self.planned_ts)
+
+    def row(self) -> OffsetRow:
+        assert self.next_offset is not None
+        return OffsetRow(
+            topic=self.topic,
+            partition=self.partition,
+            next_offset=self.next_offset,
+            committed_seq=self.committed_seq or 0,
+            planned_seq=self.planned_seq or 0,
+            planned_from=self.planned_from,
+            planned_to=self.planned_to,
+            source_positions=_decode_positions(self.source_positions),
+            planned_ts=self.planned_ts,
+            owner=self.owner or "",
+            stopped_at=self.stopped_at,
+            stopped_error=self.stopped_error,
+        )
+
+
+_STORED = (
+    "topic, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to, planned_at,"
+    " planned_ts, source_positions, owner, stopped_at, stopped_error"
+)
+
+
+def _stored(r: Any) -> Stored:
+    # positional access: works with the driver's tuple and named-tuple row factories
+    stage, topic = parse_key(r[0])
+    return Stored(stage, topic, *r[1:13])
+
+
 class OffsetsTable:
-    """Reads and writes of one app's offsets rows. Not thread-safe; one per process.
+    """Reads and writes of one app's offsets rows, each call for one stage's rows. Not
+    thread-safe; one per process.
 
     `owner` names this process (member name and a token of its own), so that a replica that
-    comes back under the same name after a crash is still told apart from its former self."""
+    comes back under the same name after a crash is still told apart from its former self.
+    `readers`: topic → the names of the job's stages that read it, so that taking a legacy row
+    over gives every one of them its copy at once (see the module docstring)."""
 
-    def __init__(self, session: Any, *, keyspace: str, app_id: str, owner: str = "") -> None:
+    def __init__(
+        self,
+        session: Any,
+        *,
+        keyspace: str,
+        app_id: str,
+        owner: str = "",
+        readers: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
         self._session = session
         self.table = f"{keyspace}.{TABLE}"
         self.app_id = app_id
         self.owner = owner
+        self.readers = {topic: sorted(set(stages)) for topic, stages in (readers or {}).items()}
         cl = ConsistencyLevel.LOCAL_QUORUM
-        self._select = session.prepare(
-            f"SELECT topic, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to,"
-            f" source_positions, planned_ts, owner, stopped_at, stopped_error FROM {self.table}"
-            " WHERE app_id = ? AND topic = ?"
-        )
+        self._select = session.prepare(f"SELECT {_STORED} FROM {self.table} WHERE app_id = ? AND topic IN ?")
         self._select.consistency_level = cl
+        self._select_all = session.prepare(f"SELECT {_STORED} FROM {self.table} WHERE app_id = ?")
+        self._select_all.consistency_level = cl
         self._init = session.prepare(
             f"INSERT INTO {self.table} (app_id, topic, partition, next_offset, committed_seq, planned_seq,"
             " committed_at, owner, planned_ts) VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?) IF NOT EXISTS"
         )
         self._init.consistency_level = cl
         self._init.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
+        self._copy = session.prepare(
+            f"INSERT INTO {self.table} (app_id, topic, partition, next_offset, committed_seq, planned_seq,"
+            " planned_from, planned_to, planned_at, planned_ts, committed_at, owner, source_positions)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS"
+        )
+        self._retire = session.prepare(
+            f"UPDATE {self.table} SET next_offset = null, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+            " IF planned_seq = ? AND committed_seq = ? AND next_offset = ? AND planned_ts = ?"
+        )
+        self._fence = session.prepare(
+            f"UPDATE {self.table} SET owner = ? WHERE app_id = ? AND topic = ? AND partition = ? IF next_offset = null"
+        )
         self._plan = session.prepare(
             f"UPDATE {self.table} SET planned_seq = ?, planned_from = ?, planned_to = ?, planned_at = ?,"
             f" planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
@@ -277,52 +460,87 @@ class OffsetsTable:
             " WHERE app_id = ? AND topic = ? AND partition = ? IF planned_seq = ? AND owner = ? AND committed_seq < ?"
         )
 
-    def read(self, topics: Iterable[str]) -> dict[tuple[str, int], OffsetRow]:
+    def stored(self, keys: Iterable[str] | None = None) -> list[Stored]:
+        """The app's rows whose keys are `keys` (None: every row), live and retired."""
+        if keys is None:
+            return [_stored(r) for r in self._session.execute(self._select_all, (self.app_id,))]
+        return [_stored(r) for r in self._session.execute(self._select, (self.app_id, sorted(set(keys))))]
+
+    def read(self, topics: Iterable[str], *, stage: str) -> dict[tuple[str, int], OffsetRow]:
+        """`stage`'s rows of `topics`, by (topic, partition). A partition with no row of the stage
+        but a live legacy row is taken over first (`_take_over`); if another process changed
+        that row meanwhile, `OwnershipLost` names it and the next pass reads again."""
         rows: dict[tuple[str, int], OffsetRow] = {}
+        takeovers: list[tuple[Stored, list[str]]] = []
         for topic in sorted(set(topics)):
-            # positional access: works with the driver's tuple and named-tuple row factories
-            for r in self._session.execute(self._select, (self.app_id, topic)):
-                t, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to, positions = r[:8]
-                if next_offset is None:
-                    continue
-                rows[(t, partition)] = OffsetRow(
-                    topic=t,
-                    partition=partition,
-                    next_offset=next_offset,
-                    committed_seq=committed_seq or 0,
-                    planned_seq=planned_seq or 0,
-                    planned_from=planned_from,
-                    planned_to=planned_to,
-                    source_positions=_decode_positions(positions),
-                    planned_ts=r[8],
-                    owner=r[9] or "",
-                    stopped_at=r[10],
-                    stopped_error=r[11],
-                )
+            readers = sorted({*self.readers.get(topic, ()), stage})
+            found = self.stored([topic, *(position_key(s, topic) for s in readers)])
+            have = {(r.stage, r.partition) for r in found if r.stage is not None}
+            for r in found:
+                if r.stage == stage and r.next_offset is not None:
+                    rows[(topic, r.partition)] = r.row()
+                elif r.stage is None and r.next_offset is not None and (stage, r.partition) not in have:
+                    takeovers.append((r, [s for s in readers if (s, r.partition) not in have]))
+        if takeovers:
+            self._take_over(takeovers)
+            again = self.stored([position_key(stage, legacy.topic) for legacy, _ in takeovers])
+            mine = {(r.topic, r.partition): r for r in again if r.stage == stage and r.next_offset is not None}
+            missing = [(r.topic, r.partition) for r, _ in takeovers if (r.topic, r.partition) not in mine]
+            if missing:
+                raise OwnershipLost(missing, stage=stage)
+            rows.update({tp: r.row() for tp, r in mine.items()})
         return rows
 
-    def _run_all(self, statement: Any, params: list[tuple[Any, ...]]) -> None:
-        futures = [self._session.execute_async(statement, p) for p in params]
-        for f in futures:
-            f.result()
+    def _take_over(self, takeovers: list[tuple[Stored, list[str]]]) -> bool:
+        """Copy each live legacy row to each of its stages that has none, exactly, and retire it,
+        all or none (one conditional batch). False: a row changed since it was read."""
+        batch = self._conditional()
+        for legacy, stages in takeovers:
+            for s in stages:
+                batch.add(
+                    self._copy,
+                    (
+                        self.app_id,
+                        position_key(s, legacy.topic),
+                        legacy.partition,
+                        legacy.next_offset,
+                        legacy.committed_seq,
+                        legacy.planned_seq,
+                        legacy.planned_from,
+                        legacy.planned_to,
+                        legacy.planned_at,
+                        legacy.planned_ts,
+                        datetime.now(UTC),
+                        legacy.owner,
+                        legacy.source_positions,
+                    ),
+                )
+            batch.add(self._retire, (RETIRED, self.app_id, legacy.topic, legacy.partition, *legacy.expected))
+        return self._apply(batch)
 
-    def create(self, rows: Iterable[OffsetRow]) -> None:
-        """Create rows at their starting offsets, recording `planned_ts` (the planner's stamp below
-        every plan's; the clock when absent). A row another replica created meanwhile is kept:
-        a claim that expected this one then fails, and the next pass reads it."""
+    def create(self, rows: Iterable[OffsetRow], *, stage: str) -> None:
+        """Create `stage`'s rows at their starting offsets, recording `planned_ts` (the planner's
+        stamp below every plan's; the clock when absent), and fence each partition's legacy key
+        (a retired row where none is) so that a replica of an earlier release cannot start it
+        over. All or none, in one conditional batch: if another replica created one of the rows
+        meanwhile, or a live legacy row appeared, nothing is written; a claim that expected these
+        rows then fails, and the next pass reads what is there."""
         now = datetime.now(UTC)
         clock = faults.clock_us()
-        params = []
+        batch = self._conditional()
         for r in rows:
             stamp = r.planned_ts if r.planned_ts is not None else clock
-            params.append((self.app_id, r.topic, r.partition, r.next_offset, now, self.owner, stamp))
-        self._run_all(self._init, params)
+            key = position_key(stage, r.topic)
+            batch.add(self._init, (self.app_id, key, r.partition, r.next_offset, now, self.owner, stamp))
+            batch.add(self._fence, (RETIRED, self.app_id, r.topic, r.partition))
+        self._apply(batch)
 
     def claim(
         self,
         plans: Iterable[PartitionPlan],
         rows: Mapping[tuple[str, int], OffsetRow],
         *,
+        stage: str,
         own: set[tuple[str, int]] | None = None,
     ) -> bool:
         """Claim the plans' partitions for this process, all or none, before the batch has any
@@ -334,7 +552,7 @@ class OffsetsTable:
         now = datetime.now(UTC)
         for p in plans:
             row = rows[p.tp]
-            key = (self.app_id, p.topic, p.partition)
+            key = (self.app_id, position_key(stage, p.topic), p.partition)
             if p.replay and own and p.tp in own:
                 expected_row = (row.planned_seq, row.committed_seq, row.planned_ts, self.owner)
                 batch.add(self._keep, (p.stamp, self.owner, *key, *expected_row))
@@ -345,11 +563,11 @@ class OffsetsTable:
                 batch.add(self._plan, (p.seq, p.start, p.end, now, p.stamp, self.owner, *key, *expected))
         return self._apply(batch)
 
-    def lost(self, plans: Iterable[PartitionPlan]) -> list[tuple[str, int]]:
+    def lost(self, plans: Iterable[PartitionPlan], *, stage: str) -> list[tuple[str, int]]:
         """The plans' partitions that another process claimed since this one did (it took over
         the plan, or committed it and planned further)."""
         plans = list(plans)
-        rows = self.read({p.topic for p in plans})
+        rows = self.read({p.topic for p in plans}, stage=stage)
         return [
             p.tp
             for p in plans
@@ -364,6 +582,8 @@ class OffsetsTable:
         plans: Iterable[PartitionPlan],
         positions: Mapping[tuple[str, int], Mapping[str, tuple[int, int]]] | None = None,
         stops: Mapping[tuple[str, int], str] | None = None,
+        *,
+        stage: str,
     ) -> bool:
         """Mark the plans applied, all or none: next_offset = end, committed_seq = seq, if this
         process still holds each plan and nothing committed it yet (one conditional batch). False:
@@ -378,17 +598,17 @@ class OffsetsTable:
             encoded = _encode_positions(positions.get(p.tp, {}))
             error = stops.get(p.tp)
             stopped = (p.end, error) if error is not None else (None, None)
-            batch.add(
-                self._commit,
-                (p.end, p.seq, now, encoded, *stopped, self.app_id, p.topic, p.partition, p.seq, self.owner, p.seq),
-            )
+            key = position_key(stage, p.topic)
+            params = (p.end, p.seq, now, encoded, *stopped, self.app_id, key, p.partition, p.seq, self.owner, p.seq)
+            batch.add(self._commit, params)
         return self._apply(batch)
 
-    def stop(self, plan: PartitionPlan, *, at: int, error: str) -> bool:
+    def stop(self, plan: PartitionPlan, *, at: int, error: str, stage: str) -> bool:
         """Record that a poison record stopped `plan`'s partition at offset `at`, leaving the plan
         in flight (a conditional write: only while this process still holds the plan)."""
         batch = self._conditional()
-        batch.add(self._stop, (at, error, self.app_id, plan.topic, plan.partition, plan.seq, self.owner, plan.seq))
+        key = position_key(stage, plan.topic)
+        batch.add(self._stop, (at, error, self.app_id, key, plan.partition, plan.seq, self.owner, plan.seq))
         return self._apply(batch)
 
     @staticmethod
@@ -408,15 +628,17 @@ class OffsetsTable:
 
 @dataclass(frozen=True)
 class Reset:
-    """One row moved by `reset`: where it was (None: no row yet) and where it is now; `abandoned`:
-    the sequence of a batch that was planned but not committed there (a replica killed mid-batch),
-    now never replayed."""
+    """One row moved by `reset`: its stage (None: the legacy row, the position of every stage),
+    where it was (None: no row yet, or a retired legacy row) and where it is now; `abandoned`: the
+    sequence of a batch that was planned but not committed there (a replica killed mid-batch), now
+    never replayed."""
 
     topic: str
     partition: int
     before: int | None
     after: int
     abandoned: int | None = None
+    stage: str | None = None
 
 
 def reset(
@@ -424,12 +646,16 @@ def reset(
 ) -> list[Reset] | None:
     """Move the app's committed positions to `positions` ((topic, partition) → next offset), all or
     none, in one conditional batch, for a tool acting while no replica runs (the operator's offset
-    reset). Each row changes only if it is still as read, its plan is closed (committed_seq =
-    planned_seq, so nothing is replayed), its sequences never go back (fences in state rows stay
-    below the next batch's) and it is stamped above its last plan, so any claim made from an
-    earlier read fails and the claimer reads the new next_offset. None: a row changed meanwhile."""
+    reset). Every stage's row of a partition moves; a partition with no stage's row has its legacy
+    row moved, or written if absent: a live legacy row is the position of every stage that reads
+    the topic, which each takes over when it next runs. Each row changes only if it is still as
+    read, its plan is closed (committed_seq = planned_seq, so nothing is replayed), its sequences
+    never go back (fences in state rows stay below the next batch's) and it is stamped above its
+    last plan, so any claim made from an earlier read fails and the claimer reads the new
+    next_offset. None: a row changed meanwhile."""
     table = OffsetsTable(session, keyspace=keyspace, app_id=app_id, owner=owner)
-    rows = table.read({topic for topic, _ in positions})
+    topics = {topic for topic, _ in positions}
+    found = [r for r in table.stored() if r.topic in topics]
     update = session.prepare(
         f"UPDATE {table.table} SET next_offset = ?, committed_seq = ?, planned_from = null, planned_to = null,"
         " planned_ts = ?, committed_at = ?, owner = ?, stopped_at = null, stopped_error = null"
@@ -441,15 +667,17 @@ def reset(
     clock = faults.clock_us()
     done: list[Reset] = []
     for (topic, partition), offset in sorted(positions.items()):
-        row = rows.get((topic, partition))
-        if row is None:
+        here = [r for r in found if (r.topic, r.partition) == (topic, partition)]
+        targets = [r for r in here if r.stage is not None] or [r for r in here if r.stage is None]
+        if not targets:
             batch.add(table._init, (app_id, topic, partition, offset, now, owner, clock))
             done.append(Reset(topic, partition, None, offset))
             continue
-        seq = max(row.planned_seq, row.committed_seq)
-        stamp = max(clock, (row.planned_ts or 0) + 1)
-        expected = (row.planned_seq, row.committed_seq, row.next_offset, row.planned_ts)
-        batch.add(update, (offset, seq, stamp, now, owner, app_id, topic, partition, *expected))
-        abandoned = row.planned_seq if row.in_flight else None
-        done.append(Reset(topic, partition, row.next_offset, offset, abandoned))
+        for row in sorted(targets, key=lambda r: r.stage or ""):
+            planned, committed = row.planned_seq or 0, row.committed_seq or 0
+            stamp = max(clock, (row.planned_ts or 0) + 1)
+            moved = (offset, max(planned, committed), stamp, now, owner, app_id, row.key, partition)
+            batch.add(update, (*moved, *row.expected))
+            in_flight = row.next_offset is not None and planned > committed and row.planned_from is not None
+            done.append(Reset(topic, partition, row.next_offset, offset, planned if in_flight else None, row.stage))
     return done if table._apply(batch) else None

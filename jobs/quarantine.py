@@ -55,7 +55,7 @@ def narrow(r: Runner, lane: Lane, stage: Stage) -> bool:
     topics = r.stage_topics(stage)
     # held like a batch: the partitions cannot be revoked while their records are tried
     with r.membership.batch(lane.topics) as owned:
-        rows = r.offsets.read(topics)
+        rows = r.offsets.read(topics, stage=stage.name)
         plans = [
             planning.PartitionPlan(
                 row.topic,
@@ -195,5 +195,5 @@ def _stop(r: Runner, lane: Lane, stage: Stage, p: planning.PartitionPlan, *, at:
         f"record at offset {at} fails: {error} (its batch from offset {p.start} may have had effects, so it "
         "is kept whole, in flight)"
     )
-    if r.offsets.stop(p, at=p.start, error=held):
+    if r.offsets.stop(p, at=p.start, error=held, stage=stage.name):
         log.error("Stopped stage=%s %s", stage.name, poison.stop_message(p.topic, p.partition, p.start, held))

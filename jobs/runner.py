@@ -107,6 +107,9 @@ class Runner:
         self.state_cache = statecache.StateCache(cfg.state.cache_max_keys)
         # store → the stage that writes it (`api.Batch.writers`)
         self.store_writers: dict[str, str] = {}
+        # (stage, (topic, partition)) → the stage's committed position as last read or committed
+        # here: the group mirrors the lowest of a partition's stages (`stagepass.group_positions`)
+        self.positions: dict[tuple[str, tuple[str, int]], int] = {}
 
     # -- signals ---------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -152,7 +155,9 @@ class Runner:
             datacenter=ccfg.local_datacenter,
         )
         self._provision()
-        self.offsets = offsets.OffsetsTable(self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.owner)
+        self.offsets = offsets.OffsetsTable(
+            self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.owner, readers=self.readers()
+        )
         protocol = cfg.kafka.group_protocol
         if protocol == "auto":
             protocol = "consumer" if membership.broker_supports_kip848(admin) else "classic"
@@ -182,6 +187,14 @@ class Runner:
         if stage.source is None:
             return list(self.cfg.kafka.topics)
         return [self.cfg.repartition_topic(stage.source)]
+
+    def readers(self) -> dict[str, list[str]]:
+        """Topic → the stages that read it, each with a position of its own (`floe_jobs.offsets`)."""
+        out: dict[str, list[str]] = {}
+        for s in self.job.stages:
+            for topic in self.stage_topics(s):
+                out.setdefault(topic, []).append(s.name)
+        return out
 
     def _all_topics(self) -> list[str]:
         return sorted({t for s in self.job.stages for t in self.stage_topics(s)})

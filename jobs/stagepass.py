@@ -91,17 +91,18 @@ def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> 
     clock.lap("emit")
     faults.point(f"{stage.name}:after-emit")
     check_owned(r, stage, parts, held, ask_cassandra=False)
-    if not r.offsets.commit(parts, got.positions, stops=stops):
+    if not r.offsets.commit(parts, got.positions, stops=stops, stage=stage.name):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     lane.narrowed.committed(stage.name, parts)
     clock.lap("commit")
-    r.membership.commit({p.tp: p.end for p in parts})
+    mirrored = group_positions(r, stage, parts)
+    r.membership.commit(mirrored)
     clock.lap("group")
     for (topic, partition), error in sorted(stops.items()):
         at = next(p.end for p in parts if p.tp == (topic, partition))
         log.error("Stopped stage=%s %s", stage.name, poison.stop_message(topic, partition, at, error))
     replay = any(p.replay for p in plan.partitions)
-    _committed(r, stage, parts, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
+    _committed(r, stage, parts, mirrored, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
     return size
 
 
@@ -158,6 +159,22 @@ def trial(
     return None
 
 
+def group_positions(r: Runner, stage: api.Stage, parts: list[planning.PartitionPlan]) -> dict[tuple[str, int], int]:
+    """What to mirror into the Kafka group once `stage` committed `parts`: per partition, the
+    lowest position known here among the stages that read its topic (each keeps its own,
+    `floe_jobs.offsets`; the group has one offset per partition, and the tools that read it should
+    see the lag of the stage furthest behind). Stages that read a common topic share a lane
+    (`floe_jobs.lanes`), so no other thread changes these entries meanwhile."""
+    for p in parts:
+        r.positions[(stage.name, p.tp)] = p.end
+    readers = r.readers()
+    out = {}
+    for p in parts:
+        known = [r.positions[(s, p.tp)] for s in readers.get(p.topic, [stage.name]) if (s, p.tp) in r.positions]
+        out[p.tp] = min(known)
+    return out
+
+
 def budget(r: Runner, stage: str) -> int:
     """Records the stage's next batch may plan: the caps, over what its last read taught of the
     records' size and rows per record."""
@@ -178,7 +195,8 @@ def _plan(
     assert r.offsets is not None and r.membership is not None
     topics = r.stage_topics(stage)
     r.state_cache.retain(set(r.membership.assignments(r.membership.owned).values()))
-    rows = r.offsets.read(topics)
+    rows = r.offsets.read(topics, stage=stage.name)
+    r.positions.update({(stage.name, tp): row.next_offset for tp, row in rows.items()})
     # partitions a poison record stopped in this process wait for a fix or an offset reset;
     # another process (a new pod, a fixed image) tries them again (`floe_jobs.quarantine`)
     tps = [tp for tp in tps if not ((row := rows.get(tp)) is not None and row.stopped and row.owner == r.owner)]
@@ -200,7 +218,7 @@ def _plan(
     for warning in plan.warnings:
         log.warning(warning)
     if plan.new_rows:
-        r.offsets.create(plan.new_rows)
+        r.offsets.create(plan.new_rows, stage=stage.name)
     if not plan.partitions:
         return None
     replays = [p for p in plan.partitions if p.replay]
@@ -294,6 +312,7 @@ def _committed(
     r: Runner,
     stage: api.Stage,
     parts: list[planning.PartitionPlan],
+    mirrored: dict[tuple[str, int], int],
     *,
     size: int,
     out: int,
@@ -301,10 +320,11 @@ def _committed(
     replay: bool,
     clock: api.BatchClock,
 ) -> None:
-    """The metrics and the log line of a committed batch."""
+    """The metrics and the log line of a committed batch; the committed offset gauge shows, like
+    the group, the lowest position of the partition's stages (`mirrored`)."""
     app = r.app
-    for p in parts:
-        health.COMMITTED.labels(app, p.topic, str(p.partition)).set(p.end)
+    for (topic, partition), offset in mirrored.items():
+        health.COMMITTED.labels(app, topic, str(partition)).set(offset)
     health.RECORDS_IN.labels(app, stage.name).inc(size)
     health.RECORDS_OUT.labels(app, stage.name).inc(out)
     health.RECORDS_DLQ.labels(app).inc(dlq)
@@ -334,7 +354,7 @@ def _claim(
 ) -> None:
     """Claim the batch's partitions before it has any effect (`OffsetsTable.claim`)."""
     assert r.offsets is not None
-    if not r.offsets.claim(parts, expected, own=own):
+    if not r.offsets.claim(parts, expected, stage=stage.name, own=own):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     faults.point(f"{stage.name}:after-claim")
 
@@ -354,7 +374,7 @@ def check_owned(
     now = r.membership.assignments(held)
     lost = [tp for tp, number in held.items() if now.get(tp) != number]
     if not lost and ask_cassandra:
-        lost = r.offsets.lost(parts)
+        lost = r.offsets.lost(parts, stage=stage.name)
     if lost:
         raise offsets.OwnershipLost(lost, stage=stage.name)
 

@@ -9,8 +9,11 @@ e.g. by `floe run`). Until then it waits, and says why in the OffsetReset condit
 reconcile tries again on every pass. Once done, status.offsetReset records the id, where each
 partition was and where it is now, and the id is never run again.
 
-Only the input topics (spec.kafka.topics) move. A stage that reads a repartition topic keeps its
-own positions, and drops records of a source position it has already applied.
+Only the input topics (spec.kafka.topics) move, for every stage that reads them: each stage
+keeps its own position per partition, and every stage's row of a partition moves (status names
+each by stage). A partition no stage has a row for gets one position that every stage reading the
+topic takes over when it next runs. A stage that reads a repartition topic keeps its own
+positions, and drops records of a source position it has already applied.
 """
 
 from __future__ import annotations
@@ -176,14 +179,17 @@ async def run(
         # The runtime reads its positions from Cassandra; the group only mirrors them for tools.
         log.warning("Setting the group's offsets failed app=%s/%s error=%s", app.namespace, app.name, exc)
     partitions = [
-        {"topic": m.topic, "partition": m.partition, "from": m.before, "to": m.after}
+        {"topic": m.topic, "partition": m.partition}
+        | ({"stage": m.stage} if m.stage is not None else {})
+        | {"from": m.before, "to": m.after}
         | ({"abandonedBatch": m.abandoned} if m.abandoned is not None else {})
         for m in moved
     ]
     what = spec.to if spec.to != "timestamp" else f"timestamp {spec.timestamp}"
     names = ", ".join(_topics(app, spec))
-    message = f"Moved {len(partitions)} partition(s) of {names} to {what} ({FIELD} id {spec.id})"
-    log.info("Reset offsets app=%s/%s id=%s to=%s partitions=%d", app.namespace, app.name, spec.id, spec.to, len(moved))
+    count = len({(m.topic, m.partition) for m in moved})
+    message = f"Moved {count} partition(s) of {names} to {what} ({FIELD} id {spec.id})"
+    log.info("Reset offsets app=%s/%s id=%s to=%s partitions=%d", app.namespace, app.name, spec.id, spec.to, count)
     record = {"id": spec.id, "phase": DONE, "to": spec.to, "time": now, "partitions": partitions}
     if spec.timestamp is not None:
         record["timestamp"] = spec.timestamp

@@ -5,7 +5,9 @@ app (librdkafka sends one ListOffsets request per partition leader, so the cost 
 request per broker whatever the number of apps), reads the committed offsets of all apps
 from their keyspaces' offsets tables with concurrent asynchronous queries (one per app: its
 rows are one Cassandra partition), and falls back to the Kafka group's committed offsets only for partitions that
-have no row yet.
+have no row yet. Each stage keeps its own position per partition (`floe_jobs.offsets`): a partition's
+committed offset is that of the stage furthest behind, so a topic read by two stages shows the
+lag of the slower one; rows of an earlier runtime (no stage) count until a stage takes them over.
 
 Time lag is estimated per partition from a bounded ring of recent (end offset, time)
 points: the time at which the end offset passed the committed offset is interpolated
@@ -467,6 +469,27 @@ def _epoch(value: Any) -> float | None:
     return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
+def committed_rows(rows: Iterable[Any], wanted: set[str]) -> dict[TP, CommittedRow]:
+    """(topic, partition) → the committed row of the stage furthest behind, from the offsets rows
+    (key, partition, next_offset, committed_at[, stopped_at, stopped_error]) of one app, for the
+    topics in `wanted` and any partition a poison record stopped (a stopped repartition partition
+    too: the app's condition names it). Keys are `<stage>/<topic>`; a bare topic is a row of an
+    earlier runtime (no stage), counted only where no stage has a row of its own
+    (`floe_jobs.offsets.furthest_behind`). A stopped stage counts as furthest behind, so that its
+    stop is reported. Retired legacy rows (next_offset null) are skipped."""
+    from floe_jobs import offsets
+
+    live = []
+    for row in rows:
+        key, partition, next_offset, committed_at = row[:4]
+        stopped_at, stopped_error = tuple(row[4:6]) if len(row) >= 6 else (None, None)
+        stage, topic = offsets.parse_key(key)
+        if next_offset is not None and (topic in wanted or stopped_at is not None):
+            value = CommittedRow(int(next_offset), _epoch(committed_at), stopped_at, stopped_error)
+            live.append((stage, topic, int(partition), value))
+    return offsets.furthest_behind(live, lambda r: (0 if r.stopped else 1, r.next_offset))
+
+
 SessionFor = Callable[[cassandra.Target], Any]
 
 
@@ -524,18 +547,8 @@ class CassandraOffsets:
             rows = out[app.key]
             if isinstance(rows, Exception):
                 continue
-            wanted = set(app.topics)
             try:
-                for row in fut.result():
-                    topic, partition, next_offset, committed_at = row[:4]
-                    stopped_at, stopped_error = tuple(row[4:6]) if len(row) >= 6 else (None, None)
-                    if next_offset is None:
-                        continue
-                    # a stopped repartition partition is kept too: the app's condition names it
-                    if topic in wanted or stopped_at is not None:
-                        rows[(topic, int(partition))] = CommittedRow(
-                            int(next_offset), _epoch(committed_at), stopped_at, stopped_error
-                        )
+                rows.update(committed_rows(fut.result(), set(app.topics)))
             except InvalidRequest:
                 # Table dropped since it was prepared; read again next time.
                 self._prepared.pop((app.cassandra, table), None)

@@ -139,7 +139,7 @@ def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) ->
     )
     for a, t in zip(apps, topics, strict=True):
         for p in range(args.partitions):
-            session.execute(stmt, (5, a.app_id, t, p))
+            session.execute(stmt, (5, a.app_id, offsets.position_key("main", t), p))  # a one-stage app's rows
     refs = [lag.app_ref(a, {}) for a in apps]
     inspector = kafka.Inspector()
     scraper = lag.Scraper(
@@ -159,7 +159,7 @@ def bench_scrape(args: argparse.Namespace, env: dict[str, str], session: Any) ->
             for fut in kadmin.list_offsets(req, request_timeout=5).values():
                 fut.result()
             for t in ref.topics:
-                list(session.execute(baseline_stmt, (ref.app_id, t)))
+                list(session.execute(baseline_stmt, (ref.app_id, offsets.position_key("main", t))))
         return time.perf_counter() - started
 
     baseline_admin = AdminClient({"bootstrap.servers": bootstrap})

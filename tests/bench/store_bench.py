@@ -386,16 +386,16 @@ class Bench:
 
         def fenced_batches(app: str) -> list[float]:
             t = offsets.OffsetsTable(self.session, keyspace=self.keyspace, app_id=app, owner="bench/0")
-            t.create([OffsetRow("in", p, 0) for p in range(partitions)])
-            rows = t.read(["in"])
+            t.create([OffsetRow("in", p, 0) for p in range(partitions)], stage="main")
+            rows = t.read(["in"], stage="main")
             took = []
             for seq in range(1, batches + 1):
                 stamp = time.time_ns() // 1000
                 plans = [PartitionPlan("in", p, seq, seq * 10 - 10, seq * 10, False, stamp) for p in range(partitions)]
                 started = time.perf_counter()
-                assert t.claim(plans, rows)
-                assert t.lost(plans) == []
-                t.commit(plans)
+                assert t.claim(plans, rows, stage="main")
+                assert t.lost(plans, stage="main") == []
+                t.commit(plans, stage="main")
                 took.append(time.perf_counter() - started)
                 rows = {tp: OffsetRow("in", tp[1], seq * 10, seq, seq, seq * 10 - 10, seq * 10, {}, stamp, "bench/0")
                         for tp in rows}

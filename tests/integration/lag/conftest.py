@@ -119,7 +119,8 @@ def produce(producer: Any, topic: str, counts: dict[int, int]) -> None:
 
 
 class OffsetsRows:
-    """Writes an app's committed offsets the way its runtime does (one row per topic-partition)."""
+    """Writes an app's committed offsets the way its runtime does: one row per stage and
+    topic-partition (`stage` None: the stage-less row an earlier runtime wrote)."""
 
     def __init__(self, session: Any, keyspace: str, app_id: str) -> None:
         offsets.ensure_offsets_table(session, keyspace=keyspace)
@@ -131,9 +132,10 @@ class OffsetsRows:
             " WHERE app_id = ? AND topic = ? AND partition = ?"
         )
 
-    def commit(self, topic: str, positions: dict[int, int]) -> None:
+    def commit(self, topic: str, positions: dict[int, int], *, stage: str | None = None) -> None:
+        key = topic if stage is None else offsets.position_key(stage, topic)
         for partition, offset in positions.items():
-            self._session.execute(self._update, (offset, self.app_id, topic, partition))
+            self._session.execute(self._update, (offset, self.app_id, key, partition))
 
 
 def commit_group(bootstrap: str, group: str, topic: str, positions: dict[int, int]) -> None:

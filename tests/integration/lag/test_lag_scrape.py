@@ -135,6 +135,24 @@ def test_lag_and_time_lag_from_cassandra_with_group_fallback(lab: Lab, keyspace:
     assert parts[1].lag_seconds == 0.0
 
 
+def test_a_topic_read_by_two_stages_shows_the_stage_furthest_behind(lab: Lab, keyspace: str) -> None:
+    """Each stage keeps its own row per partition: the lag is that of the slower stage. A row of an
+    earlier runtime (no stage) is read where no stage has one yet, and ignored once one has."""
+    topic = lab.make_topic(3)
+    app = lab.new_app("two-stages", [topic])
+    ref = lag_scrape.app_ref(app, {})
+    rows = OffsetsRows(lab.cql, keyspace, app.app_id)
+    produce(lab.producer, topic, {0: 100, 1: 100, 2: 100})
+    rows.commit(topic, {0: 10, 1: 20, 2: 60})  # an earlier runtime's rows
+    rows.commit(topic, {0: 100, 1: 90}, stage="tally")
+    rows.commit(topic, {0: 40, 1: 95}, stage="recount")
+    result = make_scraper(lab.clock, lab.cql).scrape([ref]).apps[0]
+    assert not result.stale
+    got = {p.partition: (p.committed, p.lag, p.source) for p in result.partitions}
+    assert got == {0: (40, 60, "cassandra"), 1: (90, 10, "cassandra"), 2: (60, 40, "cassandra")}
+    assert result.total == 110
+
+
 def test_unprovisioned_app_uses_the_group_and_an_idle_topic_reads_zero(lab: Lab) -> None:
     busy, idle = lab.make_topic(2), lab.make_topic(2)
     app = lab.new_app("fresh", [busy, idle])

@@ -38,15 +38,18 @@ def namespace(kubectl: str, kubeconfig: str) -> Iterator[str]:
     run(kubectl, kubeconfig, "delete", "namespace", name, "--wait=false")
 
 
+STAGE = "count"  # the stage whose rows these are (rows are kept per stage)
+
+
 def _commit(table: offsets.OffsetsTable, topic: str, start: int, end: int, *, stop: str | None = None) -> None:
     """One batch of partition 0 planned, claimed and committed as a replica does; `stop`: the
     commit records a poison record's stop at `end`."""
-    rows = table.read([topic])
+    rows = table.read([topic], stage=STAGE)
     row = rows[(topic, 0)]
     stamp = planning.stamp_for(row, now_us=time.time_ns() // 1000)
     plan = planning.PartitionPlan(topic, 0, row.committed_seq + 1, start, end, replay=False, stamp=stamp)
-    assert table.claim([plan], rows)
-    assert table.commit([plan], stops={(topic, 0): stop} if stop else None)
+    assert table.claim([plan], rows, stage=STAGE)
+    assert table.commit([plan], stops={(topic, 0): stop} if stop else None, stage=STAGE)
 
 
 def test_a_stopped_partition_is_named_on_the_app_until_it_moves_on(
@@ -95,7 +98,9 @@ def test_a_stopped_partition_is_named_on_the_app_until_it_moves_on(
             wait_for(lambda: (get().get("status") or {}).get("keyspace"), timeout=60, what="state provisioned")
             app = model.StreamingApp.from_body(get())
             table = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=app.app_id, owner="r0/test")
-            table.create([planning.OffsetRow(topic, 0, next_offset=0), planning.OffsetRow(topic, 1, next_offset=0)])
+            table.create(
+                [planning.OffsetRow(topic, 0, next_offset=0), planning.OffsetRow(topic, 1, next_offset=0)], stage=STAGE
+            )
             # nothing stopped yet: no such condition on the app
             _commit(table, topic, 0, 10)
             time.sleep(3)

@@ -245,10 +245,11 @@ def test_delete_policy_drops_only_own_tables_and_repartition_topics(
     admin = AdminClient({"bootstrap.servers": spec_args["kafka"]})
     admin.create_topics([NewTopic(internal, num_partitions=1, replication_factor=1)])[internal].result(timeout=30)
     table = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=app_id)
-    table.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=0), OffsetRow(internal, 0, 0)])
+    table.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=0)], stage="split")
+    table.create([OffsetRow(internal, 0, 0)], stage="count")
     neighbour_id = appids.new_id(namespace, APP)
     neighbour = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=neighbour_id)
-    neighbour.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=7)])
+    neighbour.create([OffsetRow(topic=spec_args["topic"], partition=0, next_offset=7)], stage="main")
 
     kube.run("delete", "streamingapp", DROPPED, "-n", namespace, "--wait=true", "--timeout=45s")
     tables = _tables(cql, keyspace)

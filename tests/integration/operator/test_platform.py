@@ -344,6 +344,10 @@ def _produce(bootstrap: str, topic: str) -> int:
     return now - NEW_AGE_MS
 
 
+# the stage whose rows a replica of the tests' app leaves (its job has one stage)
+STAGE = "main"
+
+
 def _positions(cql: Any, keyspace: str, app_id: str) -> dict[tuple[str, int], tuple[int, int, int]]:
     """(topic, partition) → (next_offset, committed_seq, planned_seq)."""
     return {tp: row[:3] for tp, row in offsets.progress(cql, keyspace=keyspace, app_id=app_id).items()}
@@ -352,13 +356,13 @@ def _positions(cql: Any, keyspace: str, app_id: str) -> dict[tuple[str, int], tu
 def _committed_by_a_replica(cql: Any, keyspace: str, app_id: str, topic: str) -> offsets.OffsetsTable:
     """Rows as a replica leaves them: partition 0 committed to 15, 1 to 20, 2 killed mid-batch [5, 12)."""
     table = offsets.OffsetsTable(cql, keyspace=keyspace, app_id=app_id, owner="replica-0/t1")
-    table.create([planning.OffsetRow(topic, p, next_offset=0, planned_ts=1) for p in range(3)])
-    rows = table.read([topic])
+    table.create([planning.OffsetRow(topic, p, next_offset=0, planned_ts=1) for p in range(3)], stage=STAGE)
+    rows = table.read([topic], stage=STAGE)
     first = [planning.PartitionPlan(topic, p, 1, 0, (15, 20, 5)[p], replay=False, stamp=10) for p in range(3)]
-    assert table.claim(first, rows) and table.commit(first)
-    rows = table.read([topic])
+    assert table.claim(first, rows, stage=STAGE) and table.commit(first, stage=STAGE)
+    rows = table.read([topic], stage=STAGE)
     second = [planning.PartitionPlan(topic, 2, 2, 5, 12, replay=False, stamp=20)]
-    assert table.claim(second, rows)  # never committed
+    assert table.claim(second, rows, stage=STAGE)  # never committed
     return table
 
 
@@ -403,7 +407,7 @@ def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
     assert "spec.suspend: true" in cond["message"]
     wait_for(lambda: condition(_app(kube, ns, name), "StateProvisioned").get("status") == "True", what="tables")
     table = _committed_by_a_replica(cql, keyspace, app_id, topic)
-    stale_rows = table.read([topic])
+    stale_rows = table.read([topic], stage=STAGE)
     before = _positions(cql, keyspace, app_id)
     assert before == {(topic, 0): (15, 1, 1), (topic, 1): (20, 1, 1), (topic, 2): (5, 1, 2)}
 
@@ -429,9 +433,10 @@ def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
     obj = wait_for(lambda: _reset_status(kube, ns, name, "r1", "Done"), what="the reset done", timeout=90)
     record = obj["status"]["offsetReset"]
     moved = {(p["topic"], p["partition"]): p for p in record["partitions"]}
-    assert moved[(topic, 0)] == {"topic": topic, "partition": 0, "from": 15, "to": 0}
-    assert moved[(topic, 1)] == {"topic": topic, "partition": 1, "from": 20, "to": 0}
-    assert moved[(topic, 2)] == {"topic": topic, "partition": 2, "from": 5, "to": 0, "abandonedBatch": 2}
+    row = {"topic": topic, "stage": STAGE, "to": 0}
+    assert moved[(topic, 0)] == {**row, "partition": 0, "from": 15}
+    assert moved[(topic, 1)] == {**row, "partition": 1, "from": 20}
+    assert moved[(topic, 2)] == {**row, "partition": 2, "from": 5, "abandonedBatch": 2}
     cond = condition(obj, "OffsetReset")
     assert (cond["status"], cond["reason"]) == ("True", "OffsetsReset")
     # the in-flight batch is closed (never replayed); sequences never go back
@@ -440,9 +445,10 @@ def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
 
     # The fence holds: the stale replica's plans and commits fail; a new claim starts at the new offset.
     stale = [planning.PartitionPlan(topic, 2, 2, 5, 12, replay=True, stamp=20)]
-    assert not table.commit(stale)
-    assert not table.claim([planning.PartitionPlan(topic, 0, 2, 15, 20, replay=False, stamp=30)], stale_rows)
-    rows = table.read([topic])
+    assert not table.commit(stale, stage=STAGE)
+    late = [planning.PartitionPlan(topic, 0, 2, 15, 20, replay=False, stamp=30)]
+    assert not table.claim(late, stale_rows, stage=STAGE)
+    rows = table.read([topic], stage=STAGE)
     plan = planning.plan_batch(
         owned=[(topic, 0)],
         rows=rows,
@@ -453,7 +459,7 @@ def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
     )
     (fresh,) = plan.partitions
     assert (fresh.start, fresh.seq) == (0, 2)
-    assert table.claim(plan.partitions, rows)
+    assert table.claim(plan.partitions, rows, stage=STAGE)
 
     # 4. Once per id: later passes leave the rows alone.
     time.sleep(3 * RESYNC_SECONDS)
@@ -475,7 +481,8 @@ def test_offset_reset_waits_until_nothing_runs_then_moves_the_offsets_once(
     )
     _explicit_reset(kube, ns, name, {(topic, 1): 3})
     obj = wait_for(lambda: _reset_status(kube, ns, name, "r3", "Done"), what="the explicit reset done")
-    assert obj["status"]["offsetReset"]["partitions"] == [{"topic": topic, "partition": 1, "from": RECORDS, "to": 3}]
+    moved_one = {"topic": topic, "partition": 1, "stage": STAGE, "from": RECORDS, "to": 3}
+    assert obj["status"]["offsetReset"]["partitions"] == [moved_one]
     assert {tp: v[0] for tp, v in _positions(cql, keyspace, app_id).items()} == {
         (topic, 0): RECORDS,
         (topic, 1): 3,

@@ -21,7 +21,7 @@ def test_word_count_stages_run_in_two_lanes() -> None:
 
 
 def test_stages_reading_a_common_topic_share_a_lane_in_job_order() -> None:
-    # two stages over the input topics share their offsets rows: never planned concurrently
+    # two stages over the input topics run one after the other (each keeps its own offsets rows)
     first, other, second = _stage("first"), _stage("other", source="x"), _stage("second")
     lanes = runner.group_lanes([first, other, second], _topics)
     assert [[s.name for s in stages] for stages, _ in lanes] == [["first", "second"], ["other"]]
