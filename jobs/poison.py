@@ -37,13 +37,22 @@ Key = tuple[str, str, int]
 @dataclass
 class Isolation:
     """What narrowing found: each record that fails alone with its error (by position), the
-    groups that fail only together (with the error), and the trials it ran. `reproduced` is
-    False when the whole batch passed its trial: the failure is not in the records."""
+    groups that fail only together (with the error), and the trials it ran and how many of them
+    passed. `reproduced` is False when the whole batch passed its trial: the failure is not in the
+    records."""
 
     poison: list[tuple[Item, str]] = field(default_factory=list)
     unresolved: list[tuple[list[Item], str]] = field(default_factory=list)
     trials: int = 0
+    passed: int = 0
     reproduced: bool = True
+
+    @property
+    def every_record_fails(self) -> bool:
+        """No trial of a batch of several records passed: whatever part of it was tried failed,
+        a fault of the stage or of what it reaches (a store table dropped under it), not of a
+        record. Blaming records for it would stop or dead-letter good ones."""
+        return self.reproduced and self.trials > 1 and self.passed == 0
 
     @property
     def found(self) -> bool:
@@ -70,7 +79,10 @@ def isolate(items: Sequence[Item], trial: Trial, *, max_trials: int = MAX_TRIALS
 
     def tried(group: Sequence[Item]) -> str | None:
         out.trials += 1
-        return trial(group)
+        error = trial(group)
+        if error is None:
+            out.passed += 1
+        return error
 
     first = tried(items)
     if first is None:

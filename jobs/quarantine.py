@@ -25,10 +25,12 @@ Then, per partition:
 
 A stopped partition is left alone by the process that stopped it; another process (a new pod
 after a fix, or an offset reset, which clears the mark) plans it again, and a commit clears the
-mark. A group of records that fails only together, or a batch whose every record fails (a fault
-of the stage, not of its records), stops its partitions whatever the policy: dead-lettering them
-would empty the topic into the dead-letter topic. A failure that no trial reproduces (a write
-refused by Kafka or Cassandra) is not narrowed: the lane keeps retrying and gives up as before.
+mark. A group of records that fails only together stops its partitions whatever the policy. A
+batch of which no part passes its trial (every record fails: a fault of the stage or of what it
+reaches, such as a store table dropped under it, not of its records) is not blamed on records:
+stopping or dead-lettering them would drop good ones, so the lane retries it as a whole, out of
+readiness, and gives up as before. Neither is a failure that no trial reproduces (a write
+refused by Kafka or Cassandra).
 """
 
 from __future__ import annotations
@@ -102,19 +104,23 @@ def narrow(r: Runner, lane: Lane, stage: Stage) -> bool:
                 stage.name,
             )
             return False
-        whole = len(found.poison) == len(by_item) and len(by_item) > 1
+        if found.every_record_fails:
+            log.warning(
+                "The failure of stage=%s is in every record tried (a fault of the stage or of what it "
+                "reaches, not of a record); it is retried as a whole",
+                stage.name,
+            )
+            return False
         acted = False
         for p in plans:
             first = found.first_failure(p.topic, p.partition)
             if first is None:
                 continue
             acted = True
-            if r.cfg.job.errors == "deadLetter" and not whole:
+            if r.cfg.job.errors == "deadLetter":
                 _dead_letter(r, lane, stage, p, found, by_item, before_offset=_unresolved_start(found, p))
-            if r.cfg.job.errors == "stop" or whole or _unresolved_start(found, p) is not None:
-                at, error = first if r.cfg.job.errors == "stop" else _unresolved_first(found, p, whole)
-                if whole:
-                    error = f"every record of the batch fails (a fault of the stage, not of a record): {error}"
+            if r.cfg.job.errors == "stop" or _unresolved_start(found, p) is not None:
+                at, error = first if r.cfg.job.errors == "stop" else _unresolved_first(found, p)
                 _stop(r, lane, stage, p, at=at, error=error)
         return acted
 
@@ -125,13 +131,9 @@ def _unresolved_start(found: poison.Isolation, p: planning.PartitionPlan) -> int
     return min(starts, default=None)
 
 
-def _unresolved_first(found: poison.Isolation, p: planning.PartitionPlan, whole: bool) -> tuple[int, str]:
-    """Where a dead-lettering partition stops all the same: its first failure when every record
-    fails, else its first group of records that fail only together."""
-    if whole:
-        first = found.first_failure(p.topic, p.partition)
-        assert first is not None
-        return first
+def _unresolved_first(found: poison.Isolation, p: planning.PartitionPlan) -> tuple[int, str]:
+    """Where a dead-lettering partition stops all the same: its first group of records that fail
+    only together."""
     groups = sorted((g[0][2], len(g), err) for g, err in found.unresolved if g[0][:2] == p.tp)
     at, size, error = groups[0]
     return at, f"{size} records from this offset fail together but none alone: {error}"

@@ -197,3 +197,15 @@ def test_a_row_is_stopped_while_its_committed_position_is_the_stop() -> None:
 def test_stop_message_names_topic_partition_offset_and_error() -> None:
     message = poison.stop_message(T, 2, 40, "ValueError: x")
     assert message == "topic lines partition 2 stopped at offset 40: ValueError: x"
+
+
+def test_a_batch_of_which_no_part_passes_is_a_fault_of_the_stage_not_of_its_records() -> None:
+    """A store table dropped under a stage fails every trial, whatever records it holds: nothing
+    is blamed, so no good record is stopped or dead-lettered."""
+    items = [("t", 0, o) for o in range(40)]
+    found = poison.isolate(items, lambda group: "InvalidRequest: unconfigured table")
+    assert found.every_record_fails
+    one_bad = poison.isolate(items, lambda group: "ValueError: bad" if ("t", 0, 7) in group else None)
+    assert not one_bad.every_record_fails and [i for i, _ in one_bad.poison] == [("t", 0, 7)]
+    alone = poison.isolate(items[:1], lambda group: "ValueError: bad")
+    assert not alone.every_record_fails and [i for i, _ in alone.poison] == [("t", 0, 0)]
