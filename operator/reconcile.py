@@ -440,12 +440,11 @@ async def _check(app: model.StreamingApp, deps: Deps, others: Sequence[Mapping[s
     )
     if fault is not None:
         return _Checked(fault=fault)
-    fault = await ensure_query_token(app, deps)
-    if fault is not None:
-        return _Checked(fault=fault)
     secrets, fault = await _check_secrets(app, deps)
     if fault is None:
         fault = _check_material(app, secrets.data)
+    if fault is None:
+        fault = await ensure_query_token(app, deps)
     if fault is not None:
         return _Checked(secrets=secrets, fault=fault)
     # Independent round trips, so a new app waits for the slower of the two, not their sum.
@@ -593,7 +592,11 @@ async def ensure_query_token(app: model.StreamingApp, deps: Deps) -> conditions.
         return None
     name = render.query_token_secret_name(app)
     try:
-        if await deps.cluster.get("v1", "Secret", app.namespace, name) is None:
+        found = await deps.cluster.get("v1", "Secret", app.namespace, name)
+    except k8s.ApiError as exc:
+        return conditions.Fault(conditions.SECRET_UNREADABLE, _unreadable(name, app.namespace, exc))
+    try:
+        if found is None:
             await deps.cluster.create(render.query_token_secret(app, token_urlsafe(32)))
             log.info("Created the query token Secret app=%s/%s name=%s", app.namespace, app.name, name)
     except k8s.ApiError as exc:

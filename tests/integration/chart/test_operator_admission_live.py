@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,13 @@ def test_the_operator_writes_only_children_of_streamingapps(
             return False
         assert "forbidden" in proc.stderr.lower() or "denied" in proc.stderr.lower(), proc.stderr
         return not by_policy or f"ValidatingAdmissionPolicy '{policy}'" in proc.stderr
+
+    # The API server enforces a new policy once its informer has read it and the binding: probe
+    # with a write only the policy refuses until it does (a bounded wait, not a sleep).
+    deadline = time.monotonic() + 30
+    while not refused(as_operator("create", obj=configmap("floe-vap-ready", apps, labels=floes))):
+        assert time.monotonic() < deadline, f"{policy} not enforced 30 s after the install"
+        time.sleep(0.5)
 
     # In the namespaced mode RBAC already keeps the operator out of kube-system; the policy
     # is what refuses it with the default values (every namespace watched).
