@@ -18,19 +18,38 @@ ifeq ($(NODE),0)
 export FLOE_NODE := 0
 endif
 
-.PHONY: help venv up down status lint test test-all unit bench demo clean
+.PHONY: help venv lock up down status lint test test-all unit bench demo clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-$(BIN)/.installed: pyproject.toml
+# The venv installs from the hash-pinned locks under requirements/ (see `make lock`): the build
+# tools first, then every dependency with --require-hashes and no build isolation (so building
+# pyspark's sdist fetches nothing unhashed), then Floe itself, editable, which has no hash.
+$(BIN)/.installed: pyproject.toml requirements/build.lock requirements/dev.lock
 	@command -v $(PYTHON) >/dev/null || { echo "make: $(PYTHON) is required (Python 3.11)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --require-hashes -r requirements/build.lock
+	$(BIN)/pip install -q --require-hashes --no-build-isolation -r requirements/dev.lock
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
 venv: $(BIN)/.installed ## Create .venv with Floe and its dev tools
+
+# The locks, with the sha256 of every file PyPI serves for each pinned version, for Python 3.11
+# on Linux x86_64 (this machine and the images' Debian bookworm python3.11). Regenerate them after
+# changing pyproject.toml's dependencies or requirements/build.in; tests/unit/stack/test_locks.py
+# fails until the locks agree with pyproject.toml. The operator's lock leaves pyspark out, as its
+# image does. UPGRADE=1 moves every pin to the newest allowed release.
+UV_COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-unknown-linux-gnu --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade,)
+lock: venv ## Regenerate the hash-pinned requirements/*.lock from pyproject.toml and requirements/build.in
+	$(UV_COMPILE) requirements/build.in -o requirements/build.lock
+	$(UV_COMPILE) pyproject.toml -o requirements/runtime.lock
+	$(UV_COMPILE) pyproject.toml --extra dev -o requirements/dev.lock
+	set -o pipefail; $(BIN)/python -P -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; \
+	print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))' \
+	| $(UV_COMPILE) - -o requirements/operator.lock
 
 up: venv ## Build (first time) and start Kafka, Cassandra, Kubernetes, Helm, Spark's Kafka connector and Prometheus on loopback
 	$(BIN)/floe-stack up

@@ -17,14 +17,15 @@ WORKDIR /src
 # The source tree's operator/ must not shadow the standard library's operator module in any
 # Python started here (python -m, and the build tools' own subprocesses).
 ENV PYTHONSAFEPATH=1
-RUN pip install --no-cache-dir --upgrade pip build
-# The runtime dependencies first, from pyproject.toml alone (the pins live there), so that a
-# change to Floe's own code rebuilds only Floe's wheel and the layers after it.
+# pip, build and the build backend, each pinned with its sha256 (requirements/build.lock).
+COPY requirements/build.lock /tmp/
+RUN pip install --no-cache-dir --require-hashes -r /tmp/build.lock
+# The runtime dependencies (requirements/runtime.lock) first, so that a change to Floe's own
+# code rebuilds only Floe's wheel and the layers after it. Every file pip fetches is checked against the lock's sha256 (--require-hashes); sdists (pyspark's)
+# build without isolation, with the locked setuptools, so nothing unhashed is fetched to build.
+COPY requirements/runtime.lock /tmp/
+RUN pip wheel --no-cache-dir --require-hashes --no-build-isolation --wheel-dir /deps -r /tmp/runtime.lock
 COPY pyproject.toml ./
-RUN mkdir /deps \
- && python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
-    > /deps/requirements.txt \
- && pip wheel --no-cache-dir --wheel-dir /deps -r /deps/requirements.txt
 COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
@@ -33,7 +34,7 @@ COPY jobs/ jobs/
 COPY images/product_pyproject.py /tmp/
 RUN python /tmp/product_pyproject.py pyproject.toml > pyproject.product.toml \
  && mv pyproject.product.toml pyproject.toml \
- && python -m build --wheel --outdir /wheels .
+ && python -m build --wheel --no-isolation --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 # Spark 4 runs on Java 17; procps gives Spark's scripts `ps`. /opt/java points at the JRE
@@ -47,7 +48,8 @@ RUN groupadd --gid ${UID} spark \
  && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /tmp --shell /usr/sbin/nologin spark
 
 COPY --from=build /deps /deps
-RUN pip install --no-cache-dir --no-index --find-links /deps -r /deps/requirements.txt && rm -rf /deps
+# The wheels the build stage checked against the lock (or built from a checked sdist), nothing else.
+RUN pip install --no-cache-dir --no-index --no-deps /deps/*.whl && rm -rf /deps
 
 # Spark's Kafka source and what it needs beyond pyspark, matching pyspark 4.0.0 (Scala 2.13),
 # from Maven Central, checked against pinned digests (a RUN step rather than ADD --checksum, so

@@ -17,14 +17,16 @@ WORKDIR /src
 # The source tree's operator/ must not shadow the standard library's operator module in any
 # Python started here (python -m, and the build tools' own subprocesses).
 ENV PYTHONSAFEPATH=1
-RUN pip install --no-cache-dir --upgrade pip build
-# The runtime dependencies from pyproject.toml (the pins live there), minus pyspark, first, so
-# that a change to Floe's own code rebuilds only Floe's wheel and the layers after it.
+# pip, build and the build backend, each pinned with its sha256 (requirements/build.lock).
+COPY requirements/build.lock /tmp/
+RUN pip install --no-cache-dir --require-hashes -r /tmp/build.lock
+# The runtime dependencies minus pyspark (requirements/operator.lock leaves it and py4j out)
+# first, so that a change to Floe's own code rebuilds only Floe's wheel and the layers after it.
+# Every file pip fetches is checked against the lock's sha256 (--require-hashes); an sdist would
+# build without isolation, with the locked setuptools, so nothing unhashed is fetched to build.
+COPY requirements/operator.lock /tmp/
+RUN pip wheel --no-cache-dir --require-hashes --no-build-isolation --wheel-dir /deps -r /tmp/operator.lock
 COPY pyproject.toml ./
-RUN mkdir /deps \
- && python -c 'import tomllib; deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]; \
-print("\n".join(d for d in deps if not d.lower().startswith("pyspark")))' > /deps/requirements.txt \
- && pip wheel --no-cache-dir --wheel-dir /deps -r /deps/requirements.txt
 COPY README.md ./
 COPY operator/ operator/
 COPY jobs/ jobs/
@@ -33,14 +35,15 @@ COPY jobs/ jobs/
 COPY images/product_pyproject.py /tmp/
 RUN python /tmp/product_pyproject.py pyproject.toml > pyproject.product.toml \
  && mv pyproject.product.toml pyproject.toml \
- && python -m build --wheel --outdir /wheels .
+ && python -m build --wheel --no-isolation --outdir /wheels .
 
 FROM ${PYTHON_IMAGE}
 ARG UID=10001
 RUN groupadd --gid ${UID} floe \
  && useradd --uid ${UID} --gid ${UID} --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin floe
 COPY --from=build /deps /deps
-RUN pip install --no-cache-dir --no-index --find-links /deps -r /deps/requirements.txt && rm -rf /deps
+# The wheels the build stage checked against the lock (or built from a checked sdist), nothing else.
+RUN pip install --no-cache-dir --no-index --no-deps /deps/*.whl && rm -rf /deps
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl && rm -rf /wheels
 ENV PYTHONUNBUFFERED=1 \

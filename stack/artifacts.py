@@ -7,6 +7,7 @@ is complete, so an interrupted or failed run never leaves a half-filled (poisone
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -70,8 +71,10 @@ def maven_jars(
         (work / "pom.xml").write_text(_pom(coords, excludes))
         (work / "settings.xml").write_text(CENTRAL_ONLY_SETTINGS)
         out = work / "lib"
+        # -C (--strict-checksums): a jar or pom whose digest does not match the .sha1 Maven
+        # Central publishes beside it fails the fetch (Maven only warns by default).
         cmd = [
-            "mvn", "-B", "-q", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
+            "mvn", "-B", "-q", "-C", "-s", str(work / "settings.xml"), "-f", str(work / "pom.xml"),
             "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
             f"-DoutputDirectory={out}", "-DincludeScope=runtime",
         ]
@@ -89,9 +92,35 @@ def maven_jars(
     return dest
 
 
+def go_checksum_problem(go_env: dict[str, str]) -> str | None:
+    """What, in ``go env``'s settings, would let a Go module in unchecked; None when every module
+    is checked against go.sum and the Go checksum database (the default). The stack's Go
+    builds write go.mod wrappers without a committed go.sum, so the database is the check."""
+    if go_env.get("GOSUMDB", "").strip() in ("", "off"):
+        return "GOSUMDB is off: unset it (the default, sum.golang.org) so Go checks every module's hash"
+    for name in ("GONOSUMDB", "GOPRIVATE", "GOINSECURE"):
+        if go_env.get(name, "").strip():
+            return f"{name}={go_env[name]} exempts modules from the checksum database: unset it for the stack's builds"
+    return None
+
+
+def check_go_checksums() -> None:
+    """Refuse a Go build that would take modules the checksum database did not check."""
+    if shutil.which("go") is None:
+        return  # the build itself says that Go is missing
+    names = ["GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOINSECURE"]
+    proc = subprocess.run(["go", "env", "-json", *names], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ArtifactError(f"go env failed (is Go installed?):\n{proc.stderr[-1000:]}")
+    problem = go_checksum_problem(json.loads(proc.stdout))
+    if problem:
+        raise ArtifactError(f"refusing to build from {GO_PROXY}: {problem}")
+
+
 def go_build_kube(layout: Layout, *, kube_version: str, etcd_version: str, target: str = "all") -> None:
     """Build etcd and the Kubernetes control plane (``target`` "all"), or the node's kubelet and
     kube-proxy (``target`` "node"), with the Go toolchain (build-kube.sh)."""
+    check_go_checksums()
     script = Path(__file__).with_name("build-kube.sh")
     env = dict(os.environ, FLOE_CACHE=str(layout.cache), KUBE_VERSION=kube_version, ETCD_VERSION=etcd_version)
     proc = subprocess.run(["bash", str(script), target], env=env)
@@ -113,6 +142,7 @@ def go_install(
     stamp = layout.bin / f".{binary}-v{version}-{hashlib.sha1(flags.encode()).hexdigest()[:8]}"
     if stamp.exists() and target.exists():
         return target
+    check_go_checksums()
     layout.bin.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=layout.bin, prefix=f".{binary}-") as tmp:
         env = dict(os.environ, GOBIN=tmp, CGO_ENABLED="0")

@@ -58,6 +58,7 @@ def build(layout: Layout) -> Path:
     stamp = layout.bin / f".{NAME}-v{COREDNS_VERSION}-{digest}"
     if stamp.exists() and target.exists():
         return target
+    artifacts.check_go_checksums()
     src = layout.cache / "build" / f"coredns-v{COREDNS_VERSION}"
     src.mkdir(parents=True, exist_ok=True)
     (src / "go.mod").write_text(go_mod())

@@ -2,7 +2,8 @@
 
 - ``pause``: the pod sandbox image containerd names as its ``sandbox_image``, a static C binary
   that sleeps until signalled and reaps zombies, in a one-layer OCI image written here.
-- ``base``: Debian bookworm from ``debootstrap --variant=minbase`` with python3 and pip, standing
+- ``base``: Debian bookworm from ``debootstrap --variant=minbase`` with python3 and pip (the
+  Release file's signature checked against Debian's archive keyring), standing
   in for ``python:3.11-slim-bookworm``; the Dockerfiles take it through their ``PYTHON_IMAGE``
   build argument, so the same files build FROM the public image anywhere else.
 - ``job`` and ``operator``: ``images/*.Dockerfile`` built with ``buildah bud --pull=never`` on
@@ -32,12 +33,16 @@ from floe_stack.layout import Layout
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-pip", "python-is-python3", "ca-certificates")
 # The packages the image builds need on the host.
-BUILD_DEBS = ("debootstrap", "buildah", "gcc", "libc6-dev")
+BUILD_DEBS = ("debootstrap", "debian-archive-keyring", "buildah", "gcc", "libc6-dev")
+# debootstrap checks the suite's Release file against this keyring (and every package against
+# the Release file's digests); naming it makes a missing keyring fail the build instead of a
+# warning and an unchecked base.
+DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What the Dockerfiles COPY from the repository (the build context is its root).
 CONTEXT = ("pyproject.toml", "README.md", ".dockerignore", "operator", "jobs", "examples",
-           "images/product_pyproject.py")
+           "images/product_pyproject.py", "requirements")
 
 PAUSE_C = r"""
 /* The pod sandbox's process: holds the pod's namespaces, reaps orphans, exits on a signal. */
@@ -252,7 +257,8 @@ class Images:
             return img
         with tempfile.TemporaryDirectory(dir=self._mkdir()) as tmp:
             root = Path(tmp) / "rootfs"
-            _run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, str(root), mirror],
+            _run(["debootstrap", "--variant=minbase", f"--keyring={DEBIAN_KEYRING}",
+                  f"--include={','.join(BASE_PACKAGES)}", SUITE, str(root), mirror],
                  what=f"debootstrap {SUITE} from {mirror}", log=self.logs / "image-base-debootstrap.log")
             for rel in BASE_TRIM:
                 p = root / rel
