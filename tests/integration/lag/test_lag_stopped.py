@@ -9,7 +9,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kopf.testing
@@ -58,24 +58,11 @@ def test_a_stopped_partition_is_named_on_the_app_until_it_moves_on(
     kubeconfig: str,
     make_topic: Any,
     cql: Any,
-    kafka_bootstrap: str,
-    cassandra_hosts: list[str],
-    cassandra_port: int,
+    app_manifest: Callable[..., dict[str, Any]],
 ) -> None:
     topic = make_topic(2)
     keyspace = f"it_lag_stop_{uuid.uuid4().hex[:6]}"
-    body = {
-        "apiVersion": model.API_VERSION,
-        "kind": model.KIND,
-        "metadata": {"name": "poisoned", "namespace": namespace},
-        "spec": {
-            "image": "example/app:1",
-            "job": {"entrypoint": "m:f"},
-            "replicas": 0,
-            "kafka": {"bootstrapServers": kafka_bootstrap, "topics": [topic]},
-            "state": {"cassandra": {"hosts": cassandra_hosts, "port": cassandra_port, "keyspace": keyspace}},
-        },
-    }
+    body = app_manifest("poisoned", namespace, topics=[topic], keyspace=keyspace, replicas=0)
     started = threading.Event()
     registry = handlers.build_registry(handlers.Options(resync_seconds=5.0, started=started))
     lag_loop.register(registry, lag_loop.Options(interval_seconds=1.0, status_seconds=1.0))

@@ -84,12 +84,21 @@ def operator(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]
 
 @contextlib.contextmanager
 def running_operator(
-    kube: Kubectl, namespace: str, *, resync_seconds: float, also: Sequence[str] = ()
+    kube: Kubectl,
+    namespace: str,
+    *,
+    resync_seconds: float,
+    also: Sequence[str] = (),
+    lag_interval_seconds: float | None = None,
 ) -> Iterator[kopf.testing.KopfRunner]:
-    """The operator, in-process, watching `namespace` (and the namespaces `also`); their apps are
-    deleted before it stops."""
+    """The operator, in-process, watching `namespace` (and the namespaces `also`), with its lag
+    loop every `lag_interval_seconds` when given; their apps are deleted before it stops."""
     started = threading.Event()
     registry = handlers.build_registry(handlers.Options(resync_seconds=resync_seconds, started=started))
+    if lag_interval_seconds is not None:
+        from floe_operator.lag import loop as lag_loop
+
+        lag_loop.register(registry, lag_loop.Options(interval_seconds=lag_interval_seconds))
     watched = [namespace, *also]
     runner = kopf.testing.KopfRunner(
         ["run", "--standalone", *(arg for ns in watched for arg in ("--namespace", ns))], registry=registry, timeout=60

@@ -10,21 +10,16 @@ condition turns False.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kopf.testing
 import pytest
-from floe_operator import handlers
-from floe_operator.lag import loop as lag_loop
 from floe_stack import demo, localrun
 
 from ...nodekit import require_node, wait_exact_counts, word_count_app
 from ..waiting import wait_for
+from .conftest import running_operator
 from .kube import Kubectl, condition
 
 pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
@@ -33,20 +28,6 @@ ROOT = Path(__file__).resolve().parents[3]
 POISON_JOB = ROOT / "tests" / "integration" / "runtime" / "jobs" / "poison_count.py"
 PARTITIONS = 2
 POISON_INDEX = 2 * 20 + 1  # line i goes to partition i % 2 at offset i // 2: partition 1, offset 20
-
-
-@contextlib.contextmanager
-def operator_with_lag_loop(kube: Kubectl, namespace: str) -> Iterator[kopf.testing.KopfRunner]:
-    """The operator in-process with its lag loop (every 2 s), which sets PartitionsStopped."""
-    started = threading.Event()
-    registry = handlers.build_registry(handlers.Options(resync_seconds=5, started=started))
-    lag_loop.register(registry, lag_loop.Options(interval_seconds=2))
-    runner = kopf.testing.KopfRunner(["run", "--standalone", "--namespace", namespace], registry=registry, timeout=60)
-    with runner:
-        assert started.wait(timeout=30), "the operator did not start"
-        yield runner
-        kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
-    assert runner.exception is None, runner.exception
 
 
 def _pod(kube: Kubectl, namespace: str, app: str) -> dict[str, Any] | None:
@@ -84,7 +65,8 @@ def test_a_poison_record_stops_its_partition_and_names_it_on_the_app(
     lines = localrun.word_lines(200, seed=5)
     lines[POISON_INDEX] = "POISON kafka spark"
 
-    with operator_with_lag_loop(kube, namespace):
+    # the lag loop (every 2 s) sets PartitionsStopped
+    with running_operator(kube, namespace, resync_seconds=5, lag_interval_seconds=2):
         kube.apply(body)
         wait_for(lambda: (p := _pod(kube, namespace, app)) is not None and demo.is_ready(p), timeout=480,
                  what="the app's pod Ready", every=2)

@@ -197,11 +197,20 @@ def test_stop_commits_up_to_the_poison_record_and_keeps_the_replica_running(
         seen = operator_rows(session, app)[poisoned]
         assert seen.stopped and (seen.next_offset, seen.stopped_at) == (POISON_OFFSET, POISON_OFFSET)
         assert "cannot split line POISON kafka spark" in (seen.stopped_error or "")
-        # no restart loop: the replica stays up and ready, and the partition stays where it stopped
-        time.sleep(20)
+        # no restart loop, timed on observed work rather than a sleep: a second wave of input is
+        # committed on every other partition by the same process, which stays ready, while the
+        # stopped partition stays where it stopped (its new records wait behind the poison one)
+        more = localrun.word_lines(PARTITIONS * 20, seed=32)
+        localrun.produce(app.bootstrap, app.topics[0], more)
+        while not settled():
+            assert replica.alive(), f"the replica exited; see {replica.log_path}"
+            assert time.monotonic() < deadline + 200, "the other partitions did not take the second wave"
+            time.sleep(1)
         assert replica.alive()
         assert replica.ready()
         assert offsets_rows(session, app)[poisoned][2] == POISON_OFFSET
+        counted += [line for i, line in enumerate(more) if i % PARTITIONS != POISON_PARTITION]
+        check_counts(session, app, counted)
         log = replica.log_path.read_text()
         assert f"topic {source} partition {POISON_PARTITION} stopped at offset {POISON_OFFSET}" in log
     finally:

@@ -87,10 +87,11 @@ def _stopped(pid: int) -> bool:
 
 
 def _planned_stamps(session: Any, app: localrun.App, topic: str) -> dict[int, int]:
-    """The write timestamp of each partition's newest plan (`planned_ts`) in the offsets rows."""
+    """The write timestamp of each partition's newest plan (`planned_ts`) in the offsets rows of
+    the stage that reads `topic`, `count` (rows are kept per stage: `offsets.position_key`)."""
     rows = session.execute(
         f"SELECT partition, planned_ts FROM {app.keyspace}.{offsets.TABLE} WHERE app_id = %s AND topic = %s",
-        (app.app_id, topic),
+        (app.app_id, offsets.position_key("count", topic)),
     )
     return {r[0]: r[1] for r in rows}
 
