@@ -767,6 +767,32 @@ def floe_processing_seconds(log_text: str) -> dict[str, float]:
     }
 
 
+def check_word_counts(
+    env: dict[str, str], lines: list[str], *, output: str, session: Any = None, keyspace: str | None = None
+) -> dict[str, int]:
+    """A run's answer, checked after its clock stopped: the latest count of every word in the
+    output topic (and, for Floe, in its Cassandra store) equals the word's occurrences in the
+    input, no word missing and none extra. A faster wrong answer raises instead of scoring."""
+    from floe_stack import localrun
+
+    truth = localrun.word_truth(lines)
+    found = {"output": localrun.last_values(localrun.read_topic(env["FLOE_KAFKA_BOOTSTRAP"], output, timeout=900))}
+    if session is not None and keyspace is not None:
+        stored = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
+        found["store"] = {k: str(v) for k, v in stored.items()}
+    want = {w: str(n) for w, n in truth.items()}
+    for where, got in found.items():
+        if got != want:
+            wrong = {w: (got.get(w), n) for w, n in want.items() if got.get(w) != n}
+            extra = sorted(set(got) - set(want))[:5]
+            sample = dict(list(wrong.items())[:5])
+            raise AssertionError(
+                f"{where}: {len(wrong)} of {len(want)} words have a wrong or missing count, e.g. {sample} "
+                f"(got, want); {len(set(got) - set(want))} words that are not in the input, e.g. {extra}"
+            )
+    return {f"{where}_words_checked": len(got) for where, got in found.items()}
+
+
 def own_cpu(cpu_s: dict[str, float]) -> float:
     return round(sum(v for k, v in cpu_s.items() if k in OWN_KINDS), 2)
 
@@ -801,6 +827,9 @@ def floe_throughput(
             peak = rss.stop()
             replica.stop()
             cpu_s = cpu.stop()
+        try:
+            checked = check_word_counts(env, lines, output=app.output_topics[0], session=session, keyspace=app.keyspace)
+        finally:
             drop_and_close(session, [app.keyspace])
             keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
     return {
@@ -809,6 +838,7 @@ def floe_throughput(
         "peak_rss_mb": peak >> 20,
         "cpu_s": cpu_s,
         "own_cpu_s": own_cpu(cpu_s),
+        "checked": checked,
     }
 
 
@@ -849,6 +879,7 @@ def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int, conf: di
         cpu_s = cpu.stop()
     if "PROGRESS" not in stdout:
         raise RuntimeError(f"Structured Streaming failed: {stderr[-3000:]}")
+    checked = check_word_counts(env, lines, output=out)
     progress = json.loads(stdout.split("PROGRESS", 1)[1].strip().splitlines()[0])
     return {
         "seconds": round(progress["seconds"], 2),
@@ -858,6 +889,7 @@ def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int, conf: di
         "peak_rss_mb": peak >> 20,
         "cpu_s": cpu_s,
         "own_cpu_s": own_cpu(cpu_s),
+        "checked": checked,
     }
 
 
@@ -913,7 +945,9 @@ def write_throughput(
                 "Structured Streaming: its first trigger) to the commit of the last batch (Floe: offsets in "
                 "Cassandra; Structured Streaming: the last trigger's end); process start-up excluded on both. "
                 "Higher is better, ratio = value / baseline; ratio_per_cpu_second: lines per CPU second of the "
-                "system's own processes and the Kafka broker (not Cassandra's node)",
+                "system's own processes and the Kafka broker (not Cassandra's node). Every run's answer is "
+                "checked after its clock stops: each word's latest count in the output topic (both sides) and "
+                "in Cassandra (Floe) equals its occurrences in the input, or the run fails",
                 "unit": "records/s",
                 "value": round(statistics.median(floe), 1),
                 "baseline": "Spark Structured Streaming groupBy().count(), RocksDB state store with changelog "
