@@ -248,6 +248,29 @@ def guard() -> None:
         _run(["iptables", "-w", "-I", "FORWARD", "1", "-j", GUARD_CHAIN], what="iptables")
 
 
+# The checkout whose node holds the bridge, machine-wide (the bridge is too): named when another
+# checkout's `make up` finds the bridge taken, so the user knows where to run `make down`.
+HOLDER = Path("/run/floe-node-holder")
+
+
+def read_holder() -> Path | None:
+    try:
+        return Path(HOLDER.read_text().strip())
+    except OSError:
+        return None
+
+
+def holder_message(holder: Path | None) -> str:
+    """Why this checkout cannot start a node, and where to stop the one that runs."""
+    head = f"the bridge {NODE_BRIDGE} exists but this checkout did not make it: only one node can run on a machine"
+    if holder is None:
+        return f"{head}; another checkout's node holds it: run `make down` in that checkout first"
+    if not (holder / ".floe" / "node" / "host-state.json").exists():
+        return (f"{head}; it was made by {holder}, which no longer records it: run `ip link delete "
+                f"{NODE_BRIDGE}` (and `make down` there if that checkout still exists)")
+    return f"{head}; the node of {holder} holds it: run `make down` there first (`make -C {holder} down`)"
+
+
 class Bridge:
     """The pod bridge, the FORWARD guard and the record of the host settings the node changes.
     It comes first in the stack, so that services can listen on the bridge's address."""
@@ -265,9 +288,7 @@ class Bridge:
         p = self.paths
         exists = Path(f"/sys/class/net/{NODE_BRIDGE}").exists()
         if exists and not p.state.exists():
-            raise component.StackError(
-                f"the bridge {NODE_BRIDGE} exists but this checkout did not make it: another checkout's node holds "
-                f"it (only one node can run on a machine); run `make down` there first")
+            raise component.StackError(holder_message(read_holder()))
         if not p.state.exists():
             p.dir.mkdir(parents=True, exist_ok=True)
             state = {
@@ -277,6 +298,7 @@ class Bridge:
                 "started": time.time(),
             }
             p.state.write_text(json.dumps(state, indent=2) + "\n")
+        HOLDER.write_text(str(self.layout.root) + "\n")
         if not exists:
             _run(["ip", "link", "add", NODE_BRIDGE, "type", "bridge"], what="creating the pod bridge")
         if NODE_BRIDGE_IP not in _run(["ip", "-4", "-o", "addr", "show", "dev", NODE_BRIDGE], what="ip addr").stdout:
@@ -558,6 +580,8 @@ def teardown(layout: Layout, *, say: Callable[[str], None] = print) -> None:
         with contextlib.suppress(OSError):
             Path(path).rmdir()
     p.state.unlink()
+    if read_holder() == layout.root:
+        HOLDER.unlink(missing_ok=True)
     say("floe-stack: node cleaned up (bridge, netns, iptables chains, kernel settings restored)")
 
 

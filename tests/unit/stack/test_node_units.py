@@ -128,3 +128,19 @@ def test_images_named_by_pods_and_workload_templates_are_in_use() -> None:
     ]}
     assert node.referenced_images(listing) == {
         "localhost/floe/job:a", "localhost/floe/init:a", "localhost/floe/job:old", "localhost/floe/operator:b"}
+
+
+def test_a_taken_bridge_names_the_checkout_whose_node_holds_it(tmp_path: Path) -> None:
+    holder = tmp_path / "other-clone"
+    (holder / ".floe" / "node").mkdir(parents=True)
+    (holder / ".floe" / "node" / "host-state.json").write_text("{}")
+    assert f"`make -C {holder} down`" in node.holder_message(holder)
+
+
+def test_a_bridge_whose_holder_is_gone_says_how_to_remove_it(tmp_path: Path) -> None:
+    message = node.holder_message(tmp_path / "deleted-clone")
+    assert "no longer records it" in message and f"ip link delete {node.NODE_BRIDGE}" in message
+
+
+def test_a_bridge_of_an_unknown_checkout_still_says_what_to_do() -> None:
+    assert "run `make down` in that checkout first" in node.holder_message(None)
