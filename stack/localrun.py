@@ -60,14 +60,17 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     raise TimeoutError(f"topic {name} did not appear")
 
 
-def produce(bootstrap: str, topic: str, values: Iterable[str], *, keyed: bool = False) -> int:
-    """Produce values (round-robin over partitions unless keyed by value); returns the count."""
+def produce(bootstrap: str, topic: str, values: Iterable[str | tuple[str, str]], *, keyed: bool = False) -> int:
+    """Produce values (round-robin over partitions unless keyed by value; a (key, value) pair is
+    produced keyed by its key); returns the count."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
     md = producer.list_topics(topic, timeout=10)
     parts = len(md.topics[topic].partitions)
     n = 0
     for i, value in enumerate(values):
-        if keyed:
+        if isinstance(value, tuple):
+            producer.produce(topic, key=value[0].encode(), value=value[1].encode())
+        elif keyed:
             producer.produce(topic, key=value.encode(), value=value.encode())
         else:
             producer.produce(topic, value=value.encode(), partition=i % parts)

@@ -33,7 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cpusample import Sampler, stack_pids  # run as a script: its own folder is on the path
+import workloads  # run as a script: its own folder is on the path
+from cpusample import Sampler, stack_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
@@ -68,7 +69,16 @@ def drop_and_close(session: Any, keyspaces: list[str]) -> None:
         session.cluster.shutdown()
 
 
-def new_app(env: dict[str, str], workdir: Path, *, prefix: str, partitions: int = 6, **extra: str) -> Any:
+def new_app(
+    env: dict[str, str],
+    workdir: Path,
+    *,
+    prefix: str,
+    partitions: int = 6,
+    entrypoint: str = str(ROOT / "examples/word-count/word_count.py"),
+    stores: list[dict[str, Any]] | None = None,
+    **extra: str,
+) -> Any:
     from floe_stack import localrun
 
     app_id = localrun.unique(prefix)
@@ -82,8 +92,8 @@ def new_app(env: dict[str, str], workdir: Path, *, prefix: str, partitions: int 
         keyspace="floe_bench_" + app_id.split("-")[-1],
         topics=[f"{app_id}-lines"],
         output_topics=[f"{app_id}-output"],
-        entrypoint=str(ROOT / "examples/word-count/word_count.py"),
-        stores=[{"name": "word-count", "type": "partitioned"}],
+        entrypoint=entrypoint,
+        stores=stores or [{"name": "word-count", "type": "partitioned"}],
         spark_jars=env["FLOE_SPARK_JARS"].split(","),
         workdir=workdir,
         extra_env=dict(extra),
@@ -622,26 +632,25 @@ def bench_scaleout(args: argparse.Namespace) -> None:
 
 # -- throughput ---------------------------------------------------------------------------------
 
-SS_SCRIPT = """
+SS_HEAD = """
 import json, sys
 from datetime import datetime
 from pyspark.sql import SparkSession, functions as F
 bootstrap, topic, out, checkpoint, jars, max_offsets, conf = sys.argv[1:8]
-builder = (SparkSession.builder.master("local[2]").appName("ss-word-count")
+builder = (SparkSession.builder.master("local[2]").appName("ss-throughput")
            .config("spark.jars", jars).config("spark.ui.enabled", "false")
            .config("spark.ui.showConsoleProgress", "false"))
 for key, value in json.loads(conf).items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("WARN")
-lines = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).option("startingOffsets", "earliest")
-         .option("maxOffsetsPerTrigger", max_offsets).load())
-words = lines.select(F.explode(F.split(F.lower(F.col("value").cast("string")), r"[^\\p{L}\\p{N}']+")).alias("word"))
-counts = words.where("word != ''").groupBy("word").count()
-q = (counts.select(F.col("word").alias("key"), F.col("count").cast("string").alias("value"))
-     .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
-     .option("checkpointLocation", checkpoint).outputMode("update").trigger(availableNow=True).start())
+src = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+       .option("subscribe", topic).option("startingOffsets", "earliest")
+       .option("maxOffsetsPerTrigger", max_offsets).load())
+"""
+SS_TAIL = """
+q = (result.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
+     .option("checkpointLocation", checkpoint).outputMode(mode).trigger(availableNow=True).start())
 q.awaitTermination()
 # the clock: from the first trigger's start to the end of the last one that read records (its
 # offsets, state checkpoint and commit log written), as the query's progress reports them
@@ -678,8 +687,25 @@ SS_STATE = {
     ),
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
-# (name, vocabulary, default lines): about 10,000, 100,000 and 1,000,000 distinct words
-CASES = (("10k-words", 10_000, 100_000), ("100k-words", 100_000, 100_000), ("1m-words", 2_000_000, 200_000))
+# (name, workload, vocabulary, default records): word count with about 10,000, 100,000 and
+# 1,000,000 distinct words; dedup over 1,000,000 distinct ids and latest over 1,000,000 keys,
+# each with a fifth as many repeats again
+CASES: tuple[tuple[str, workloads.Workload, int, int], ...] = (
+    ("10k-words", workloads.WORD_COUNT, 10_000, 100_000),
+    ("100k-words", workloads.WORD_COUNT, 100_000, 100_000),
+    ("1m-words", workloads.WORD_COUNT, 2_000_000, 200_000),
+    ("1m-ids", workloads.DEDUP, 1_000_000, 1_200_000),
+    ("1m-keys", workloads.LATEST, 1_000_000, 1_200_000),
+)
+
+
+def case_records(workload: workloads.Workload, count: int, vocab: int, *, seed: int) -> list[workloads.Record]:
+    if workload is workloads.WORD_COUNT:
+        return workloads.vocab_lines(count, vocab, seed=seed)
+    make = workloads.repeated_ids if workload is workloads.DEDUP else workloads.key_updates
+    return make(count, min(vocab, count), seed=seed)
+
+
 FULL_RUNS = 5  # runs of each side a throughput row should have; fewer are said in the result
 # CPU counted per record for the second ratio: the system's own processes and the broker, not
 # the state store's node (Cassandra shares the two cores here; in production it runs elsewhere)
@@ -727,13 +753,6 @@ class PeakRss:
         return self.peak
 
 
-def vocab_lines(n: int, vocab: int, *, seed: int) -> list[str]:
-    import random
-
-    rng = random.Random(seed)
-    return [" ".join(f"v{rng.randrange(vocab):07d}" for _ in range(rng.randint(1, 12))) for _ in range(n)]
-
-
 def log_time(line: str) -> float:
     """Epoch seconds of a replica's log line (its asctime prefix, the machine's local time)."""
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
@@ -767,38 +786,18 @@ def floe_processing_seconds(log_text: str) -> dict[str, float]:
     }
 
 
-def check_word_counts(
-    env: dict[str, str], lines: list[str], *, output: str, session: Any = None, keyspace: str | None = None
-) -> dict[str, int]:
-    """A run's answer, checked after its clock stopped: the latest count of every word in the
-    output topic (and, for Floe, in its Cassandra store) equals the word's occurrences in the
-    input, no word missing and none extra. A faster wrong answer raises instead of scoring."""
-    from floe_stack import localrun
-
-    truth = localrun.word_truth(lines)
-    found = {"output": localrun.last_values(localrun.read_topic(env["FLOE_KAFKA_BOOTSTRAP"], output, timeout=900))}
-    if session is not None and keyspace is not None:
-        stored = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
-        found["store"] = {k: str(v) for k, v in stored.items()}
-    want = {w: str(n) for w, n in truth.items()}
-    for where, got in found.items():
-        if got != want:
-            wrong = {w: (got.get(w), n) for w, n in want.items() if got.get(w) != n}
-            extra = sorted(set(got) - set(want))[:5]
-            sample = dict(list(wrong.items())[:5])
-            raise AssertionError(
-                f"{where}: {len(wrong)} of {len(want)} words have a wrong or missing count, e.g. {sample} "
-                f"(got, want); {len(set(got) - set(want))} words that are not in the input, e.g. {extra}"
-            )
-    return {f"{where}_words_checked": len(got) for where, got in found.items()}
-
-
 def own_cpu(cpu_s: dict[str, float]) -> float:
     return round(sum(v for k, v in cpu_s.items() if k in OWN_KINDS), 2)
 
 
 def floe_throughput(
-    env: dict[str, str], lines: list[str], *, batch: int, conf: dict[str, str], logs: Path | None = None
+    env: dict[str, str],
+    records: list[workloads.Record],
+    *,
+    workload: workloads.Workload,
+    batch: int,
+    conf: dict[str, str],
+    logs: Path | None = None,
 ) -> dict[str, Any]:
     from floe_stack import localrun
 
@@ -807,12 +806,14 @@ def floe_throughput(
             env,
             Path(tmp),
             prefix="tp",
+            entrypoint=workload.entrypoint,
+            stores=workload.stores,
             FLOE_SPARK_MASTER="local[2]",
             FLOE_KAFKA_MAX_RECORDS_PER_BATCH=str(batch),
             FLOE_SPARK_CONF=json.dumps(conf),
         )
         session = session_for(env)
-        localrun.produce(app.bootstrap, app.topics[0], lines)
+        localrun.produce(app.bootstrap, app.topics[0], records)
         roots = set(stack_pids(ROOT))
         cpu = Sampler(interval=0.5, roots=roots)
         replica = localrun.Replica(app, "r0").start()
@@ -820,7 +821,7 @@ def floe_throughput(
         rss = PeakRss(replica.pid)
         try:
             localrun.wait_caught_up(
-                session, app, [app.topics[0], f"{app.app_id}-words-repartition"], timeout=3600, replicas=[replica]
+                session, app, workload.drained(app.app_id, app.topics[0]), timeout=3600, replicas=[replica]
             )
             phases = floe_processing_seconds(replica.log_path.read_text(errors="replace"))
         finally:
@@ -828,13 +829,21 @@ def floe_throughput(
             replica.stop()
             cpu_s = cpu.stop()
         try:
-            checked = check_word_counts(env, lines, output=app.output_topics[0], session=session, keyspace=app.keyspace)
+            # the answer, checked after the clock stopped: the output topic and the store
+            checked = workloads.check_output(
+                workload, records, localrun.read_topic(app.bootstrap, app.output_topics[0], timeout=900)
+            )
+            checked["store_keys_checked"] = workloads.check_store(
+                workload,
+                records,
+                lambda store, ks, vs: localrun.read_store(session, app.keyspace, store, key_serde=ks, value_serde=vs),
+            )
         finally:
             drop_and_close(session, [app.keyspace])
             keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
     return {
         **phases,
-        "records_per_s": round(len(lines) / phases["seconds"], 1),
+        "records_per_s": round(len(records) / phases["seconds"], 1),
         "peak_rss_mb": peak >> 20,
         "cpu_s": cpu_s,
         "own_cpu_s": own_cpu(cpu_s),
@@ -842,25 +851,33 @@ def floe_throughput(
     }
 
 
-def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int, conf: dict[str, str]) -> dict[str, Any]:
+def ss_throughput(
+    env: dict[str, str],
+    records: list[workloads.Record],
+    *,
+    workload: workloads.Workload,
+    batch: int,
+    conf: dict[str, str],
+) -> dict[str, Any]:
     import subprocess
 
     from floe_stack import localrun
 
+    bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
     with tempfile.TemporaryDirectory(prefix="floe-bench-ss-") as tmp:
         topic, out = localrun.unique("ss-lines"), localrun.unique("ss-out")
-        localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic, 6)
-        localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], out, 6)
-        localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic, lines)
+        localrun.create_topic(bootstrap, topic, 6)
+        localrun.create_topic(bootstrap, out, 6)
+        localrun.produce(bootstrap, topic, records)
         script = Path(tmp) / "ss.py"
-        script.write_text(SS_SCRIPT)
+        script.write_text(SS_HEAD + workload.ss_query + SS_TAIL)
         roots = set(stack_pids(ROOT))
         cpu = Sampler(interval=0.5, roots=roots)
         proc = subprocess.Popen(
             [
                 sys.executable,
                 str(script),
-                env["FLOE_KAFKA_BOOTSTRAP"],
+                bootstrap,
                 topic,
                 out,
                 str(Path(tmp) / "chk"),
@@ -879,11 +896,11 @@ def ss_throughput(env: dict[str, str], lines: list[str], *, batch: int, conf: di
         cpu_s = cpu.stop()
     if "PROGRESS" not in stdout:
         raise RuntimeError(f"Structured Streaming failed: {stderr[-3000:]}")
-    checked = check_word_counts(env, lines, output=out)
+    checked = workloads.check_output(workload, records, localrun.read_topic(bootstrap, out, timeout=900))
     progress = json.loads(stdout.split("PROGRESS", 1)[1].strip().splitlines()[0])
     return {
         "seconds": round(progress["seconds"], 2),
-        "records_per_s": round(len(lines) / progress["seconds"], 1),
+        "records_per_s": round(len(records) / progress["seconds"], 1),
         "first_batch_s": round(progress["first_batch_s"], 2),
         "batches": progress["batches"],
         "peak_rss_mb": peak >> 20,
@@ -897,31 +914,40 @@ def bench_throughput(args: argparse.Namespace) -> None:
     env = stack_env()
     # One discarded run of each system first: a node just started interprets before its JIT
     # compiles, and both systems share the broker, so measured runs see warm services alike.
-    warm_lines = vocab_lines(20_000, 10_000, seed=4)
+    warm_lines = workloads.vocab_lines(20_000, 10_000, seed=4)
     for _ in range(args.warm_up):
         conf = {**COMMON_CONF, **TUNINGS[args.tunings[0]]}
+        wc = workloads.WORD_COUNT
         print(
             "warm-up (discarded)",
-            floe_throughput(env, warm_lines, batch=args.batch, conf=conf),
-            ss_throughput(env, warm_lines, batch=args.batch, conf=conf),
+            floe_throughput(env, warm_lines, workload=wc, batch=args.batch, conf=conf),
+            ss_throughput(env, warm_lines, workload=wc, batch=args.batch, conf=conf),
             flush=True,
         )
-    for name, vocab, count in [c for c in CASES if c[0] in args.cases]:
+    for name, workload, vocab, count in [c for c in CASES if c[0] in args.cases]:
         count = args.lines or count
-        lines = vocab_lines(count, vocab, seed=5)
-        distinct = len({w for line in lines for w in line.split()})
+        records = case_records(workload, count, vocab, seed=5)
+        distinct = workloads.distinct_of(workload, records)
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {t: {"floe": [], "ss": []} for t in args.tunings}
         for i in range(args.runs):  # alternated, so both see the machine's load alike
             for tuning in args.tunings if i % 2 == 0 else list(reversed(args.tunings)):
                 conf = {**COMMON_CONF, **TUNINGS[tuning]}
-                runs[tuning]["floe"].append(floe_throughput(env, lines, batch=args.batch, conf=conf, logs=args.logs))
-                runs[tuning]["ss"].append(ss_throughput(env, lines, batch=args.batch, conf=conf))
+                runs[tuning]["floe"].append(
+                    floe_throughput(env, records, workload=workload, batch=args.batch, conf=conf, logs=args.logs)
+                )
+                runs[tuning]["ss"].append(ss_throughput(env, records, workload=workload, batch=args.batch, conf=conf))
                 print(name, tuning, runs[tuning]["floe"][-1], runs[tuning]["ss"][-1], flush=True)
-            write_throughput(args, name=name, count=count, distinct=distinct, runs=runs)
+            write_throughput(args, name=name, workload=workload, count=count, distinct=distinct, runs=runs)
 
 
 def write_throughput(
-    args: argparse.Namespace, *, name: str, count: int, distinct: int, runs: dict[str, dict[str, list[dict[str, Any]]]]
+    args: argparse.Namespace,
+    *,
+    name: str,
+    workload: workloads.Workload,
+    count: int,
+    distinct: int,
+    runs: dict[str, dict[str, list[dict[str, Any]]]],
 ) -> None:
     """The rows of one case from the runs made so far (written after every alternated round, so
     a benchmark stopped early leaves results that say how many runs they hold)."""
@@ -934,23 +960,25 @@ def write_throughput(
         ratio = statistics.median(floe) / statistics.median(ss)
         write_result(
             "throughput",
-            f"word-count-{name}-{tuning}",
+            f"{workload.name}-{name}-{tuning}",
             {
-                "metric": f"input lines per second, one replica, word count over {count:,} lines ({distinct:,} "
-                f"distinct words), Spark settings: {tuning} on both sides; Floe (value) vs Spark Structured "
+                "metric": "input records per second, one replica, "
+                + workload.what.format(count=count, distinct=distinct)
+                + f", Spark settings: {tuning} on both sides; Floe (value) vs Spark Structured "
                 f"Streaming (baseline), median of {done} alternated runs each"
                 + ("" if done >= FULL_RUNS else f" (only {done}, not {FULL_RUNS})")
                 + ". Clock, both sides: from the "
                 "start of the first work on the data (Floe: its stage warm-up, before it joins the group; "
                 "Structured Streaming: its first trigger) to the commit of the last batch (Floe: offsets in "
                 "Cassandra; Structured Streaming: the last trigger's end); process start-up excluded on both. "
-                "Higher is better, ratio = value / baseline; ratio_per_cpu_second: lines per CPU second of the "
+                "Higher is better, ratio = value / baseline; ratio_per_cpu_second: records per CPU second of the "
                 "system's own processes and the Kafka broker (not Cassandra's node). Every run's answer is "
-                "checked after its clock stops: each word's latest count in the output topic (both sides) and "
-                "in Cassandra (Floe) equals its occurrences in the input, or the run fails",
+                "checked after its clock stops: each key's latest value in the output topic (both sides) and "
+                "in Cassandra (Floe) is the one the input implies (a word's count, an id once, a key's last "
+                "value), or the run fails",
                 "unit": "records/s",
                 "value": round(statistics.median(floe), 1),
-                "baseline": "Spark Structured Streaming groupBy().count(), RocksDB state store with changelog "
+                "baseline": f"{workload.baseline}, RocksDB state store with changelog "
                 f"checkpointing, availableNow trigger, {args.batch:,} records per trigger",
                 "baseline_value": round(statistics.median(ss), 1),
                 "ratio": round(ratio, 3),
@@ -980,7 +1008,7 @@ def write_throughput(
                 + (f" --lines {args.lines}" if args.lines else ""),
                 "load_average_1m": load_average()[0],
                 "cpu_count": os.cpu_count(),
-                "runs": {"floe": by["floe"], "structured_streaming": by["ss"], "distinct_words": distinct},
+                "runs": {"floe": by["floe"], "structured_streaming": by["ss"], "distinct_keys": distinct},
             },
         )
 
@@ -1008,10 +1036,10 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=os.environ.get("FLOE_BENCH_THROUGHPUT_CASES", " ".join(c[0] for c in CASES)).split(),
         choices=[c[0] for c in CASES],
-        help="cardinalities to run (default: $FLOE_BENCH_THROUGHPUT_CASES, else all)",
+        help="cases to run (default: $FLOE_BENCH_THROUGHPUT_CASES, else all)",
     )
     tp.add_argument("--tunings", nargs="+", default=list(TUNINGS), choices=list(TUNINGS))
-    tp.add_argument("--lines", type=int, default=None, help="lines of every case (default: each case's own)")
+    tp.add_argument("--lines", type=int, default=None, help="input records of every case (default: each case's own)")
     tp.add_argument("--batch", type=int, default=50_000, help="records per batch (both systems)")
     tp.add_argument(
         "--runs",
