@@ -10,6 +10,7 @@ Per app (labels namespace, app):
   floe_consumergroup_sum_lag, floe_consumergroup_max_lag, floe_consumergroup_max_lag_seconds,
   floe_consumergroup_consumption_rate, floe_consumergroup_input_rate (records/s),
   floe_lag_metrics_stale (1 while the app's last scrape failed),
+  floe_app_partitions_stopped (partitions a poison record stopped under `spec.errors: stop`),
   floe_autoscaler_desired_replicas, floe_autoscaler_decisions_total{action,reason}
 Per app, from its status (what alerts need without kube-state-metrics):
   floe_app_condition{condition} (1 while the condition is True: Ready, Progressing, Degraded),
@@ -57,6 +58,8 @@ APP_FAMILIES = {
     "floe_consumergroup_consumption_rate": "Records committed per second over the rate window",
     "floe_consumergroup_input_rate": "Records appended to the input per second over the rate window",
     "floe_lag_metrics_stale": "1 while the app's lag could not be measured",
+    "floe_app_partitions_stopped": "Partitions of the app (input or repartition) a poison record stopped "
+    "(spec.errors: stop); 0 when none",
     "floe_autoscaler_desired_replicas": "Replicas the native autoscaler decided last",
 }
 CONDITION_FAMILY = "floe_app_condition"
@@ -156,6 +159,7 @@ class LagMetrics:
             per_app["floe_consumergroup_max_lag_seconds"].add_metric(ak, app.max_seconds)
             per_app["floe_consumergroup_consumption_rate"].add_metric(ak, app.consumption_rate or 0.0)
             per_app["floe_consumergroup_input_rate"].add_metric(ak, app.input_rate or 0.0)
+            per_app["floe_app_partitions_stopped"].add_metric(ak, len(app.stopped))
         for (namespace, name), is_stale in stale.items():
             per_app["floe_lag_metrics_stale"].add_metric([namespace, name], 1 if is_stale else 0)
         for (namespace, name), replicas in desired.items():

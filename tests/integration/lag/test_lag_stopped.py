@@ -18,6 +18,7 @@ import yaml
 from floe_jobs import offsets, planning
 from floe_operator import handlers, model
 from floe_operator.lag import loop as lag_loop
+from prometheus_client import REGISTRY
 
 from ..waiting import wait_for
 from .test_lag_operator import run
@@ -77,6 +78,10 @@ def test_a_stopped_partition_is_named_on_the_app_until_it_moves_on(
                 return dict(cond)
         return None
 
+    def stopped_series() -> float | None:
+        labels = {"namespace": namespace, "app": "poisoned"}
+        return REGISTRY.get_sample_value("floe_app_partitions_stopped", labels)
+
     try:
         with runner:
             assert started.wait(timeout=30)
@@ -96,6 +101,8 @@ def test_a_stopped_partition_is_named_on_the_app_until_it_moves_on(
             _commit(table, topic, 10, 40, stop="ValueError: cannot split line POISON")
             cond = wait_for(lambda: stopped_condition("True"), timeout=30, what="PartitionsStopped True")
             assert cond["reason"] == "PoisonRecord"
+            # and counted in the operator's series, for an alert
+            wait_for(lambda: stopped_series() == 1, timeout=10, what="floe_app_partitions_stopped 1")
             assert f"topic {topic} partition 0 stopped at offset 40: ValueError: cannot split line POISON" in (
                 cond["message"]
             )
@@ -107,6 +114,7 @@ def test_a_stopped_partition_is_named_on_the_app_until_it_moves_on(
             _commit(table, topic, 40, 45)
             cond = wait_for(lambda: stopped_condition("False"), timeout=30, what="PartitionsStopped False")
             assert cond["reason"] == "NoneStopped"
+            wait_for(lambda: stopped_series() == 0, timeout=10, what="floe_app_partitions_stopped 0")
             run(kubectl, kubeconfig, "delete", "streamingapp", "poisoned", "-n", namespace, "--wait=true",
                 "--timeout=100s")
     finally:

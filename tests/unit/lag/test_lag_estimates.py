@@ -123,6 +123,7 @@ def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
     assert get("floe_consumergroup_partition_status", {**labels, "status": "OK"}) == 0
     assert get("floe_consumergroup_sum_lag", {"namespace": "ns", "app": "a"}) == 100
     assert get("floe_consumergroup_input_rate", {"namespace": "ns", "app": "a"}) == 5.0
+    assert get("floe_app_partitions_stopped", {"namespace": "ns", "app": "a"}) == 0
     assert get("floe_lag_last_success_timestamp_seconds") == 1000.0
 
     # A failed scrape: values kept, stale flagged, error counted, last success unchanged.
@@ -194,3 +195,15 @@ def test_app_conditions_and_replicas_are_series_for_alerts() -> None:
     assert get("floe_app_ready_replicas", app) == 1
     metrics.record_apps([])
     assert get("floe_app_condition", {**app, "condition": "Degraded"}) is None
+
+
+def test_partitions_a_poison_record_stopped_are_counted_per_app() -> None:
+    registry = CollectorRegistry()
+    metrics = lag_metrics.LagMetrics(registry)
+    stopped = (
+        lag_scrape.StoppedPartition("in", 0, 41, "ValueError: bad"),
+        lag_scrape.StoppedPartition("app-words-repartition", 2, 7, "ValueError: bad"),
+    )
+    app = lag_scrape.AppLag("ns", "a", 1000.0, stopped=stopped)
+    metrics.update(lag_scrape.Scrape(at=1000.0, duration=0.01, apps=(app,), errors=()))
+    assert registry.get_sample_value("floe_app_partitions_stopped", {"namespace": "ns", "app": "a"}) == 2
