@@ -24,7 +24,7 @@ import yaml
 from floe_stack import demo, kube, localrun
 
 from ..integration.waiting import wait_for
-from ..nodekit import TEST_POD_CPU, kubectl, main_pid, require_node, wait_exact_counts
+from ..nodekit import kubectl, main_pid, require_node, wait_exact_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 LINES = 3000
@@ -157,7 +157,6 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         body = demo.app_body(ROOT, env, namespace=app_ns, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
                              replicas=REPLICAS)
         name = body["metadata"]["name"]
-        body["spec"]["resources"]["requests"]["cpu"] = TEST_POD_CPU  # the node is shared with other tests
         # Cassandra credentials from a Secret (the stack's node accepts any: it checks none); they
         # must reach the replica's process and nothing else.
         password = f"pw-{run}"
