@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
+
+# What each pod a test starts asks of the node's 2 CPUs: a request, not a limit, so a pod still
+# uses what is free. Small, because pod tests run side by side in lanes, next to the operator pods
+# they install and the demo's app a user may have left running; README's Tests section has the sum.
+TEST_POD_CPU = "100m"
 
 
 def kubectl(env: dict[str, str], *args: str, input: str | None = None, timeout: float = 120) -> str:
@@ -26,10 +31,9 @@ def require_node(env: dict[str, str]) -> dict[str, str]:
 
 
 def word_count_app(env: dict[str, str], *, namespace: str, name: str, partitions: int, replicas: int,
-                   cpu: str = "300m") -> dict[str, Any]:
+                   cpu: str = TEST_POD_CPU) -> dict[str, Any]:
     """The word-count example as a StreamingApp named `<name>-<run>` on fresh topics of
-    `partitions` partitions and a fresh keyspace, requesting `cpu` (the node has two cores);
-    not applied."""
+    `partitions` partitions and a fresh keyspace, requesting `cpu` per pod; not applied."""
     import uuid
     from pathlib import Path
 
@@ -47,9 +51,12 @@ def word_count_app(env: dict[str, str], *, namespace: str, name: str, partitions
 
 
 def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, truth: dict[str, int],
-                      timeout: float = 420, explain: Callable[[], str] = str) -> float:
+                      timeout: float = 420, explain: Callable[[], str] = str,
+                      pods: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
+                      tolerate: Collection[str] = ()) -> float:
     """Wait until the word-count store in Cassandra, then the output topic's latest values, equal
-    `truth`; seconds until Cassandra matched. `explain` adds what the pods did to a failure."""
+    `truth`; seconds until Cassandra matched. `explain` adds what the pods did to a failure; the
+    wait gives up early on a blocked pod of `pods()` (see `waiting.wait_for`)."""
     from cassandra.cluster import Cluster
     from floe_stack import localrun
 
@@ -70,7 +77,8 @@ def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, tru
 
         start = time.monotonic()
         try:
-            wait_for(counted, timeout=timeout, what="the counts in Cassandra to match the text", every=2)
+            wait_for(counted, timeout=timeout, what="the counts in Cassandra to match the text", every=2,
+                     pods=pods, tolerate=tolerate)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{explain()}") from None
         took = time.monotonic() - start

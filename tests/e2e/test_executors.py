@@ -27,7 +27,7 @@ from floe_stack import demo, localrun
 from tests import counting
 
 from ..integration.waiting import wait_for
-from ..nodekit import kubectl
+from ..nodekit import TEST_POD_CPU, kubectl
 from .test_pods import (  # noqa: F401  (node_env and namespaces are fixtures)
     _conditions,
     _describe,
@@ -129,10 +129,10 @@ def _executor_app(env: dict[str, str], app_ns: str, lines: list[str], *, executo
         executor={"cores": 1, "memory": "768m", **executor},
         driverBatchMaxRecords=THRESHOLD,
     )
-    # two cores on the node: the driver and each executor ask for a fraction of one
-    spec["spark"]["conf"]["spark.kubernetes.executor.request.cores"] = "200m"
+    # two cores on the node, shared with other tests: the driver and each executor ask for a fraction of one
+    spec["spark"]["conf"]["spark.kubernetes.executor.request.cores"] = TEST_POD_CPU
     spec["spark"]["conf"].update(conf or {})
-    spec["resources"] = {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    spec["resources"] = {"requests": {"cpu": TEST_POD_CPU, "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
     return body, topic_in, topic_out, keyspace
 
 
@@ -175,7 +175,8 @@ def test_word_count_with_executors_on_kubernetes(
     kubectl(env, "apply", "-f", "-", input=yaml.safe_dump(body))
     try:
         driver, executors = wait_for(lambda: _driver_with_executors(env, app_ns, name), timeout=600,
-                                     what=f"the driver Ready with {EXECUTORS} executor pods Running", every=2)
+                                     what=f"the driver Ready with {EXECUTORS} executor pods Running", every=2,
+                                     pods=lambda: _pods(env, app_ns))
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{_describe(env, app_ns)}\n{_describe(env, op_ns)}") from None
     print(f"driver {driver['metadata']['name']} Ready with executors "
@@ -200,7 +201,8 @@ def test_word_count_with_executors_on_kubernetes(
         def exact(what: str) -> None:
             """Wait for the store to hold exactly `truth` (each word's count)."""
             try:
-                wait_for(lambda: _counts(session, keyspace) == truth, timeout=420, what=what, every=2)
+                wait_for(lambda: _counts(session, keyspace) == truth, timeout=420, what=what, every=2,
+                         pods=lambda: _pods(env, app_ns))
             except AssertionError as exc:
                 diff = counting.counters_equal(_counts(session, keyspace) or {}, truth)
                 raise AssertionError(f"{exc}\n{diff}\n{_describe(env, app_ns)}") from None
@@ -234,7 +236,8 @@ def test_word_count_with_executors_on_kubernetes(
         removed_s = time.monotonic() - t1
         try:
             driver, executors = wait_for(lambda: _driver_with_executors(env, app_ns, name), timeout=600,
-                                         what=f"a new driver Ready with {EXECUTORS} executor pods Running", every=2)
+                                         what=f"a new driver Ready with {EXECUTORS} executor pods Running", every=2,
+                                         pods=lambda: _pods(env, app_ns))
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{_describe(env, app_ns)}") from None
         assert driver["metadata"]["name"] != gone
@@ -285,7 +288,7 @@ def test_dynamic_allocation_releases_idle_executors_and_asks_again_for_a_large_b
 
     session = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"])).connect()
     try:
-        wait_for(lambda: _counts(session, keyspace) == truth, timeout=600, every=2,
+        wait_for(lambda: _counts(session, keyspace) == truth, timeout=600, every=2, pods=lambda: _pods(env, app_ns),
                  what="the first wave counted (its batches ran on the executor the driver started with)")
         driver, _ = wait_for(lambda: (found := _driver_and_executors(env, app_ns, name)) and not found[1] and found,
                              timeout=180, every=2, what="the idle executors released (none Running)")
@@ -301,7 +304,8 @@ def test_dynamic_allocation_releases_idle_executors_and_asks_again_for_a_large_b
         for word, count in localrun.word_truth(more).items():
             truth[word] = truth.get(word, 0) + count
         try:
-            wait_for(second_wave_counted, timeout=420, every=1, what="the second wave counted")
+            wait_for(second_wave_counted, timeout=420, every=1, what="the second wave counted",
+                     pods=lambda: _pods(env, app_ns))
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{_describe(env, app_ns)}") from None
         assert max(asked) >= 1, f"no executor came back for the large batch: {asked}"

@@ -134,7 +134,8 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
     try:
         try:
             op_pods = wait_for(lambda: _ready_pods(env, op_ns, f"app.kubernetes.io/instance={release}", 1),
-                               timeout=240, what="the operator pod Running and Ready", every=1)
+                               timeout=240, what="the operator pod Running and Ready", every=1,
+                               pods=lambda: _pods(env, op_ns))
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{_describe(env, op_ns)}") from None
         op_ready_s = time.monotonic() - t0
@@ -167,7 +168,7 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         selector = f"app.kubernetes.io/instance={name}"
         try:
             wait_for(lambda: _ready_pods(env, app_ns, selector, REPLICAS), timeout=600,
-                     what=f"{REPLICAS} app pods Running and Ready", every=2)
+                     what=f"{REPLICAS} app pods Running and Ready", every=2, pods=lambda: _pods(env, app_ns))
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{_describe(env, app_ns)}\n{_describe(env, op_ns)}") from None
         app_ready_s = time.monotonic() - t1
@@ -212,7 +213,7 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         localrun.produce(bootstrap, topic_in, lines)
 
         count_s = wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=truth,
-                                    explain=lambda: _describe(env, app_ns))
+                                    explain=lambda: _describe(env, app_ns), pods=lambda: _pods(env, app_ns))
         print(f"counts: {len(truth)} words, {sum(truth.values())} occurrences exact in Cassandra and "
               f"{topic_out} ({count_s:.1f} s after producing)")
 

@@ -9,10 +9,12 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from ...nodekit import kubectl, require_node
+from ..waiting import wait_for
 
 # Runs inside the pod as its command: real requests to each service, one JSON line of results,
 # then the readiness file the probe waits for.
@@ -77,19 +79,19 @@ def test_a_pod_from_the_local_job_image_is_ready_and_reaches_the_stack(
     }
     t0 = time.monotonic()
     kubectl(env, "apply", "-f", "-", input=json.dumps(pod))
-    deadline = time.monotonic() + 180
-    status: dict[str, object] = {}
-    while time.monotonic() < deadline:
-        status = json.loads(kubectl(env, "get", "pod", "probe", "-n", namespace, "-o", "json"))["status"]
-        if status.get("phase") == "Failed":
-            break
-        conds = {c["type"]: c["status"] for c in status.get("conditions", [])}  # type: ignore[attr-defined]
-        if conds.get("Ready") == "True":
-            break
-        time.sleep(0.5)
+    now: dict[str, Any] = {}
+
+    def settled() -> bool:
+        nonlocal now
+        now = json.loads(kubectl(env, "get", "pod", "probe", "-n", namespace, "-o", "json"))
+        conds = {c["type"]: c["status"] for c in now["status"].get("conditions", [])}
+        return now["status"].get("phase") == "Failed" or conds.get("Ready") == "True"
+
+    wait_for(settled, timeout=180, what="the probe pod Ready (or Failed)", every=0.5, pods=lambda: [now])
     took = time.monotonic() - t0
+    status = now["status"]
     logs = kubectl(env, "logs", "probe", "-n", namespace)
-    conds = {c["type"]: c["status"] for c in status.get("conditions", [])}  # type: ignore[attr-defined]
+    conds = {c["type"]: c["status"] for c in status.get("conditions", [])}
     assert status.get("phase") == "Running", f"pod status {status}\nlogs:\n{logs}"
     # Running is not Ready: the readiness probe must have passed (the kubelet ran it in the pod)
     assert conds.get("Ready") == "True", f"pod Running but not Ready after {took:.0f} s: {status}\nlogs:\n{logs}"

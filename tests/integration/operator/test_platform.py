@@ -19,7 +19,7 @@ from floe_operator import appids, handlers, render
 from floe_operator.lag import loop as lag_loop
 from floe_operator.lag import scalers
 
-from ...nodekit import require_node
+from ...nodekit import TEST_POD_CPU, require_node
 from ..waiting import wait_for
 from .conftest import RESYNC_SECONDS, app_manifest
 from .kube import Kubectl, condition
@@ -273,7 +273,8 @@ def test_pod_template_pods_pass_the_restricted_profile(
 ) -> None:
     image = require_node(stack_env)["FLOE_JOB_IMAGE"]
     ns, name = spec_args["namespace"], "templated"
-    kube.apply(app_manifest(name, **spec_args, image=image, podTemplate=_with_images(TEMPLATE, image)))
+    kube.apply(app_manifest(name, **spec_args, image=image, podTemplate=_with_images(TEMPLATE, image),
+                            resources={"requests": {"cpu": TEST_POD_CPU}}))  # not the default whole CPU each
     pods = wait_for(
         lambda: len(found := kube.list("pod", ns, f"{render.APP_LABEL}={name}")) == 2 and found,
         what="2 pods admitted under the restricted profile",

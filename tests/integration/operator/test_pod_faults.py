@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ...nodekit import require_node
+from ...nodekit import TEST_POD_CPU, require_node
 from ..waiting import wait_for
 from .conftest import app_manifest, running_operator
 from .kube import Kubectl, condition
@@ -18,6 +18,8 @@ from .kube import Kubectl, condition
 pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka]
 
 MISSING = "localhost/floe/missing:0"
+# A pod whose image is missing is still scheduled and holds its request (the default is a whole CPU).
+SMALL = {"requests": {"cpu": TEST_POD_CPU}}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,7 @@ def test_pod_faults_degrade_only_their_app_and_clear_when_fixed(
     kube.apply(healthy)
 
     # An image that is not on the node: named, with the fields to fix; the Deployment stays.
-    body = app_manifest("no-image", **spec_args, replicas=1, image=MISSING, imagePullPolicy="Never")
+    body = app_manifest("no-image", **spec_args, replicas=1, image=MISSING, imagePullPolicy="Never", resources=SMALL)
     kube.apply(body)
     obj = _reason(kube, "no-image", ns, "Degraded", "ImageUnavailable")
     message = condition(obj, "Degraded")["message"]
@@ -78,7 +80,8 @@ def test_no_registry_is_reached_for_an_image_the_node_lacks(
     configuration names for every registry, and the app says the image is unavailable."""
     require_node(stack_env)
     ns = spec_args["namespace"]
-    kube.apply(app_manifest("pulls", **spec_args, replicas=1, image=MISSING, imagePullPolicy="Always"))
+    kube.apply(app_manifest("pulls", **spec_args, replicas=1, image=MISSING, imagePullPolicy="Always",
+                            resources=SMALL))
     obj = _reason(kube, "pulls", ns, "Degraded", "ImageUnavailable", timeout=120)
     assert MISSING in condition(obj, "Degraded")["message"]
 

@@ -39,9 +39,12 @@ def _one_app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, **sp
     return body
 
 
+def _app_pods(kube: Kubectl, namespace: str, app: str) -> list[dict[str, Any]]:
+    return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
+
 def _the_pod(kube: Kubectl, namespace: str, app: str) -> dict[str, Any] | None:
-    pods = [p for p in kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
-            if not p["metadata"].get("deletionTimestamp")]
+    pods = [p for p in _app_pods(kube, namespace, app) if not p["metadata"].get("deletionTimestamp")]
     return pods[0] if len(pods) == 1 else None
 
 
@@ -67,10 +70,12 @@ def _first_wave(kube: Kubectl, namespace: str, env: dict[str, str], body: dict[s
                 ) -> tuple[dict[str, Any], list[str]]:
     """Wait for the app's pod to be Ready, count a first wave of lines exactly; (the pod, the lines)."""
     app, topic_in, topic_out, keyspace = _names(body)
-    pod = wait_for(lambda: _ready_after(kube, namespace, app, 0), timeout=480, what="the app's pod Ready", every=2)
+    pod = wait_for(lambda: _ready_after(kube, namespace, app, 0), timeout=480, what="the app's pod Ready", every=2,
+                   pods=lambda: _app_pods(kube, namespace, app))
     lines = localrun.word_lines(300, seed=1)
     localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
-    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)))
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)),
+                      pods=lambda: _app_pods(kube, namespace, app))
     return pod, lines
 
 
@@ -119,7 +124,8 @@ def test_a_wedged_runtime_is_restarted_by_its_liveness_probe(
     name = pod["metadata"]["name"]
     # stallSeconds, then 6 failed probes 10 s apart, then the termination grace
     wait_for(lambda: _ready_after(kube, namespace, app, 1), timeout=420,
-             what=f"{name} restarted by its liveness probe and Ready again", every=2)
+             what=f"{name} restarted by its liveness probe and Ready again", every=2,
+             pods=lambda: _app_pods(kube, namespace, app), tolerate={"CrashLoopBackOff"})
     reasons = [(e.get("reason"), e.get("message", "")) for e in _events(kube, namespace, name)]
     assert any(r == "Unhealthy" and "Liveness probe failed" in m for r, m in reasons), reasons
     assert any(r == "Killing" and "liveness" in m for r, m in reasons), reasons
@@ -146,7 +152,8 @@ def test_a_replica_over_its_memory_limit_is_oom_killed_and_loses_nothing(
     Path(f"/proc/{main_pid(env, pod)}/root/tmp/oom-now").touch()
     name = pod["metadata"]["name"]
     back = wait_for(lambda: _ready_after(kube, namespace, app, 1), timeout=420,
-                    what=f"{name} OOM-killed, restarted and Ready again", every=2)
+                    what=f"{name} OOM-killed, restarted and Ready again", every=2,
+                    pods=lambda: _app_pods(kube, namespace, app), tolerate={"CrashLoopBackOff"})
     last = _app_container(back).get("lastState", {}).get("terminated", {})
     assert last.get("reason") == "OOMKilled", f"the container's last termination: {last}"
     wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines + more)))

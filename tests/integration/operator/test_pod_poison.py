@@ -65,11 +65,14 @@ def test_a_poison_record_stops_its_partition_and_names_it_on_the_app(
     lines = localrun.word_lines(200, seed=5)
     lines[POISON_INDEX] = "POISON kafka spark"
 
+    def pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
     # the lag loop (every 2 s) sets PartitionsStopped
     with running_operator(kube, namespace, resync_seconds=5, lag_interval_seconds=2):
         kube.apply(body)
         wait_for(lambda: (p := _pod(kube, namespace, app)) is not None and demo.is_ready(p), timeout=480,
-                 what="the app's pod Ready", every=2)
+                 what="the app's pod Ready", every=2, pods=pods)
         localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
 
         def stopped() -> dict[str, Any] | None:
@@ -77,7 +80,7 @@ def test_a_poison_record_stops_its_partition_and_names_it_on_the_app(
             cond = condition(obj, "PartitionsStopped")
             return cond if cond.get("status") == "True" else None
 
-        cond = wait_for(stopped, timeout=420, what="PartitionsStopped True on the app", every=2)
+        cond = wait_for(stopped, timeout=420, what="PartitionsStopped True on the app", every=2, pods=pods)
         assert cond["reason"] == "PoisonRecord"
         assert f"topic {topic_in} partition 1 stopped at offset 20" in cond["message"], cond["message"]
         assert "cannot split line POISON kafka spark" in cond["message"], cond["message"]
@@ -101,6 +104,6 @@ def test_a_poison_record_stops_its_partition_and_names_it_on_the_app(
             cond = condition(obj, "PartitionsStopped")
             return cond if cond.get("status") == "False" else None
 
-        cond = wait_for(cleared, timeout=480, what="PartitionsStopped False after the fix", every=2)
+        cond = wait_for(cleared, timeout=480, what="PartitionsStopped False after the fix", every=2, pods=pods)
         assert cond["reason"] == "NoneStopped"
         wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(lines)))

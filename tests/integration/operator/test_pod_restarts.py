@@ -72,7 +72,7 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
         pods = _pods(kube, namespace, app)
         return pods if len(pods) == REPLICAS and all(demo.is_ready(p) for p in pods) else None
 
-    wait_for(ready, timeout=480, what=f"{REPLICAS} Ready pods", every=2)
+    wait_for(ready, timeout=480, what=f"{REPLICAS} Ready pods", every=2, pods=lambda: _pods(kube, namespace, app))
     from cassandra.cluster import Cluster
     from floe_operator import model
 
@@ -111,12 +111,13 @@ def test_sigkilled_replicas_restart_in_their_pods_and_counts_stay_exact(
                 return pod is not None and _restarts(pod) > before and demo.is_ready(pod)
 
             wait_for(back, timeout=300, what=f"{name} restarted by the kubelet and Ready again (kill {wave + 1})",
-                     every=2)
+                     every=2, pods=lambda: _pods(kube, namespace, app), tolerate={"CrashLoopBackOff"})
     finally:
         cluster.shutdown()
 
     truth = dict(localrun.word_truth(lines))
-    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=truth, timeout=300)
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=truth, timeout=300,
+                      pods=lambda: _pods(kube, namespace, app), tolerate={"CrashLoopBackOff"})
     status = wait_for(lambda: (o := kube.get("streamingapp", app, namespace)) and
                       (o.get("status") or {}).get("restarts", 0) >= kills and o["status"],
                       timeout=60, what=f"status.restarts >= {kills}")
@@ -143,7 +144,8 @@ def test_a_replica_whose_batches_fail_is_not_ready_until_one_succeeds(
         pods = _pods(kube, namespace, app)
         return pods[0] if len(pods) == 1 and demo.is_ready(pods[0]) == ready and _restarts(pods[0]) == 0 else None
 
-    wait_for(lambda: the_pod(True), timeout=480, what="the app's pod Ready", every=2)
+    wait_for(lambda: the_pod(True), timeout=480, what="the app's pod Ready", every=2,
+             pods=lambda: _pods(kube, namespace, app))
     cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
     try:
         session = cluster.connect()

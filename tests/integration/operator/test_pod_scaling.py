@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from floe_stack import demo, localrun
 
-from ...nodekit import require_node, wait_exact_counts
+from ...nodekit import TEST_POD_CPU, require_node, wait_exact_counts
 from ..waiting import wait_for
 from .kube import Kubectl
 
@@ -95,7 +95,7 @@ def _app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, *, max_b
     body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
                          replicas=1)
     body["metadata"]["name"] = f"{name}-{run}"
-    body["spec"]["resources"] = {"requests": {"cpu": "200m", "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
+    body["spec"]["resources"] = {"requests": {"cpu": TEST_POD_CPU, "memory": "1Gi"}, "limits": {"memory": "1536Mi"}}
     body["spec"]["spark"]["master"] = "local[1]"
     body["spec"].update(spec)
     if max_batch is not None:
@@ -143,11 +143,13 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
     app_id = model.StreamingApp.from_body(body).app_id
     topic_in, topic_out = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0]
     keyspace = spec["state"]["cassandra"]["keyspace"]
-    wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=480, what="one Ready pod", every=2)
+    wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=480, what="one Ready pod", every=2,
+             pods=lambda: _pods(kube, namespace, app))
     with Feed(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, per_tick=5).running() as feed:
         start = time.monotonic()
         kube.run("scale", "streamingapp", app, "-n", namespace, "--replicas=5")
-        pods = wait_for(lambda: _ready_pods(kube, namespace, app, 5), timeout=600, what="five Ready pods", every=2)
+        pods = wait_for(lambda: _ready_pods(kube, namespace, app, 5), timeout=600, what="five Ready pods", every=2,
+                        pods=lambda: _pods(kube, namespace, app))
         up_s = time.monotonic() - start
         names = {p["metadata"]["name"] for p in pods}
 
@@ -169,7 +171,8 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
                         .get("status") == "False" and c, timeout=60, what="ReplicasWithinPartitions False")
         assert "at least 1 replica(s) own no input partition" in idle["message"], idle
         kube.run("scale", "streamingapp", app, "-n", namespace, "--replicas=1")
-        wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=300, what="back to one Ready pod", every=2)
+        wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=300, what="back to one Ready pod", every=2,
+                 pods=lambda: _pods(kube, namespace, app))
         time.sleep(5)  # a few batches on the one pod after the others drained
     wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(feed.truth))
     print(f"scale 1 -> 5: {up_s:.0f} s to five Ready pods; owners {owners}")
@@ -187,7 +190,8 @@ def test_the_native_autoscaler_scales_pods_up_to_the_partitions_under_a_burst_an
     app, spec = body["metadata"]["name"], body["spec"]
     topic_in, topic_out = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0]
     keyspace = spec["state"]["cassandra"]["keyspace"]
-    wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=480, what="one Ready pod", every=2)
+    wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=480, what="one Ready pod", every=2,
+             pods=lambda: _pods(kube, namespace, app))
 
     def replicas() -> int:
         return int((kube.get("streamingapp", app, namespace) or {})["spec"]["replicas"])
@@ -199,7 +203,8 @@ def test_the_native_autoscaler_scales_pods_up_to_the_partitions_under_a_burst_an
     with Feed(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, per_tick=400).running() as feed:
         wait_for(lambda: seen.append(replicas()) or seen[-1] > 1, timeout=240, what="a scale-up on lag", every=2)
     up_to = seen[-1]
-    wait_for(lambda: _ready_pods(kube, namespace, app, up_to), timeout=420, what=f"{up_to} Ready pods", every=2)
+    wait_for(lambda: _ready_pods(kube, namespace, app, up_to), timeout=420, what=f"{up_to} Ready pods", every=2,
+             pods=lambda: _pods(kube, namespace, app))
     wait_for(lambda: seen.append(replicas()) or seen[-1] == 1, timeout=600, what="back to one replica", every=5)
     assert max(seen) <= PARTITIONS, f"scaled past the {PARTITIONS} partitions: {seen}"
     wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(feed.truth))
