@@ -167,6 +167,10 @@ def _chunks(items: list[Any], size: int = CHUNK) -> Iterator[list[Any]]:
 
 
 def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
+    """(key, value) items by partition, in the order of `rows`: (partition, key, value) tuples,
+    or an Arrow table of those three columns (`group_table`)."""
+    if hasattr(rows, "column_names"):
+        return group_table(rows)
     grouped: dict[int, list[tuple[Any, Any]]] = {}
     for partition, key, value in rows:
         if isinstance(key, bytearray):
@@ -174,6 +178,29 @@ def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
         if isinstance(value, bytearray):
             value = bytes(value)
         grouped.setdefault(int(partition), []).append((key, value))
+    return grouped
+
+
+def group_table(table: Any) -> dict[int, list[tuple[Any, Any]]]:
+    """`_group` of an Arrow table (partition, key, value), as column operations: a stable sort
+    by partition, then each partition's slice turned into (key, value) tuples at once. A
+    helper's collected rows reach the state path this way without a Python loop per row
+    (docs/runtime.md, "Where a replica's Python CPU goes"); binary keys and values come out as
+    bytes."""
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return {}
+    table = table.rename_columns(["partition", "key", "value"])
+    table = table.take(pc.sort_indices(table.column("partition")))  # stable: input order kept
+    parts = table.column("partition").to_numpy()
+    starts = [0, *(i + 1 for i in (parts[1:] != parts[:-1]).nonzero()[0].tolist())]
+    grouped: dict[int, list[tuple[Any, Any]]] = {}
+    for start, end in zip(starts, [*starts[1:], table.num_rows], strict=True):
+        part = table.slice(start, end - start)
+        grouped[int(parts[start])] = list(
+            zip(part.column("key").to_pylist(), part.column("value").to_pylist(), strict=True)
+        )
     return grouped
 
 
