@@ -49,3 +49,13 @@ def test_group_table_of_no_rows_is_empty() -> None:
         {"partition": pa.array([], pa.int32()), "key": pa.array([], pa.string()), "value": pa.array([], pa.int64())}
     )
     assert state.group_table(empty) == {}
+
+
+def test_the_inlined_merge_decides_as_decide_merge() -> None:
+    olds = [None, (None, None, None), (10, None, None), (10, 4, 1), (10, 5, 1), (10, 6, 9), (None, 2, 3), (None, 7, 3)]
+    for name, fn in state.COMBINERS.items():
+        decide = state.merge_decider(fn)
+        for old in olds:
+            for delta in (-3, 0, 4):
+                value, write = state.decide_merge(old, delta, batch=5, combine=fn)
+                assert decide(old, delta, 5) == (value, value, write), (name, old, delta)
