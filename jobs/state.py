@@ -23,8 +23,9 @@ value and fence alike, and the batch's delta would be lost once the row is read 
 timestamps come with the same SELECT: no extra round trip.
 
 The helpers' rows are collected to the driver first (they are aggregated per key: few next to
-the batch's records), and the functions below run there; they only need an iterable of
-(partition, key, value) rows, so they would run unchanged inside `mapPartitions`.
+the batch's records), and the functions below run there; they take an iterable of
+(partition, key, value) rows, so they would run unchanged inside `mapPartitions`, or the Arrow
+table Spark collected, which is grouped by partition in column operations (`group_table`).
 """
 
 from __future__ import annotations
