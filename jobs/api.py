@@ -316,10 +316,19 @@ class Batch:
                 out_value,
             ]
         )
-        if collected is None:
-            collected = collect_rows(rows)
+        # as Arrow when Spark collects it: the state helpers group it by partition in column
+        # operations (`state.group_table`), with no Python tuple per row before that
+        given: Any = rows.toArrow() if collected is None else collected
         self.clock.lap("fn")
-        result = [(p, k, None) for p, k, _v in collected] if self.dry_run else list(fn(collected))
+        if self.dry_run:
+            keyed = (
+                collected
+                if collected is not None
+                else zip(given.column(0).to_pylist(), given.column(1).to_pylist(), strict=True)
+            )
+            result = [(p, k, None) for p, k, *_v in keyed]
+        else:
+            result = list(fn(given))
         self.clock.lap("state")
         return local_dataframe(self.spark, result, schema)
 

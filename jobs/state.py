@@ -23,8 +23,9 @@ value and fence alike, and the batch's delta would be lost once the row is read 
 timestamps come with the same SELECT: no extra round trip.
 
 The helpers' rows are collected to the driver first (they are aggregated per key: few next to
-the batch's records), and the functions below run there; they only need an iterable of
-(partition, key, value) rows, so they would run unchanged inside `mapPartitions`.
+the batch's records), and the functions below run there; they take an iterable of
+(partition, key, value) rows, so they would run unchanged inside `mapPartitions`, or the Arrow
+table Spark collected, which is grouped by partition in column operations (`group_table`).
 """
 
 from __future__ import annotations
@@ -167,6 +168,10 @@ def _chunks(items: list[Any], size: int = CHUNK) -> Iterator[list[Any]]:
 
 
 def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
+    """(key, value) items by partition, in the order of `rows`: (partition, key, value) tuples,
+    or an Arrow table of those three columns (`group_table`)."""
+    if hasattr(rows, "column_names"):
+        return group_table(rows)
     grouped: dict[int, list[tuple[Any, Any]]] = {}
     for partition, key, value in rows:
         if isinstance(key, bytearray):
@@ -174,6 +179,29 @@ def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
         if isinstance(value, bytearray):
             value = bytes(value)
         grouped.setdefault(int(partition), []).append((key, value))
+    return grouped
+
+
+def group_table(table: Any) -> dict[int, list[tuple[Any, Any]]]:
+    """`_group` of an Arrow table (partition, key, value), as column operations: a stable sort
+    by partition, then each partition's slice turned into (key, value) tuples at once. A
+    helper's collected rows reach the state path this way without a Python loop per row
+    (docs/runtime.md, "Where a replica's Python CPU goes"); binary keys and values come out as
+    bytes."""
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return {}
+    table = table.rename_columns(["partition", "key", "value"])
+    table = table.take(pc.sort_indices(table.column("partition")))  # stable: input order kept
+    parts = table.column("partition").to_numpy()
+    starts = [0, *(i + 1 for i in (parts[1:] != parts[:-1]).nonzero()[0].tolist())]
+    grouped: dict[int, list[tuple[Any, Any]]] = {}
+    for start, end in zip(starts, [*starts[1:], table.num_rows], strict=True):
+        part = table.slice(start, end - start)
+        grouped[int(parts[start])] = list(
+            zip(part.column("key").to_pylist(), part.column("value").to_pylist(), strict=True)
+        )
     return grouped
 
 
@@ -239,19 +267,21 @@ def _apply_fenced(
                 is_empty=lambda: not store.has_rows(partition),
             )
         out: list[tuple[int, Any, Any]] = []
+        row_stamp = planning.row_stamp
         for chunk in _chunks(items):
             old = known.read([k for k, _ in chunk], lambda keys: store.get_many_stamped(partition, keys))
-            writes = []
+            writes: list[tuple[Any, Any]] = []
             raised: dict[Any, int] = {}  # keys whose row another writer stamped at or above `stamp`
+            get, append, emit = old.get, writes.append, out.append
             for key, incoming in chunk:
-                cell = old.get(key)
+                cell = get(key)
                 emitted, stored, write = decide(cell, incoming, batch)
                 if write:
-                    writes.append((key, stored))
-                    at = planning.row_stamp(stamp, None if cell is None else cell[2])
-                    if at != stamp:
-                        raised[key] = at
-                out.append((partition, key, emitted))
+                    append((key, stored))
+                    # most rows: none, or stamped by earlier batches, below this one's stamp
+                    if cell is not None and cell[2] is not None and cell[2] >= stamp:
+                        raised[key] = row_stamp(stamp, cell[2])
+                emit((partition, key, emitted))
             if writes and not readonly:
                 faults.point(f"{ref.name}:mid-state")
                 try:
@@ -278,13 +308,25 @@ def merge_partition_rows(
     readonly: bool = False,
 ) -> Iterator[tuple[int, Any, Any]]:
     """(partition, key, delta) → merged into the store → (partition, key, new value)."""
-    fn = COMBINERS[combine]
+    decide = merge_decider(COMBINERS[combine])
+    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps, readonly=readonly)
+
+
+def merge_decider(fn: Combine) -> Decide:
+    """`decide_merge` as a `Decide` (what to emit, what to store, whether to write), inlined: it
+    runs once per key of every batch, and the calls of the composed form were a measurable part
+    of the state path (docs/runtime.md, "Where a replica's Python CPU goes")."""
 
     def decide(old: Fenced | None, delta: Any, batch: int) -> tuple[Any, Any, bool]:
-        value, write = decide_merge(old, delta, batch=batch, combine=fn)
-        return value, value, write
+        if old is None:
+            return delta, delta, True
+        value, fence = old[0], old[1]
+        if fence is not None and fence >= batch:
+            return value, value, False
+        merged = delta if value is None else fn(value, delta)
+        return merged, merged, True
 
-    return _apply_fenced(rows, ref=ref, fences=fences, decide=decide, owned=owned, stamps=stamps, readonly=readonly)
+    return decide
 
 
 def latest_partition_rows(

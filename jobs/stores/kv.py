@@ -26,7 +26,7 @@ from cassandra.query import BatchStatement, BatchType
 from floe_jobs.stores import keys as keyorder
 from floe_jobs.stores.base import BaseStore
 from floe_jobs.stores.cache import ABSENT, MISS
-from floe_jobs.stores.errors import StoreConfigError
+from floe_jobs.stores.errors import SerdeError, StoreConfigError
 from floe_jobs.stores.execution import Call, Row
 from floe_jobs.stores.schema import FENCE_COLUMN
 from floe_jobs.stores.serdes import Serde
@@ -270,48 +270,76 @@ class _KeyValueStore(BaseStore[K, V]):
             for kb, vb in effects:
                 cache.set(self._cache_key(partition, kb), ABSENT if vb is None else vb)
 
+    def _encode_items(self, items: Iterable[tuple[K, V | None]], op: str, partition: int | None
+                      ) -> dict[bytes, tuple[K, bytes | None]]:
+        """Encoded key -> (key, encoded value or None) of `items`; the last write of a key wins,
+        as it would applying them one by one. The serdes are called directly; an item they
+        refuse is encoded again through `encode_key`/`encode_value`, whose error names it."""
+        items = items if isinstance(items, list) else list(items)
+        latest: dict[bytes, tuple[K, bytes | None]] = {}
+        ek, ev = self.key_serde.encode, self.value_serde.encode
+        try:
+            for key, value in items:
+                latest[ek(key)] = (key, None if value is None else ev(value))
+        except SerdeError:
+            latest = {}
+            for key, value in items:
+                kb = self.encode_key(key, op, partition)
+                latest[kb] = (key, None if value is None else self.encode_value(value, op, partition, key))
+        return latest
+
     def _put_all(self, partition: int | None, items: Iterable[tuple[K, V | None]], ttl: int | None,
                  concurrency: int | None, op: str = "put_all", fence: int | None = None,
                  stamp: int | None = None, stamps: Mapping[K, int] | None = None) -> None:
         started = time.perf_counter()
         m = self._op(op)
         self._check_ttl(ttl, op)
-        # The last write of a key in `items` wins, as it would applying them one by one.
-        latest: dict[bytes, tuple[K, bytes | None]] = {}
-        for key, value in items:
-            kb = self.encode_key(key, op, partition)
-            latest[kb] = (key, None if value is None else self.encode_value(value, op, partition, key))
+        latest = self._encode_items(items, op, partition)
         pk = self._pk(partition)
-        stmts: list[tuple[Any, tuple[Any, ...], Any, int]] = []  # statement, params, key, bytes
+        # statement, params, key, bytes, and the values as sent when already serialized
+        stmts: list[tuple[Any, tuple[Any, ...], Any, int, list[Any] | None]] = []
         if fence is None:
             insert = self._insert(ttl)
             tail: tuple[Any, ...] = () if ttl is None else (ttl,)
             delete = None
             for kb, (k, vb) in latest.items():
                 if vb is not None:
-                    stmts.append((insert, (*pk, kb, vb, *tail), k, len(kb) + len(vb)))
+                    stmts.append((insert, (*pk, kb, vb, *tail), k, len(kb) + len(vb), None))
                 else:
                     delete = delete or self.statement(
                         "delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}"
                     )
-                    stmts.append((delete, (*pk, kb), k, len(kb)))
+                    stmts.append((delete, (*pk, kb), k, len(kb), None))
         else:
             stamped = stamp is not None
             at: tuple[Any, ...] = (stamp,) if stamped else ()
             fenced = self.statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
                                                                                  stamped=stamped))
             fenced_ttl = None
+            protocol = self.session.cluster.protocol_version
+            # the partition, fence and stamp are the same for every row: serialized once here,
+            # not once per row (`_Serialized`)
+            ser = _Serialized(protocol)
+            head = [ser.one(fenced, 0, partition)]
+            fence_at = [ser.one(fenced, 3, fence), *(ser.one(fenced, 4, v) for v in at)]
             for kb, (k, vb) in latest.items():
-                row_at = (stamps[k],) if stamps and k in stamps else at
+                own_stamp = bool(stamps) and k in stamps  # type: ignore[operator]
+                row_at = (stamps[k],) if own_stamp else at  # type: ignore[index]
                 row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
+                if row_ttl is None and not own_stamp:  # most rows: no serializing at all
+                    stmts.append((fenced, (partition, kb, vb, fence, *row_at), k, len(kb) + len(vb or b""),
+                                  [*head, kb, vb, *fence_at]))
+                    continue
                 if row_ttl is None:
-                    stmts.append((fenced, (partition, kb, vb, fence, *row_at), k, len(kb) + len(vb or b"")))
+                    params: tuple[Any, ...] = (partition, kb, vb, fence, *row_at)
+                    stmt = fenced
                 else:
                     fenced_ttl = fenced_ttl or self.statement(
                         f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
                     )
-                    stmts.append((fenced_ttl, (partition, kb, vb, fence, row_ttl, *row_at), k,
-                                  len(kb) + len(vb or b"")))
+                    params = (partition, kb, vb, fence, row_ttl, *row_at)
+                    stmt = fenced_ttl
+                stmts.append((stmt, params, k, len(kb) + len(vb or b""), ser.values(stmt, params)))
         calls: list[Call] = []
         call_keys: list[Any] = []
         protocol = self.session.cluster.protocol_version
@@ -321,7 +349,7 @@ class _KeyValueStore(BaseStore[K, V]):
             batch: BatchStatement | None = None
             rows = size = 0
             first_key: Any = None
-            for stmt, params, k, nbytes in stmts:
+            for stmt, params, k, nbytes, values in stmts:
                 if batch is not None and (rows >= self.options.batch_max_rows
                                           or size + nbytes > self.options.batch_max_bytes):
                     calls.append((batch, ()))
@@ -331,15 +359,15 @@ class _KeyValueStore(BaseStore[K, V]):
                     batch = BatchStatement(batch_type=BatchType.UNLOGGED)
                     rows = size = 0
                     first_key = k
-                _add(batch, stmt, params, protocol)
+                _add(batch, stmt, params, protocol, values)
                 rows += 1
                 size += nbytes
             if batch is not None:
                 calls.append((batch, ()))
                 call_keys.append(first_key)
         else:
-            calls = [(stmt, params) for stmt, params, _k, _n in stmts]
-            call_keys = [k for _s, _p, k, _n in stmts]
+            calls = [(stmt, params) for stmt, params, _k, _n, _v in stmts]
+            call_keys = [k for _s, _p, k, _n, _v in stmts]
         effects = [(kb, vb) for kb, (_k, vb) in latest.items()] if self.cache is not None else []
         self._run_writes(op, partition, calls, call_keys, effects, concurrency)
         self._done(m, started, len(latest))
@@ -677,7 +705,8 @@ class GlobalStore(_KeyValueStore[K, V]):
         raise self.unsupported_error("prefix_scan")
 
 
-def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int) -> None:
+def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int,
+         values: list[Any] | None = None) -> None:
     """Add a row of a prepared statement to a single-partition batch.
 
     The first row goes through `BatchStatement.add`, which also gives the batch its routing key
@@ -691,10 +720,37 @@ def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: in
     if not len(batch):
         batch.add(stmt, params)
         return
-    columns = stmt.column_metadata
-    # bytes are a blob column's value as sent (the stores' keys and values); the rest serialize
-    values = [
-        v if v is None or type(v) is bytes else c.type.serialize(v, protocol)
-        for c, v in zip(columns, params, strict=True)
-    ]
+    if values is None:
+        columns = stmt.column_metadata
+        # bytes are a blob column's value as sent (the stores' keys and values); the rest serialize
+        values = [
+            v if v is None or type(v) is bytes else c.type.serialize(v, protocol)
+            for c, v in zip(columns, params, strict=True)
+        ]
     batch._add_statement_and_params(True, stmt.query_id, values)
+
+
+class _Serialized:
+    """A row's values as `_add` sends them, with each non-blob value serialized once per write
+    call: a fenced write's partition, fence, stamp and TTL repeat on every row, and serializing
+    them per row (a driver type's `serialize` call each) was most of the Python time of
+    building a batch (docs/runtime.md, "Where a replica's Python CPU goes")."""
+
+    def __init__(self, protocol: int) -> None:
+        self.protocol = protocol
+        self._done: dict[tuple[bytes, int, Any, type], bytes] = {}
+
+    def one(self, stmt: Any, index: int, value: Any) -> Any:
+        """Parameter `index` of `stmt` as sent: bytes and None as they are, the rest serialized
+        by the column's type (once per statement, parameter and value)."""
+        if value is None or type(value) is bytes:
+            return value
+        # the value's type is part of the key: 1 and True are equal but serialize apart
+        at = (stmt.query_id, index, value, type(value))
+        found = self._done.get(at)
+        if found is None:
+            found = self._done[at] = stmt.column_metadata[index].type.serialize(value, self.protocol)
+        return found
+
+    def values(self, stmt: Any, params: tuple[Any, ...]) -> list[Any]:
+        return [self.one(stmt, i, v) for i, v in enumerate(params)]
