@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 import runtime_bench as rb  # run as a script: its own folder is on the path
+import workloads
 from cpusample import Sampler
 
 
@@ -31,21 +32,18 @@ def main() -> None:
     parser.add_argument("--jvm-options", default=None, help="driver JVM options of both systems")
     parser.add_argument("--logs", type=Path, default=None, help="keep the Floe replica's log here")
     args = parser.parse_args()
+    # Floe's tuning on both sides (the throughput rows' floe-tuning), JVM options as asked
+    conf = {**rb.COMMON_CONF, **rb.TUNINGS["floe-tuning"]}
     if args.jvm_options:
-        conf = json.dumps({"spark.driver.extraJavaOptions": args.jvm_options})
-        new_app = rb.new_app
-        rb.new_app = lambda *a, **k: new_app(*a, **k, FLOE_SPARK_CONF=conf)  # type: ignore[assignment]
-        rb.SS_SCRIPT = rb.SS_SCRIPT.replace(
-            '.config("spark.ui.enabled", "false")',
-            f'.config("spark.ui.enabled", "false").config("spark.driver.extraJavaOptions", {args.jvm_options!r})',
-        )
+        conf["spark.driver.extraJavaOptions"] = args.jvm_options
     env = rb.stack_env()
-    lines = rb.vocab_lines(args.lines, args.words, seed=5)
+    lines = workloads.vocab_lines(args.lines, args.words, seed=5)
+    wc = workloads.WORD_COUNT
     sampler = Sampler(threads=True)
     if args.system == "floe":
-        result = rb.floe_throughput(env, lines, batch=args.batch, logs=args.logs)
+        result = rb.floe_throughput(env, lines, workload=wc, batch=args.batch, conf=conf, logs=args.logs)
     else:
-        result = rb.ss_throughput(env, lines, batch=args.batch)
+        result = rb.ss_throughput(env, lines, workload=wc, batch=args.batch, conf=conf)
     by_kind = sampler.stop()
     print(json.dumps({"run": result, "cpu_s_by_process": by_kind, "cpu_s_by_thread": sampler.by_thread()}, indent=2))
 

@@ -12,7 +12,5 @@ job = Job()
 
 @job.stage()
 def keep_latest(batch: Batch) -> DataFrame:
-    last = batch.latest(
-        batch.df, store="latest", key=F.col("key").cast("string"), value=F.col("value").cast("string")
-    )
+    last = batch.latest(batch.df, store="latest", key=F.col("key").cast("string"), value=F.col("value").cast("string"))
     return last.select("key", "value")
