@@ -56,8 +56,9 @@ TICK = 2.0
 # The operator's Burrow status window (--lag-status-window-seconds, 120 s by default), set as a
 # user would: the stalled app is STALL once its offset has not moved for this long, the same time
 # its oldest record needs to cross the lag threshold, so every stalled alert fires at about the
-# same moment. That is also how long the healthy app is watched under the very rules that fired:
-# 15 of its batches' 2 s ticks, long enough for a healthy replica that fell behind to show it.
+# same moment. The healthy app is watched at least that long under the very rules that fired
+# (never active over the whole scenario): 15 feed ticks and lag scrapes, over which a healthy
+# replica that fell behind would be judged by the same window and threshold as the stalled one.
 STATUS_WINDOW_SECONDS = LAG_SECONDS_THRESHOLD
 # Series that a run without faults does not have, with why; their queries must still name
 # series that a target declares, so they fill once it happens.
