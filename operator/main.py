@@ -49,12 +49,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     _add_leader_election_flags(parser, env)
     _number(parser, env, "--lag-interval-seconds", var="FLOE_LAG_INTERVAL_SECONDS", default="10", kind=float,
             help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off")
+    _number(parser, env, "--lag-status-window-seconds", var="FLOE_LAG_STATUS_WINDOW_SECONDS", default="120",
+            kind=float, help="Seconds of lag observations a partition's Burrow status (WARN, STALL, STOP) is "
+            "judged over: a partition stalls or stops once its offset has not moved for this long; at least "
+            "two lag intervals")
     parser.add_argument(
         "--log-level",
         default=env.get("FLOE_LOG_LEVEL", "INFO"),
         help="Log level (env FLOE_LOG_LEVEL, default INFO).",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    from floe_operator.lag.scrape import WINDOW_OBSERVATIONS as STATUS_OBSERVATIONS
+
+    interval, window = args.lag_interval_seconds, args.lag_status_window_seconds
+    if interval > 0 and not 2 * interval <= window <= STATUS_OBSERVATIONS * interval:
+        parser.error(
+            f"--lag-status-window-seconds (FLOE_LAG_STATUS_WINDOW_SECONDS) must hold 2 to {STATUS_OBSERVATIONS} "
+            f"lag intervals: between {2 * interval:g} and {STATUS_OBSERVATIONS * interval:g} at "
+            f"--lag-interval-seconds {interval:g} (got {window:g})"
+        )
+    return args
 
 
 def _number(parser: argparse.ArgumentParser, env: Mapping[str, str], flag: str, *, var: str, default: str,
@@ -167,7 +181,12 @@ def build_registry(args: argparse.Namespace) -> kopf.OperatorRegistry:
     if args.lag_interval_seconds > 0:
         from floe_operator.lag import loop as lag_loop
 
-        lag_loop.register(registry, lag_loop.Options(interval_seconds=args.lag_interval_seconds))
+        lag_loop.register(
+            registry,
+            lag_loop.Options(
+                interval_seconds=args.lag_interval_seconds, status_window_seconds=args.lag_status_window_seconds
+            ),
+        )
     return registry
 
 

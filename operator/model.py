@@ -224,6 +224,8 @@ class MetricsSpec(_Model):
     port: int = 9400
     query_port: int = 9401
     stall_seconds: int = 300
+    liveness_period_seconds: int = 10
+    liveness_failure_threshold: int = 6
     service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
 
 

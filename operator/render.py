@@ -465,7 +465,9 @@ def _app_container(app: model.StreamingApp) -> dict[str, Any]:
         "resources": {k: dict(v) for k, v in sorted(spec.resources.items())},
         "startupProbe": _probe("/healthz", period=5, failures=60),
         "readinessProbe": _probe("/readyz", period=5, failures=3),
-        "livenessProbe": _probe("/healthz", period=10, failures=6),
+        "livenessProbe": _probe(
+            "/healthz", period=spec.metrics.liveness_period_seconds, failures=spec.metrics.liveness_failure_threshold
+        ),
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,

@@ -17,6 +17,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,12 @@ from tests import counting
 
 from ..integration.waiting import wait_for
 from ..nodekit import TEST_POD_CPU, kubectl
-from .test_pods import (  # noqa: F401  (node_env and namespaces are fixtures)
+from .test_pods import (  # noqa: F401  (node_env is a fixture)
     _conditions,
     _describe,
     _metrics,
     _pods,
     kubectl_text,
-    namespaces,
     node_env,
 )
 
@@ -136,29 +136,64 @@ def _executor_app(env: dict[str, str], app_ns: str, lines: list[str], *, executo
     return body, topic_in, topic_out, keyspace
 
 
-@pytest.fixture
-def operator_release(node_env: dict[str, str], namespaces: tuple[str, str]) -> Iterator[str]:  # noqa: F811
+@dataclass
+class Install:
+    """The module's operator release: its namespace, and the restricted app namespaces it watches
+    that no test has taken yet."""
+
+    release: str
+    namespace: str
+    free: list[str]
+
+
+@pytest.fixture(scope="module")
+def install(node_env: dict[str, str], request: pytest.FixtureRequest) -> Iterator[Install]:  # noqa: F811
     """The operator in-cluster from the chart with its default values (Spark-on-Kubernetes RBAC
-    included), watching the app's namespace; uninstalled after the test."""
+    included), installed once for the module's tests (one helm install, one operator pod start)
+    and watching one app namespace per test, so that no test sees another's apps; uninstalled
+    when the module ends. Every namespace enforces the restricted Pod Security Standard."""
     env = node_env
-    op_ns, app_ns = namespaces
-    release = f"floe-exec-{op_ns.rsplit('-', 1)[1]}"
+    suffix = uuid.uuid4().hex[:6]
+    tests = sum(1 for item in request.session.items if item.path == request.path)
+    op_ns, app_namespaces = f"floe-e2e-system-{suffix}", [f"floe-e2e-{suffix}-{i}" for i in range(tests)]
+    release = f"floe-exec-{suffix}"
     repository, tag = env["FLOE_OPERATOR_IMAGE"].rsplit(":", 1)
     helm = [env["FLOE_HELM"], f"--kubeconfig={env['KUBECONFIG']}"]
-    kubectl(env, "apply", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
-    kubectl(env, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
-    proc = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "floe"), "-n", op_ns,
-                           "--set", "crds.enabled=false", "--set", f"image.repository={repository}",
-                           "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
-                           "--set", f"operator.watchNamespaces={{{app_ns}}}"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"helm install: {proc.stderr}"
+    for name in (op_ns, *app_namespaces):
+        kubectl(env, "create", "namespace", name)
+        kubectl(env, "label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
     try:
-        yield release
+        kubectl(env, "apply", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
+        kubectl(env, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+        proc = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "floe"), "-n", op_ns,
+                               "--set", "crds.enabled=false", "--set", f"image.repository={repository}",
+                               "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
+                               "--set", f"operator.watchNamespaces={{{','.join(app_namespaces)}}}"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"helm install: {proc.stderr}"
+        try:
+            yield Install(release, op_ns, list(app_namespaces))
+        finally:
+            subprocess.run([*helm, "uninstall", release, "-n", op_ns, "--wait"], capture_output=True, timeout=180)
     finally:
-        # The app first, while its operator can still run its finalizer.
-        kubectl_text(env, "delete", "streamingapp", "--all", "-n", app_ns, "--timeout=180s")
-        subprocess.run([*helm, "uninstall", release, "-n", op_ns, "--wait"], capture_output=True, timeout=180)
+        for name in (op_ns, *app_namespaces):
+            kubectl_text(env, "delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture
+def namespaces(node_env: dict[str, str], install: Install) -> Iterator[tuple[str, str]]:  # noqa: F811
+    """(operator's namespace, an app namespace of this test's own, empty); the test's apps are
+    deleted when it ends, while their operator can still run their finalizers."""
+    assert install.free, "more tests than app namespaces: the module's install counts its tests"
+    app_ns = install.free.pop(0)
+    yield install.namespace, app_ns
+    kubectl_text(node_env, "delete", "streamingapp", "--all", "-n", app_ns, "--timeout=180s")
+
+
+@pytest.fixture
+def operator_release(install: Install, namespaces: tuple[str, str]) -> str:
+    """The module's operator release, watching this test's app namespace."""
+    return install.release
 
 
 def test_word_count_with_executors_on_kubernetes(
@@ -274,10 +309,13 @@ def test_dynamic_allocation_releases_idle_executors_and_asks_again_for_a_large_b
         "spark.dynamicAllocation.enabled": "true",
         "spark.dynamicAllocation.shuffleTracking.enabled": "true",
         # shuffle files keep an executor until the driver's cleaner drops them; do not wait for it
-        "spark.dynamicAllocation.shuffleTracking.timeout": "15s",
+        "spark.dynamicAllocation.shuffleTracking.timeout": "5s",
         "spark.dynamicAllocation.minExecutors": "0",
         "spark.dynamicAllocation.maxExecutors": str(EXECUTORS),
-        "spark.dynamicAllocation.executorIdleTimeout": "10s",
+        # the release is what is waited for: short, as a user saving node capacity would set it
+        # (Spark's default is 60 s); an executor released between two busy batches is asked for
+        # again, which the counts do not mind
+        "spark.dynamicAllocation.executorIdleTimeout": "5s",
         "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
     })
     name = body["metadata"]["name"]

@@ -53,6 +53,13 @@ HEALTHY, STALLED, UNMEASURED = "healthy", "stalled", "unmeasured"
 APP_ALERTS = {"FloeLagGrowing", "FloePartitionStalled", "FloeAppDegraded", "FloeReplicasNotReady",
               "FloeLagMetricsStale"}
 TICK = 2.0
+# The operator's Burrow status window (--lag-status-window-seconds, 120 s by default), set as a
+# user would: the stalled app is STALL once its offset has not moved for this long, the same time
+# its oldest record needs to cross the lag threshold, so every stalled alert fires at about the
+# same moment. The healthy app is watched at least that long under the very rules that fired
+# (never active over the whole scenario): 15 feed ticks and lag scrapes, over which a healthy
+# replica that fell behind would be judged by the same window and threshold as the stalled one.
+STATUS_WINDOW_SECONDS = LAG_SECONDS_THRESHOLD
 # Series that a run without faults does not have, with why; their queries must still name
 # series that a target declares, so they fill once it happens.
 NOT_IN_A_HEALTHY_RUN = {
@@ -175,7 +182,8 @@ def scenario(
     replica = localrun.Replica(app, f"{HEALTHY}-local-0").start()
     targets.replica(replica.name, replica.metrics_port, namespace=ns, service=HEALTHY)
     operator = start_operator(kubeconfig, work / "operator.log", FLOE_WATCH_NAMESPACES=ns,
-                              FLOE_LAG_INTERVAL_SECONDS=str(TICK), FLOE_RESYNC_SECONDS="10")
+                              FLOE_LAG_INTERVAL_SECONDS=str(TICK), FLOE_RESYNC_SECONDS="10",
+                              FLOE_LAG_STATUS_WINDOW_SECONDS=str(STATUS_WINDOW_SECONDS))
     targets.operator(ns, operator.metrics_port)
     s = Scenario(ns, kubectl, kubeconfig, kafka_bootstrap, cassandra_hosts, cassandra_port, operator, replica)
     feeder: Feeder | None = None

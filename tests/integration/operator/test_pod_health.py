@@ -2,8 +2,9 @@
 and for one that outgrows its memory limit.
 
 - A replica whose Spark JVM stops answering (SIGSTOP from the host, while a batch needs it) stops
-  turning its batch loop: /healthz fails after spec.metrics.stallSeconds, the liveness probe has
-  the kubelet restart the container, and the restarted replica finishes the work exactly.
+  turning its batch loop: /healthz fails after spec.metrics.stallSeconds, the liveness probe
+  (spec.metrics.livenessPeriodSeconds x livenessFailureThreshold) has the kubelet restart the
+  container, and the restarted replica finishes the work exactly.
 - A replica that allocates past spec.resources.limits.memory is OOM-killed by the kernel, the
   kubelet says so (OOMKilled) and restarts it, and no committed count is lost or doubled.
 """
@@ -27,7 +28,13 @@ pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.
 
 ROOT = Path(__file__).resolve().parents[3]
 HOG_JOB = Path(__file__).parent / "jobs" / "hog_word_count.py"
+# The wedge's timing, set as a user would: /healthz fails after stallSeconds (30, the CRD's least),
+# then LIVENESS_FAILURES probes LIVENESS_PERIOD s apart fail (10 s x 6 by default), then the
+# kubelet's termination (preStop, then SIGTERM, SIGKILL at the grace period: a wedged replica
+# cannot drain). Three failures, not one, so the restart still follows a sustained failure.
 STALL_SECONDS = 30
+LIVENESS_PERIOD, LIVENESS_FAILURES = 2, 3
+WEDGE_SHUTDOWN = {"terminationGracePeriodSeconds": 10, "preStopDelaySeconds": 1, "drainTimeoutSeconds": 5}
 
 
 def _one_app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, **spec: Any) -> dict[str, Any]:
@@ -112,17 +119,22 @@ def test_a_wedged_runtime_is_restarted_by_its_liveness_probe(
 ) -> None:
     env = require_node(stack_env)
     # every batch runs Spark jobs, so a batch waits on the JVM the test stops
-    body = _one_app(kube, namespace, env, "wedge", metrics={"stallSeconds": STALL_SECONDS},
-                    spark={"driverBatchMaxRecords": 0})
+    body = _one_app(kube, namespace, env, "wedge",
+                    metrics={"stallSeconds": STALL_SECONDS, "livenessPeriodSeconds": LIVENESS_PERIOD,
+                             "livenessFailureThreshold": LIVENESS_FAILURES},
+                    spark={"driverBatchMaxRecords": 0}, shutdown=WEDGE_SHUTDOWN)
     app, topic_in, topic_out, keyspace = _names(body)
     pod, lines = _first_wave(kube, namespace, env, body)
+    probe = next(c for c in pod["spec"]["containers"] if c["name"] == "app")["livenessProbe"]
+    assert (probe["periodSeconds"], probe["failureThreshold"]) == (LIVENESS_PERIOD, LIVENESS_FAILURES), probe
+    assert pod["spec"]["terminationGracePeriodSeconds"] == WEDGE_SHUTDOWN["terminationGracePeriodSeconds"]
 
     jvm = _jvm_of(main_pid(env, pod))
     os.kill(jvm, signal.SIGSTOP)
     more = localrun.word_lines(300, seed=2)
     localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, more)
     name = pod["metadata"]["name"]
-    # stallSeconds, then 6 failed probes 10 s apart, then the termination grace
+    # stallSeconds, then LIVENESS_FAILURES failed probes LIVENESS_PERIOD s apart, then the termination grace
     wait_for(lambda: _ready_after(kube, namespace, app, 1), timeout=420,
              what=f"{name} restarted by its liveness probe and Ready again", every=2,
              pods=lambda: _app_pods(kube, namespace, app), tolerate={"CrashLoopBackOff"})

@@ -171,9 +171,11 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
                         .get("status") == "False" and c, timeout=60, what="ReplicasWithinPartitions False")
         assert "at least 1 replica(s) own no input partition" in idle["message"], idle
         kube.run("scale", "streamingapp", app, "-n", namespace, "--replicas=1")
-        wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=300, what="back to one Ready pod", every=2,
-                 pods=lambda: _pods(kube, namespace, app))
-        time.sleep(5)  # a few batches on the one pod after the others drained
+        last = wait_for(lambda: _ready_pods(kube, namespace, app, 1), timeout=300, what="back to one Ready pod",
+                        every=2, pods=lambda: _pods(kube, namespace, app))[0]["metadata"]["name"]
+        # batches on the one pod after the others drained: it has planned every partition since
+        wait_for(lambda: set(_owners(env, keyspace, app_id).values()) == {last}, timeout=120, every=1,
+                 what=f"every partition planned by {last} after the scale-down")
     wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(feed.truth))
     print(f"scale 1 -> 5: {up_s:.0f} s to five Ready pods; owners {owners}")
 

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from floe_stack import cassandra as stack_cassandra
+from floe_stack import kafka as stack_kafka
 from floe_stack import localrun
 
 
@@ -88,15 +90,24 @@ def word_count_app(new_app: NewApp) -> localrun.App:
     )
 
 
+# The stack's services an outage test may stop, by the name of their pid file.
+SERVICES = {stack_kafka.NAME: stack_kafka.Kafka, stack_cassandra.NAME: stack_cassandra.Cassandra}
+
+
 class Services:
     """Stops and starts the local stack's own Kafka broker or Cassandra node, for tests of
     outages. What a test stopped is started again, and waited for, when the test ends (passed or
-    not), so the tests after it find the stack whole."""
+    not), so the tests after it find the stack whole.
+
+    The stack is the one `.floe` names, which may be another checkout's (a worktree whose `.floe`
+    links to the clone that ran `make up`): its layout is that checkout's, so a restarted service
+    finds its own data directory (one per checkout) and nothing else of the stack is touched:
+    only the stopped service is started again, no image is built, the env file stays as it is."""
 
     def __init__(self, root: Path) -> None:
         from floe_stack.layout import Layout
 
-        self.layout = Layout.discover(root)
+        self.layout = Layout.discover((root / ".floe").resolve().parent)
         self.stopped: set[str] = set()
 
     def stop(self, name: str) -> float:
@@ -105,17 +116,24 @@ class Services:
         writes by design of `commitlog_sync: periodic`); seconds it took to exit."""
         from floe_stack import procs
 
+        assert name in SERVICES, f"not a service these tests stop: {name}"
         t0 = time.monotonic()
         assert procs.stop(self.layout, name, timeout=60), f"{name} of the local stack was not running"
         self.stopped.add(name)
         return time.monotonic() - t0
 
     def start(self) -> float:
-        """Start what was stopped and wait until every part of the stack answers; seconds taken."""
-        from floe_stack import stack
+        """Start what was stopped, as the stack started it, and wait until it answers; seconds taken."""
+        from floe_stack import component
 
         t0 = time.monotonic()
-        stack.up(self.layout, say=lambda line: None)
+        book = component.PortBook.load(self.layout)
+        started = [SERVICES[name](self.layout, book) for name in sorted(self.stopped)]
+        for service in started:
+            service.install()  # the jars' location, from the warm cache
+            service.start()
+        for service in started:
+            service.wait_ready(timeout=240)
         self.stopped.clear()
         return time.monotonic() - t0
 

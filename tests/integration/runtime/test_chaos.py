@@ -34,6 +34,12 @@ from .test_word_count import SPARK_READS, check_counts, topics_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
 
+# The short runs' input, one chunk a second. 5 kills among 3 replicas need about 30-60 s once the
+# replicas have started (kills 4 and 5 wait for a restarted replica's Spark start and first
+# commit); run_chaos feeds on while kills remain, so a 45 s feed loses no kill on a slow machine.
+SHORT_FEED_S = 45
+# Chunks a run may add while kills remain, at least (2 minutes at one a second).
+EXTRA_CHUNKS = 120
 REPLAYING = re.compile(r"Replaying stage=(\S+) plans=(\[.*\])")
 
 
@@ -74,7 +80,8 @@ def run_chaos(
     chunk i of the input, one a second; then wait until every partition of `topics` is committed.
     When the input runs out before the kills are done (Spark starts are slow on a loaded machine),
     the feed goes on with chunks past `chunks` (new input, which `feed` records for the truth), at
-    most as many again: a replica is only killed while it has work.
+    most as many again or EXTRA_CHUNKS, whichever is more: a replica is only killed while it has
+    work. So a short feed costs no kill: it only ends the run sooner when the kills are quick.
 
     The victim is a random replica that has committed a batch since it started, killed a random
     moment within `kill_within_s` later (a Spark start takes 15-90 s on 2 cores, so every kill
@@ -97,7 +104,7 @@ def run_chaos(
 
     def feeding() -> None:
         nonlocal fed
-        while fed < chunks or (done < kills and fed < 2 * chunks):
+        while fed < chunks or (done < kills and fed < chunks + max(chunks, EXTRA_CHUNKS)):
             feed(fed, chunks)
             fed += 1
             if stop.wait(1.0):
@@ -186,7 +193,13 @@ def test_sigkill_chaos_on_spark_paths(word_count_app: localrun.App, session: Any
     app.extra_env.update({**SPARK_READS, "FLOE_KAFKA_SPARK_SINK_MIN_RECORDS": "0"})
     lines = localrun.word_lines(6000, seed=43)
     summary = run_chaos(
-        app, session, feed=_word_feed(app, lines), topics=topics_of(app), kills=5, chunks=90, kill_within_s=(0.0, 8.0)
+        app,
+        session,
+        feed=_word_feed(app, lines),
+        topics=topics_of(app),
+        kills=5,
+        chunks=SHORT_FEED_S,
+        kill_within_s=(0.0, 8.0),
     )
     check_counts(session, app, dict(localrun.word_truth(lines)))
     log = "".join(p.read_text() for p in app.workdir.glob("r*.log"))
@@ -309,7 +322,9 @@ def test_sigkill_chaos_dedup_on_a_ttl_store_and_latest(new_app: NewApp, session:
             records.extend(chunk)
         produce_keyed(app.bootstrap, app.topics[0], [(k, v.encode()) for k, v in chunk])
 
-    summary = run_chaos(app, session, feed=feed, topics=app.topics, kills=5, chunks=90, kill_within_s=(0.0, 8.0))
+    summary = run_chaos(
+        app, session, feed=feed, topics=app.topics, kills=5, chunks=SHORT_FEED_S, kill_within_s=(0.0, 8.0)
+    )
     events, latest = _truth(records)
     first = _first_deliveries(app.bootstrap, app.topics[0])
     assert set(first) == events

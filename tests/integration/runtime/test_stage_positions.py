@@ -20,7 +20,7 @@ from floe_stack import localrun
 from tests import counting
 
 from .conftest import NewApp
-from .test_chaos import run_chaos
+from .test_chaos import SHORT_FEED_S, run_chaos
 from .test_examples import produce_keyed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
@@ -110,7 +110,9 @@ def test_two_stages_reading_one_topic_stay_exact_under_sigkill_chaos(
             words.extend(chunk)
         _produce(app, chunk)
 
-    summary = run_chaos(app, session, feed=feed, topics=app.topics, kills=5, chunks=90, kill_within_s=(0.0, 8.0))
+    summary = run_chaos(
+        app, session, feed=feed, topics=app.topics, kills=5, chunks=SHORT_FEED_S, kill_within_s=(0.0, 8.0)
+    )
     check_both_stores(session, app, dict(Counter(words)))
     print(f"chaos over two stages of one topic: records={len(words)} {summary}")
 

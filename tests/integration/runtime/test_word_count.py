@@ -87,7 +87,11 @@ def test_sigterm_handover_moves_partitions(word_count_app: localrun.App, session
     try:
         wait_ready(procs, timeout=180)
         feeder.start()
-        time.sleep(8)
+        # SIGTERM while the input arrives and the replica works on it: once it has committed a batch
+        deadline = time.monotonic() + 120
+        while procs[0].commits_since_start() < 1:
+            assert time.monotonic() < deadline, f"{procs[0].name} committed nothing within 120 s"
+            time.sleep(0.2)
         t0 = time.monotonic()
         procs[0].signal(signal.SIGTERM)
         assert procs[0].wait(60) == 0

@@ -54,3 +54,21 @@ def test_start_does_not_wait_for_a_missing_crd_or_forever() -> None:
     stuck = _Answers(*([429] * 5))
     main.wait_until_served(stuck, None, timeout=0, pause=0)  # type: ignore[arg-type]
     assert len(stuck.answers) == 4
+
+
+def test_the_lag_status_window_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main.parse_args([]).lag_status_window_seconds == 120
+    monkeypatch.setenv("FLOE_LAG_INTERVAL_SECONDS", "2")
+    monkeypatch.setenv("FLOE_LAG_STATUS_WINDOW_SECONDS", "20")
+    assert main.parse_args([]).lag_status_window_seconds == 20
+
+
+@pytest.mark.parametrize("window", ["15", "700"])
+def test_a_lag_status_window_outside_2_to_64_intervals_is_refused_naming_the_flag(
+    window: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main.parse_args(["--lag-interval-seconds", "10", "--lag-status-window-seconds", window])
+    err = capsys.readouterr().err
+    assert "--lag-status-window-seconds (FLOE_LAG_STATUS_WINDOW_SECONDS) must hold 2 to 64 lag intervals" in err
+    assert f"(got {window})" in err
