@@ -21,7 +21,8 @@ from floe_stack import localrun
 from .conftest import Services
 from .test_word_count import check_counts, topics_of, wait_ready
 
-pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+# exclusive: stops the stack's own Kafka broker and Cassandra node for 30 s
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.exclusive]
 
 OUTAGE_SECONDS = 30.0
 
