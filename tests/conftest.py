@@ -40,7 +40,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = getattr(item, "fixturenames", ())
         try:
             lanes.check(item.nodeid, markers, fixtures)
-            name = lanes.group(item.nodeid, markers, fixtures)
+            defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+            per_module = [n for n, d in defs.items() if d and d[-1].scope == "module"]
+            name = lanes.group(item.nodeid, markers, fixtures, per_module)
         except lanes.LaneError as exc:
             problems.append(str(exc))
             continue

@@ -8,8 +8,15 @@ keyspaces, namespaces, releases), so any two may run side by side, except where 
 once and only one test at a time may hold it. Such a test gets the xdist group of its resource,
 and xdist runs a group's tests on one worker, one after another, beside the other workers' tests.
 
+The tests of a module that share a module-scoped fixture (an app applied once, an operator
+watching the module's namespace) are written to run in the module's order on that one fixture
+(a StreamingApp's life: create, resync, scale, roll out, delete): they form a group of their own,
+so a worker runs them as pytest always did, while other workers run other modules. A resource
+group comes first: a test holding the node runs in the node's group, with its own module
+fixtures on that worker.
+
 A test belongs to at most one group (xdist would make a new group of two names, shared with
-nobody); one that would need two is marked `exclusive` instead. A test that asks for a fixture
+nobody); one that would need two resource groups is marked `exclusive` instead. A test that asks for a fixture
 which stops or floods a shared component must be marked `exclusive`: collection stops there
 otherwise, before anything runs beside it.
 """
@@ -52,8 +59,11 @@ class LaneError(Exception):
     """A test declared so that no lane can run it safely."""
 
 
-def group(nodeid: str, markers: Iterable[str], fixtures: Iterable[str]) -> str | None:
-    """The xdist group of a parallel-lane test (None: it holds no resource of one at a time)."""
+def group(
+    nodeid: str, markers: Iterable[str], fixtures: Iterable[str], module_fixtures: Iterable[str] = ()
+) -> str | None:
+    """The xdist group of a parallel-lane test: the one-at-a-time resource it holds, else its
+    module when it uses a module-scoped fixture (`module_fixtures`), else None."""
     marks, used = set(markers), set(fixtures)
     if "exclusive" in marks:
         return None
@@ -64,7 +74,11 @@ def group(nodeid: str, markers: Iterable[str], fixtures: Iterable[str]) -> str |
             f"{nodeid} holds {' and '.join(sorted(found))}, each one test at a time: mark it "
             "`exclusive` (the serial lane) or split it"
         )
-    return found.pop() if found else None
+    if found:
+        return found.pop()
+    if any(True for _ in module_fixtures):
+        return "module:" + nodeid.split("::", 1)[0]
+    return None
 
 
 def check(nodeid: str, markers: Iterable[str], fixtures: Iterable[str]) -> None:

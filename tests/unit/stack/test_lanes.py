@@ -20,8 +20,16 @@ def test_a_test_holding_nothing_of_one_at_a_time_is_not_grouped() -> None:
     assert lanes.group("t", ["kafka", "cassandra"], ["kafka_bootstrap", "session"]) is None
 
 
+def test_tests_sharing_a_module_fixture_are_grouped_by_their_module() -> None:
+    assert lanes.group("tests/x/test_y.py::test_z[1]", ["k8s"], ["app", "kube"], ["app"]) == "module:tests/x/test_y.py"
+
+
+def test_a_resource_group_comes_before_the_module() -> None:
+    assert lanes.group("tests/x/test_y.py::test_z", ["node"], ["app"], ["app"]) == "node"
+
+
 def test_an_exclusive_test_needs_no_group() -> None:
-    assert lanes.group("t", ["node", "exclusive"], ["secured_cassandra_port"]) is None
+    assert lanes.group("t", ["node", "exclusive"], ["secured_cassandra_port"], ["app"]) is None
 
 
 def test_a_test_holding_two_resources_must_be_exclusive() -> None:
