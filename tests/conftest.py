@@ -52,6 +52,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("tests that no lane can run safely:\n  " + "\n  ".join(problems))
 
 
+@pytest.hookimpl(tryfirst=True)  # before any fixture of the test is set up
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """An exclusive test run beside other workers (`pytest -n N` without `-m "not exclusive"`)
     would stop or flood what they use: it fails instead of running."""
