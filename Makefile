@@ -78,9 +78,10 @@ lint: venv ## ruff, mypy (strict), the import contracts of docs/architecture.md 
 	$(BIN)/lint-imports
 	$(BIN)/python -m floe_stack.alertrules
 
-# Pure and CPU-bound: one xdist worker per core.
+# Pure and CPU-bound (the chart's tests run helm): one xdist worker per core unless told.
+UNIT_WORKERS ?= auto
 unit: venv ## Unit tests only (pure functions, no stack), one worker per core
-	$(BIN)/pytest tests/unit -n auto $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit -n $(UNIT_WORKERS) $(PYTEST_ARGS)
 
 # run-lanes(marker expression or empty, test paths): the parallel lane, then the serial lane,
 # then the budget; exit 5 (pytest found no test of a lane) is no failure.
