@@ -23,9 +23,14 @@ from .conftest import FakeClock, OffsetsRows, commit_group, produce
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra]
 
 
+# The apps' namespace names their Kafka consumer groups (`floe.<namespace>.<name>`), which the
+# broker shares with every run: one of this module's own
+NAMESPACE = f"lag-it-{uuid.uuid4().hex[:6]}"
+
+
 def app_body(name: str, *, topics: list[str], bootstrap: str, hosts: list[str], port: int, keyspace: str) -> dict:
     return {
-        "metadata": {"name": name, "namespace": "lag-it", "uid": str(uuid.uuid4())},
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": str(uuid.uuid4())},
         "spec": {
             "image": "example/app:1",
             "job": {"entrypoint": "m:f"},
@@ -251,8 +256,8 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(lab: Lab, ca
     get = registry.get_sample_value
     assert get("floe_lag_scrape_errors_total", {"source": "kafka"}) >= 1
     assert get("floe_lag_scrape_errors_total", {"source": "cassandra"}) >= 1
-    assert get("floe_lag_metrics_stale", {"namespace": "lag-it", "app": "no-cassandra"}) == 1
-    assert get("floe_lag_metrics_stale", {"namespace": "lag-it", "app": "good"}) == 0
+    assert get("floe_lag_metrics_stale", {"namespace": NAMESPACE, "app": "no-cassandra"}) == 1
+    assert get("floe_lag_metrics_stale", {"namespace": NAMESPACE, "app": "good"}) == 0
     assert (
         get("floe_lag_last_success_timestamp_seconds") is None or get("floe_lag_last_success_timestamp_seconds") == 0.0
     )
@@ -263,6 +268,6 @@ def test_unreachable_sources_mark_only_their_apps_stale_and_recover(lab: Lab, ca
     scrape = scraper.scrape(refs[:1] + refs[2:])
     metrics.update(scrape)
     assert [a.stale for a in scrape.apps] == [False, False]
-    assert get("floe_lag_metrics_stale", {"namespace": "lag-it", "app": "no-cassandra"}) == 0
+    assert get("floe_lag_metrics_stale", {"namespace": NAMESPACE, "app": "no-cassandra"}) == 0
     assert get("floe_lag_last_success_timestamp_seconds") == lab.clock.now
     provisioner.close()
