@@ -82,7 +82,9 @@ def make_scraper(
     clock: FakeClock, session: Any, *, window: float = 60.0, kafka_offsets: lag_scrape.KafkaOffsets | None = None
 ) -> lag_scrape.Scraper:
     return lag_scrape.Scraper(
-        kafka_offsets=kafka_offsets or lag_scrape.KafkaOffsets(timeout=3.0),
+        # a bound, not a wait: the broker answers at once unless the machine is loaded, when 3 s
+        # made a reachable broker's end offsets time out and the app stale
+        kafka_offsets=kafka_offsets or lag_scrape.KafkaOffsets(timeout=15.0),
         cassandra_offsets=lag_scrape.CassandraOffsets(lambda target: session),
         partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
         clock=clock,
