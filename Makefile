@@ -9,6 +9,18 @@ PYTEST_ARGS ?=
 # most of an hour on 2 cores) except the slow proofs marked `proof` (the operator kill storm and
 # the 3-node Cassandra ring: minutes each); `make test-all` runs them all.
 TEST_MARKERS ?= (not slow or proof)$(if $(filter 0,$(NODE) $(FLOE_NODE)), and not node,)
+# The suite runs in two lanes on the one stack (tests/lanes.py). The parallel lane runs every test
+# not marked `exclusive` on LANES pytest-xdist workers, each test with names of its own; a
+# resource only one test may hold at a time (the node's CPUs, the secured Cassandra node,
+# Prometheus's rules) keeps its tests on one worker (--dist loadgroup). Then the serial lane runs
+# the `exclusive` tests, which stop, pause or saturate what every test shares, one at a time.
+# Both lanes always run, and the target fails if either failed; each writes JUnit XML under
+# TEST_OUT, from which floe_stack.testbudget prints each lane's wall time and the 25 slowest tests.
+# LANES=4 was the fastest of 2-4 measured on the 2-core machine: most tests wait on the stack.
+LANES ?= 4
+TEST_OUT ?= build/test
+# `make test-fast WING=...`: a wing is a folder of tests/unit or tests/integration.
+WINGS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tests/unit/*/__init__.py tests/integration/*/__init__.py)))))
 export FLOE_CACHE ?= $(HOME)/.cache/floe
 export FLOE_ROOT := $(CURDIR)
 # The stack has a node (containerd, kubelet, kube-proxy and the images built here), so pods run
@@ -18,7 +30,7 @@ ifeq ($(NODE),0)
 export FLOE_NODE := 0
 endif
 
-.PHONY: help venv lock up down status lint test test-all unit bench demo clean
+.PHONY: help venv lock up down status lint test test-all test-fast wing unit budget bench demo clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -66,14 +78,40 @@ lint: venv ## ruff, mypy (strict), the import contracts of docs/architecture.md 
 	$(BIN)/lint-imports
 	$(BIN)/python -m floe_stack.alertrules
 
-unit: venv ## Unit tests only (pure functions, no stack)
-	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+# Pure and CPU-bound (the chart's tests run helm): one xdist worker per core unless told.
+UNIT_WORKERS ?= auto
+unit: venv ## Unit tests only (pure functions, no stack), one worker per core
+	$(BIN)/pytest tests/unit -n $(UNIT_WORKERS) $(PYTEST_ARGS)
 
-test: venv lint up ## Lint, then every test but the slow ones against the real local stack
-	$(BIN)/pytest tests -m "$(TEST_MARKERS)" --durations=25 $(PYTEST_ARGS)
+# run-lanes(marker expression or empty, test paths): the parallel lane, then the serial lane,
+# then the budget; exit 5 (pytest found no test of a lane) is no failure.
+and-marks = $(if $(1),($(1)) and $(2),$(2))
+define run-lanes
+	@mkdir -p $(TEST_OUT); rm -f $(TEST_OUT)/parallel.xml $(TEST_OUT)/serial.xml; failed=0; \
+	echo "make: parallel lane ($(LANES) workers): $(2)"; \
+	$(BIN)/pytest $(2) -n $(LANES) --dist loadgroup -m "$(call and-marks,$(1),not exclusive)" \
+		--junitxml=$(TEST_OUT)/parallel.xml $(PYTEST_ARGS); rc=$$?; [ $$rc = 0 ] || [ $$rc = 5 ] || failed=1; \
+	echo "make: serial lane (the exclusive tests, one at a time): $(2)"; \
+	$(BIN)/pytest $(2) -p no:xdist -m "$(call and-marks,$(1),exclusive)" \
+		--junitxml=$(TEST_OUT)/serial.xml $(PYTEST_ARGS); rc=$$?; [ $$rc = 0 ] || [ $$rc = 5 ] || failed=1; \
+	$(BIN)/python -m floe_stack.testbudget $(TEST_OUT)/parallel.xml $(TEST_OUT)/serial.xml; \
+	exit $$failed
+endef
 
-test-all: venv lint up ## Every test, the slow chaos run included
-	$(BIN)/pytest tests $(PYTEST_ARGS)
+test: venv lint up ## Lint, then every test but the slow ones against the real local stack, in two lanes
+	$(call run-lanes,$(TEST_MARKERS),tests)
+
+test-all: venv lint up ## Every test, the slow chaos run included, in two lanes
+	$(call run-lanes,,tests)
+
+test-fast: wing venv up ## The unit and integration tests of one wing, slow ones left out, in two lanes: WING=runtime|operator|...
+	$(call run-lanes,not slow$(if $(filter 0,$(NODE) $(FLOE_NODE)), and not node,),$(wildcard tests/unit/$(WING) tests/integration/$(WING)))
+
+wing:
+	@$(if $(filter-out 1,$(words $(filter $(WING),$(WINGS)))),echo "make: WING=<one of: $(WINGS)> (the folders of tests/unit and tests/integration)"; exit 2,true)
+
+budget: ## Print the last run's lane times and slowest tests again (from $(TEST_OUT))
+	@$(BIN)/python -m floe_stack.testbudget $(TEST_OUT)/parallel.xml $(TEST_OUT)/serial.xml
 
 bench: venv up ## Benchmarks; JSON results under bench/results/
 	@set -e; for b in tests/bench/*_bench.py; do echo "make: $$b"; $(BIN)/python $$b; done

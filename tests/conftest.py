@@ -5,6 +5,11 @@ and described by `.floe/stack.env`. A test that needs a component carries that c
 marker (kafka, cassandra, k8s, spark, helm); deselecting the marker (`-m "not k8s"`) is the
 only way such a test does not run. A component that is selected but cannot be reached is an
 error, never a skip.
+
+`make test` runs the suite in two lanes (`tests/lanes.py`): collection here gives each test of the
+parallel lane the xdist group of the one-at-a-time resource it holds, and refuses a test that
+would stop or flood a shared component beside others. Session fixtures run once per xdist
+worker, so none of them may assume it is alone on the stack.
 """
 
 from __future__ import annotations
@@ -19,16 +24,52 @@ from floe_stack import envfile, localrun
 from floe_stack import helm as helm_binary
 from floe_stack.layout import Layout
 
+from tests import lanes
+
 if TYPE_CHECKING:
     from floe_jobs.config import FloeConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it appends them to the test ids)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    problems = []
+    for item in items:
+        markers = [m.name for m in item.iter_markers()]
+        fixtures = getattr(item, "fixturenames", ())
+        try:
+            lanes.check(item.nodeid, markers, fixtures)
+            defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+            per_module = [n for n, d in defs.items() if d and d[-1].scope == "module"]
+            name = lanes.group(item.nodeid, markers, fixtures, per_module)
+        except lanes.LaneError as exc:
+            problems.append(str(exc))
+            continue
+        if name is not None:
+            item.add_marker(pytest.mark.xdist_group(name))
+    if problems:
+        raise pytest.UsageError("tests that no lane can run safely:\n  " + "\n  ".join(problems))
+
+
+@pytest.hookimpl(tryfirst=True)  # before any fixture of the test is set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An exclusive test run beside other workers (`pytest -n N` without `-m "not exclusive"`)
+    would stop or flood what they use: it fails instead of running."""
+    if item.get_closest_marker("exclusive") and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.fail("an `exclusive` test runs alone: `make test` runs it in its serial lane (pytest -p no:xdist)")
+
+
 @pytest.fixture(scope="session")
-def stack_env() -> dict[str, str]:
-    """The running stack's settings, starting the stack first when it is not up."""
-    return envfile.ensure_stack(ROOT)
+def stack_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The running stack's settings, starting the stack first when it is not up. The xdist
+    workers of a run take turns here (a lock in the temporary directory they share), so a stack
+    that is down is started once, not by every worker at the same time."""
+    import fcntl
+
+    with open(tmp_path_factory.getbasetemp().parent / "floe-stack-env.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return envfile.ensure_stack(ROOT)
 
 
 @pytest.fixture(scope="session")

@@ -72,6 +72,7 @@ def crd_owner(run: Run, kubectl: str) -> Iterator[Callable[[str, str], None]]:
                 run(kubectl, verb, "crd", name, "--overwrite", *changes, check=False)
 
 
+@pytest.mark.exclusive  # hands the shared CRDs to its release (the demo adopts them too)
 def test_install_upgrade_uninstall_keeps_the_crd(
     helm: str,
     kubectl: str,
@@ -275,6 +276,7 @@ def test_operator_pod_is_admitted_under_restricted_pod_security(
     assert pods, f"no operator pod was admitted: {[e['message'] for e in json.loads(events)['items']]}"
 
 
+@pytest.mark.exclusive  # hands the shared CRDs to its release and installs the kopf peering CRDs
 def test_two_replicas_meet_in_the_peering_object(
     helm: str,
     kubectl: str,

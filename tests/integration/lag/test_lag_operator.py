@@ -227,18 +227,18 @@ def test_keda_mode_gets_a_scaled_object_once_keda_is_installed(
     cassandra_port: int,
 ) -> None:
     crds = ROOT / "tests/unit/lag/keda-crds.yaml"
-    installed = bool(run(kubectl, kubeconfig, "get", "crd", "scaledobjects.keda.sh", "--ignore-not-found").strip())
-    if not installed:
-        run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(crds))
-        run(
-            kubectl,
-            kubeconfig,
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/scaledobjects.keda.sh",
-            "crd/triggerauthentications.keda.sh",
-        )
+    # KEDA's CRDs, applied and established each time (a test beside this one may have just created
+    # them), stay installed afterwards: a test beside this one may be using them
+    run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(crds))
+    run(
+        kubectl,
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/scaledobjects.keda.sh",
+        "crd/triggerauthentications.keda.sh",
+    )
     topic = make_topic(2)
     keyspace = f"it_lag_op_{uuid.uuid4().hex[:6]}"
     body = {
@@ -294,6 +294,4 @@ def test_keda_mode_gets_a_scaled_object_once_keda_is_installed(
             run(kubectl, kubeconfig, "delete", "streamingapp", "keda", "-n", namespace, "--wait=true", "--timeout=100s")
     finally:
         cql.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
-        if not installed:
-            run(kubectl, kubeconfig, "delete", "-f", str(crds), "--wait=false")
     assert runner.exception is None, runner.exception

@@ -37,24 +37,22 @@ def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None, chec
 
 @pytest.fixture(scope="module")
 def namespace(kubectl: str, kubeconfig: str) -> Iterator[str]:
-    created = not run(kubectl, kubeconfig, "get", "crd", scalers.KEDA_CRD, "--ignore-not-found")
-    if created:
-        run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(KEDA_CRDS))
-        run(
-            kubectl,
-            kubeconfig,
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            f"crd/{scalers.KEDA_CRD}",
-            "crd/triggerauthentications.keda.sh",
-        )
+    # KEDA's CRDs, applied and established each time (a test beside this one may have just created
+    # them), stay installed afterwards: a test beside this one may be using them
+    run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(KEDA_CRDS))
+    run(
+        kubectl,
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        f"crd/{scalers.KEDA_CRD}",
+        "crd/triggerauthentications.keda.sh",
+    )
     name = f"floe-lag-scalers-{uuid.uuid4().hex[:6]}"
     run(kubectl, kubeconfig, "create", "namespace", name)
     yield name
     run(kubectl, kubeconfig, "delete", "namespace", name, "--wait=false")
-    if created:
-        run(kubectl, kubeconfig, "delete", "-f", str(KEDA_CRDS), "--wait=false")
 
 
 def app(namespace: str, mode: str, **kafka: Any) -> model.StreamingApp:

@@ -32,7 +32,11 @@ from ..waiting import wait_for
 from .conftest import app_manifest, pods_state
 from .kube import Kubectl, condition
 
-pytestmark = [pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow, pytest.mark.proof]
+# exclusive: a burst of 50 app writes and 20 operator SIGKILLs floods the API server and controller-manager
+pytestmark = [
+    pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow, pytest.mark.proof,
+    pytest.mark.exclusive,
+]
 
 OPERATIONS = 50
 KILLS = 20

@@ -43,14 +43,12 @@ def restricted(kube: Kubectl, namespace: str) -> str:
 
 @pytest.fixture(scope="module")
 def keda_crds(kube: Kubectl) -> Iterator[None]:
-    """KEDA's CRDs (their structural schemas; no KEDA controller), installed unless present."""
-    created = not kube.run("get", "crd", scalers.KEDA_CRD, "--ignore-not-found").stdout.strip()
-    if created:
-        kube.run("apply", "--server-side", "-f", str(KEDA_CRDS))
-        kube.run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{scalers.KEDA_CRD}")
+    """KEDA's CRDs (their structural schemas; no KEDA controller), applied and established (a test
+    beside this module may have just created them), and left installed: a test beside this
+    module may be using them (only KEDA-mode apps read them)."""
+    kube.run("apply", "--server-side", "-f", str(KEDA_CRDS))
+    kube.run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{scalers.KEDA_CRD}")
     yield
-    if created:
-        kube.run("delete", "-f", str(KEDA_CRDS), "--wait=false")
 
 
 @pytest.fixture(scope="module")

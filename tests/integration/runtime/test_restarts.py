@@ -21,7 +21,8 @@ from floe_stack import localrun
 from .conftest import Services
 from .test_word_count import check_counts, topics_of, wait_ready
 
-pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+# exclusive: stops the stack's own Kafka broker and Cassandra node for 30 s
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.exclusive]
 
 # Long enough to mean "waited out": a replica retries a batch whose dependency is down after 1,
 # 2, 4, then every 5 s (jobs/outages.py), so by 20 s it has retried five times, the last two after

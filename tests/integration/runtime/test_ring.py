@@ -21,7 +21,11 @@ from floe_stack.layout import Layout
 from .test_restarts import Feeder
 from .test_word_count import check_counts, topics_of, wait_ready
 
-pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow, pytest.mark.proof]
+# exclusive: three more Cassandra JVMs (on 127.0.0.2-4) beside the stack, one SIGKILLed
+pytestmark = [
+    pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow, pytest.mark.proof,
+    pytest.mark.exclusive,
+]
 
 DOWN_SECONDS = 30.0
 

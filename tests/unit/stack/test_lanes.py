@@ -1,0 +1,44 @@
+"""Which xdist group a test of `make test`'s parallel lane gets, and which tests no lane may run."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import lanes
+
+
+def test_a_test_on_the_node_is_grouped_with_the_others_on_the_node() -> None:
+    assert lanes.group("t", ["node", "k8s"], ["stack_env"]) == "node"
+
+
+def test_a_test_using_the_secured_node_or_prometheus_is_grouped_by_its_fixture() -> None:
+    assert lanes.group("t", ["kafka"], ["secured_cassandra_port", "tls"]) == "secured-cassandra"
+    assert lanes.group("t", ["prometheus"], ["prom", "helm"]) == "prometheus"
+
+
+def test_a_test_holding_nothing_of_one_at_a_time_is_not_grouped() -> None:
+    assert lanes.group("t", ["kafka", "cassandra"], ["kafka_bootstrap", "session"]) is None
+
+
+def test_tests_sharing_a_module_fixture_are_grouped_by_their_module() -> None:
+    assert lanes.group("tests/x/test_y.py::test_z[1]", ["k8s"], ["app", "kube"], ["app"]) == "module:tests/x/test_y.py"
+
+
+def test_a_resource_group_comes_before_the_module() -> None:
+    assert lanes.group("tests/x/test_y.py::test_z", ["node"], ["app"], ["app"]) == "node"
+
+
+def test_an_exclusive_test_needs_no_group() -> None:
+    assert lanes.group("t", ["node", "exclusive"], ["secured_cassandra_port"], ["app"]) is None
+
+
+def test_a_test_holding_two_resources_must_be_exclusive() -> None:
+    with pytest.raises(lanes.LaneError, match=r"^t holds node and secured-cassandra, .*mark it `exclusive`"):
+        lanes.group("t", ["node"], ["secured_cassandra_port"])
+
+
+def test_a_test_stopping_a_shared_service_must_be_marked_exclusive() -> None:
+    with pytest.raises(lanes.LaneError, match=r"^t must be marked `exclusive`: `services` stops and starts"):
+        lanes.check("t", ["kafka"], ["services", "session"])
+    lanes.check("t", ["kafka", "exclusive"], ["services"])
+    lanes.check("t", ["kafka"], ["session"])
