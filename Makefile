@@ -10,14 +10,18 @@ PYTEST_ARGS ?=
 # the 3-node Cassandra ring: minutes each); `make test-all` runs them all.
 TEST_MARKERS ?= (not slow or proof)$(if $(filter 0,$(NODE) $(FLOE_NODE)), and not node,)
 # The suite runs in two lanes on the one stack (tests/lanes.py). The parallel lane runs every test
-# not marked `exclusive` on LANES pytest-xdist workers, each test with names of its own; a
-# resource only one test may hold at a time (the node's CPUs, the secured Cassandra node,
-# Prometheus's rules) keeps its tests on one worker (--dist loadgroup). Then the serial lane runs
+# not marked `exclusive` on LANES pytest-xdist workers, each test with names of its own, a
+# module's tests on one worker in their order (--dist loadfile: a module-scoped scenario is set
+# up once). --dist loadgroup would also keep the tests of a one-holder resource (the secured
+# Cassandra node, Prometheus's rules) on one worker, but pytest-xdist 3.8 does not apply groups
+# under pytest 9.2 (it renames item._nodeid, which pytest 9 no longer reads). Then the serial lane runs
 # the `exclusive` tests, which stop, pause or saturate what every test shares, one at a time.
 # Both lanes always run, and the target fails if either failed; each writes JUnit XML under
 # TEST_OUT, from which floe_stack.testbudget prints each lane's wall time and the 25 slowest tests.
-# LANES=4 was the fastest of 2-4 measured on the 2-core machine: most tests wait on the stack.
-LANES ?= 4
+# LANES=2 on the 2-core machine: 4 workers were faster over the stores tests (which wait on
+# Cassandra), but over the whole suite they ran a dozen Spark JVMs at once and went slower than
+# one worker (the runtime tests start 1-3 replicas with a JVM each).
+LANES ?= 2
 TEST_OUT ?= build/test
 # `make test-fast WING=...`: a wing is a folder of tests/unit or tests/integration.
 WINGS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tests/unit/*/__init__.py tests/integration/*/__init__.py)))))
@@ -89,7 +93,7 @@ and-marks = $(if $(1),($(1)) and $(2),$(2))
 define run-lanes
 	@mkdir -p $(TEST_OUT); rm -f $(TEST_OUT)/parallel.xml $(TEST_OUT)/serial.xml; failed=0; \
 	echo "make: parallel lane ($(LANES) workers): $(2)"; \
-	$(BIN)/pytest $(2) -n $(LANES) --dist loadgroup -m "$(call and-marks,$(1),not exclusive)" \
+	$(BIN)/pytest $(2) -n $(LANES) --dist loadfile -m "$(call and-marks,$(1),not exclusive)" \
 		--junitxml=$(TEST_OUT)/parallel.xml $(PYTEST_ARGS); rc=$$?; [ $$rc = 0 ] || [ $$rc = 5 ] || failed=1; \
 	echo "make: serial lane (the exclusive tests, one at a time): $(2)"; \
 	$(BIN)/pytest $(2) -p no:xdist -m "$(call and-marks,$(1),exclusive)" \
