@@ -18,10 +18,11 @@ TEST_MARKERS ?= (not slow or proof)$(if $(filter 0,$(NODE) $(FLOE_NODE)), and no
 # the `exclusive` tests, which stop, pause or saturate what every test shares, one at a time.
 # Both lanes always run, and the target fails if either failed; each writes JUnit XML under
 # TEST_OUT, from which floe_stack.testbudget prints each lane's wall time and the 25 slowest tests.
-# LANES=2 on the 2-core machine: 4 workers were faster over the stores tests (which wait on
-# Cassandra), but over the whole suite they ran a dozen Spark JVMs at once and went slower than
-# one worker (the runtime tests start 1-3 replicas with a JVM each).
-LANES ?= 2
+# LANES=1 (one worker, the tests one after another) until the parallel lane passes three runs in
+# a row: with 2 workers the monitoring module's alerts did not fire beside other modules although
+# each passes alone, and 4 workers ran a dozen Spark JVMs at once on 2 cores, slower than one.
+# `make test LANES=2` runs the parallel lane on two workers.
+LANES ?= 1
 TEST_OUT ?= build/test
 # `make test-fast WING=...`: a wing is a folder of tests/unit or tests/integration.
 WINGS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tests/unit/*/__init__.py tests/integration/*/__init__.py)))))

@@ -21,6 +21,7 @@ from prometheus_client import REGISTRY
 
 from ..waiting import wait_for
 from .conftest import OffsetsRows, produce
+from .test_lag_scalers_apply import apply_keda_crds
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 
@@ -226,19 +227,7 @@ def test_keda_mode_gets_a_scaled_object_once_keda_is_installed(
     cassandra_hosts: list[str],
     cassandra_port: int,
 ) -> None:
-    crds = ROOT / "tests/unit/lag/keda-crds.yaml"
-    # KEDA's CRDs, applied and established each time (a test beside this one may have just created
-    # them), stay installed afterwards: a test beside this one may be using them
-    run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(crds))
-    run(
-        kubectl,
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/scaledobjects.keda.sh",
-        "crd/triggerauthentications.keda.sh",
-    )
+    apply_keda_crds(kubectl, kubeconfig)
     topic = make_topic(2)
     keyspace = f"it_lag_op_{uuid.uuid4().hex[:6]}"
     body = {

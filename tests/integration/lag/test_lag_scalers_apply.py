@@ -26,6 +26,21 @@ ROOT = Path(__file__).resolve().parents[3]
 KEDA_CRDS = ROOT / "tests/unit/lag/keda-crds.yaml"
 
 
+def apply_keda_crds(kubectl: str, kubeconfig: str) -> None:
+    """KEDA's CRDs, applied and established each time (a test beside this one may have just created
+    them), and left installed afterwards: a test beside this one may be using them."""
+    run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(KEDA_CRDS))
+    run(
+        kubectl,
+        kubeconfig,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        f"crd/{scalers.KEDA_CRD}",
+        "crd/triggerauthentications.keda.sh",
+    )
+
+
 def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None, check: bool = True) -> str:
     proc = subprocess.run(
         [binary, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True, text=True, timeout=60
@@ -37,18 +52,7 @@ def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None, chec
 
 @pytest.fixture(scope="module")
 def namespace(kubectl: str, kubeconfig: str) -> Iterator[str]:
-    # KEDA's CRDs, applied and established each time (a test beside this one may have just created
-    # them), stay installed afterwards: a test beside this one may be using them
-    run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(KEDA_CRDS))
-    run(
-        kubectl,
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        f"crd/{scalers.KEDA_CRD}",
-        "crd/triggerauthentications.keda.sh",
-    )
+    apply_keda_crds(kubectl, kubeconfig)
     name = f"floe-lag-scalers-{uuid.uuid4().hex[:6]}"
     run(kubectl, kubeconfig, "create", "namespace", name)
     yield name
