@@ -19,8 +19,9 @@ TEST_MARKERS ?= (not slow or proof)$(if $(filter 0,$(NODE) $(FLOE_NODE)), and no
 # Both lanes always run, and the target fails if either failed; each writes JUnit XML under
 # TEST_OUT, from which floe_stack.testbudget prints each lane's wall time and the 25 slowest tests.
 # LANES=1 (one worker, the tests one after another) until the parallel lane passes three runs in
-# a row: with 2 workers the monitoring module's alerts did not fire beside other modules although
-# each passes alone, and 4 workers ran a dozen Spark JVMs at once on 2 cores, slower than one.
+# a row: with 2 workers a module stopped the in-process Spark session that later modules on the
+# same worker reuse (test_runs, test_sink, test_spark_read: "Cannot call methods on a stopped
+# SparkContext"), and 4 workers ran a dozen Spark JVMs at once on 2 cores, slower than one.
 # `make test LANES=2` runs the parallel lane on two workers.
 LANES ?= 1
 TEST_OUT ?= build/test
