@@ -8,29 +8,15 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from ...nodekit import kubectl, require_node
+from ...nodekit import kubectl
 from ..waiting import wait_for
 
 TIMEOUT = 300
 WITHIN = 60
-
-
-@pytest.fixture(scope="module")
-def node_env(stack_env: dict[str, str]) -> dict[str, str]:
-    return require_node(stack_env)
-
-
-@pytest.fixture
-def namespace(node_env: dict[str, str]) -> Iterator[str]:
-    name = f"floe-podwait-it-{uuid.uuid4().hex[:6]}"
-    kubectl(node_env, "create", "namespace", name)
-    yield name
-    kubectl(node_env, "delete", "namespace", name, "--wait=false")
 
 
 def _millicores(quantity: str) -> int:
