@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY
 
 from ..waiting import wait_for
 from .conftest import OffsetsRows, produce
-from .test_lag_scalers_apply import apply_keda_crds
+from .test_lag_scalers_apply import apply_crds, apply_keda_crds
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 
@@ -39,15 +39,7 @@ def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None) -> s
 
 @pytest.fixture(scope="module")
 def namespace(kubectl: str, kubeconfig: str) -> Iterator[str]:
-    run(kubectl, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds/streamingapp.yaml"))
-    run(
-        kubectl,
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/streamingapps.streaming.floe.dev",
-    )
+    apply_crds(kubectl, kubeconfig, ROOT / "crds/streamingapp.yaml", "streamingapps.streaming.floe.dev")
     name = f"floe-lag-op-{uuid.uuid4().hex[:6]}"
     run(kubectl, kubeconfig, "create", "namespace", name)
     yield name

@@ -26,19 +26,17 @@ ROOT = Path(__file__).resolve().parents[3]
 KEDA_CRDS = ROOT / "tests/unit/lag/keda-crds.yaml"
 
 
+def apply_crds(kubectl: str, kubeconfig: str, path: Path, *names: str) -> None:
+    """Apply the CRDs of `path` (server-side, taking over fields another manager holds) and wait
+    until the API server serves each of `names`."""
+    run(kubectl, kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(path))
+    run(kubectl, kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+
+
 def apply_keda_crds(kubectl: str, kubeconfig: str) -> None:
     """KEDA's CRDs, applied and established each time (a test beside this one may have just created
     them), and left installed afterwards: a test beside this one may be using them."""
-    run(kubectl, kubeconfig, "apply", "--server-side", "-f", str(KEDA_CRDS))
-    run(
-        kubectl,
-        kubeconfig,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        f"crd/{scalers.KEDA_CRD}",
-        "crd/triggerauthentications.keda.sh",
-    )
+    apply_crds(kubectl, kubeconfig, KEDA_CRDS, scalers.KEDA_CRD, "triggerauthentications.keda.sh")
 
 
 def run(binary: str, kubeconfig: str, *args: str, stdin: str | None = None, check: bool = True) -> str:
