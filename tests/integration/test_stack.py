@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -113,18 +114,12 @@ def test_helm_version(helm: str, stack_env: dict[str, str]) -> None:
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_spark_reads_the_kafka_record_through_the_connector(
-    spark_jars: list[str], kafka_bootstrap: str, kafka_record: tuple[str, bytes, bytes]
+    spark: Any, kafka_bootstrap: str, kafka_record: tuple[str, bytes, bytes]
 ) -> None:
-    from pyspark.sql import SparkSession
-
+    """Reads through the suite's shared session: a session built here with getOrCreate would be
+    that same session, and stopping it would stop Spark for every later test in the process."""
     topic, key, value = kafka_record
-    spark = (SparkSession.builder.master("local[1]").appName("stack-test")
-             .config("spark.jars", ",".join(spark_jars)).config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
-    try:
-        rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka_bootstrap)
-                .option("subscribe", topic).option("startingOffsets", "earliest").option("endingOffsets", "latest")
-                .load().select("key", "value", "offset").collect())
-        assert [(bytes(r.key), bytes(r.value), r.offset) for r in rows] == [(key, value, 0)]
-    finally:
-        spark.stop()
+    rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", kafka_bootstrap)
+            .option("subscribe", topic).option("startingOffsets", "earliest").option("endingOffsets", "latest")
+            .load().select("key", "value", "offset").collect())
+    assert [(bytes(r.key), bytes(r.value), r.offset) for r in rows] == [(key, value, 0)]

@@ -42,3 +42,18 @@ def test_a_test_stopping_a_shared_service_must_be_marked_exclusive() -> None:
         lanes.check("t", ["kafka"], ["services", "session"])
     lanes.check("t", ["kafka", "exclusive"], ["services"])
     lanes.check("t", ["kafka"], ["session"])
+
+
+def test_only_the_suites_spark_fixture_builds_or_stops_the_in_process_spark_session() -> None:
+    """getOrCreate in a test returns the session every later test of that process shares, and
+    stopping it there fails them all, in whichever order a worker ran the modules."""
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parents[2]
+    builder = "SparkSession" + ".builder"
+    builders = sorted(
+        str(p.relative_to(tests))
+        for p in tests.rglob("*.py")
+        if builder in p.read_text() and p.parent.name != "bench" and p != tests / "conftest.py"
+    )
+    assert builders == []
