@@ -79,9 +79,24 @@ def test_the_locked_pytest_and_xdist_keep_a_group_on_one_worker(tmp_path: Any) -
     )
     (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the project's settings
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
-         str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     workers = [(tmp_path / f"ran-{i}").read_text() for i in range(8)]
