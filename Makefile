@@ -10,18 +10,17 @@ PYTEST_ARGS ?=
 # the 3-node Cassandra ring: minutes each); `make test-all` runs them all.
 TEST_MARKERS ?= (not slow or proof)$(if $(filter 0,$(NODE) $(FLOE_NODE)), and not node,)
 # The suite runs in two lanes on the one stack (tests/lanes.py). The parallel lane runs every test
-# not marked `exclusive` on LANES pytest-xdist workers, each test with names of its own, a
-# module's tests on one worker in their order (--dist loadfile: a module-scoped scenario is set
-# up once). --dist loadgroup would also keep the tests of a one-holder resource (the secured
-# Cassandra node, Prometheus's rules) on one worker, but pytest-xdist 3.8 does not apply groups
-# under pytest 9.2 (it renames item._nodeid, which pytest 9 no longer reads). Then the serial lane runs
-# the `exclusive` tests, which stop, pause or saturate what every test shares, one at a time.
+# not marked `exclusive` on LANES pytest-xdist workers, each test with names of its own
+# (--dist loadgroup): the tests of a one-holder resource (the node, the secured Cassandra node,
+# Prometheus's rules) on one worker, a module's tests that share a module-scoped scenario on
+# one worker in their order, the rest wherever a worker is free. pytest stays below 9: xdist
+# 3.8 applies groups by renaming a test's id, which pytest 9 no longer reads
+# (tests/unit/stack/test_lanes.py checks that groups hold). Then the serial lane runs the
+# `exclusive` tests, which stop, pause or saturate what every test shares, one at a time.
 # Both lanes always run, and the target fails if either failed; each writes JUnit XML under
 # TEST_OUT, from which floe_stack.testbudget prints each lane's wall time and the 25 slowest tests.
 # LANES=1 (one worker, the tests one after another) until the parallel lane passes three runs in
-# a row: with 2 workers a module stopped the in-process Spark session that later modules on the
-# same worker reuse (test_runs, test_sink, test_spark_read: "Cannot call methods on a stopped
-# SparkContext"), and 4 workers ran a dozen Spark JVMs at once on 2 cores, slower than one.
+# a row; 4 workers ran a dozen Spark JVMs at once on 2 cores, slower than one.
 # `make test LANES=2` runs the parallel lane on two workers.
 LANES ?= 1
 TEST_OUT ?= build/test
@@ -95,7 +94,7 @@ and-marks = $(if $(1),($(1)) and $(2),$(2))
 define run-lanes
 	@mkdir -p $(TEST_OUT); rm -f $(TEST_OUT)/parallel.xml $(TEST_OUT)/serial.xml; failed=0; \
 	echo "make: parallel lane ($(LANES) workers): $(2)"; \
-	$(BIN)/pytest $(2) -n $(LANES) --dist loadfile -m "$(call and-marks,$(1),not exclusive)" \
+	$(BIN)/pytest $(2) -n $(LANES) --dist loadgroup -m "$(call and-marks,$(1),not exclusive)" \
 		--junitxml=$(TEST_OUT)/parallel.xml $(PYTEST_ARGS); rc=$$?; [ $$rc = 0 ] || [ $$rc = 5 ] || failed=1; \
 	echo "make: serial lane (the exclusive tests, one at a time): $(2)"; \
 	$(BIN)/pytest $(2) -p no:xdist -m "$(call and-marks,$(1),exclusive)" \

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests import lanes
@@ -57,3 +59,45 @@ def test_only_the_suites_spark_fixture_builds_or_stops_the_in_process_spark_sess
         if builder in p.read_text() and p.parent.name != "bench" and p != tests / "conftest.py"
     )
     assert builders == []
+
+
+def test_the_locked_pytest_and_xdist_keep_a_group_on_one_worker(tmp_path: Any) -> None:
+    """`--dist loadgroup` is what keeps a one-holder resource's tests apart; an upgrade that
+    stops applying groups (xdist 3.8 under pytest 9) would spread them silently."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_grouped.py").write_text(
+        "import os, pytest\n"
+        "@pytest.mark.xdist_group('one')\n"
+        "@pytest.mark.parametrize('i', range(8))\n"
+        "def test_grouped(i):\n"
+        "    open(f'ran-{i}', 'w').write(os.environ['PYTEST_XDIST_WORKER'])\n"
+        "@pytest.mark.parametrize('i', range(8))\n"
+        "def test_free(i):\n"
+        "    pass\n"
+    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the project's settings
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    workers = [(tmp_path / f"ran-{i}").read_text() for i in range(8)]
+    assert len(set(workers)) == 1, workers
