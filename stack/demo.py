@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from floe_stack import envfile, stack
+from floe_stack import envfile, podblock, stack
 from floe_stack.layout import Layout
 
 NAMESPACE = "floe-demo"
@@ -111,18 +111,27 @@ def _wait(
     log: Path | None = None,
     progress: Callable[[], None] | None = None,
     explain: Callable[[], str] | None = None,
+    pods: Callable[[], Iterable[dict[str, Any]]] | None = None,
 ) -> None:
-    """Poll `check` every second; call `progress` every PROGRESS_SECONDS; on timeout say what was stuck."""
+    """Poll `check` every second; call `progress` every PROGRESS_SECONDS; on timeout say what was
+    stuck. With `pods` (the pods `check` needs running, as last read): stop as soon as one has been
+    blocked for `podblock.BLOCKED_SECONDS` (unschedulable, its image missing, its container
+    crash-looping), with the cluster's reason, instead of waiting out `timeout`."""
     start = time.monotonic()
     shown = start
+    watch = podblock.PodWatch(blocked_seconds=podblock.BLOCKED_SECONDS, tolerate=())
+    where = f"; see {log}" if log else ""
     while time.monotonic() - start < timeout:
         if check():
             return
+        blocked = watch.check(pods(), time.monotonic()) if pods is not None else None
+        if blocked is not None:
+            why = f"\n{explain()}" if explain is not None else ""
+            raise DemoError(f"{what} cannot happen: {blocked}{where}{why}")
         if progress is not None and time.monotonic() - shown >= PROGRESS_SECONDS:
             progress()
             shown = time.monotonic()
         time.sleep(1)
-    where = f"; see {log}" if log else ""
     why = f"\n{explain()}" if explain is not None else ""
     raise DemoError(f"{what} did not happen within {timeout:.0f} s{where}{why}")
 
@@ -319,7 +328,7 @@ def _install_operator(steps: Steps, run: Run) -> str:
             return len(operator_pods) == 1 and is_ready(operator_pods[0])
 
         _wait(operator_ready, what="one Ready operator pod", timeout=180,
-              explain=lambda: f"     {pod_states(operator_pods)}")
+              explain=lambda: f"     {pod_states(operator_pods)}", pods=lambda: operator_pods)
         operator_pod = operator_pods[0]
     steps.note(f"operator pod {operator_pod['metadata']['name']} at {operator_pod['status']['podIP']}")
     return f"http://{operator_pod['status']['podIP']}:{METRICS_PORT}/metrics"
@@ -360,7 +369,8 @@ def _apply_app(steps: Steps, run: Run, body: dict[str, Any], app_id: str) -> Non
     with steps.step(f"Waiting for {REPLICAS} pods Running and Ready (Spark starts, each replica joins the group)"):
         _wait(app_ready, what=f"{REPLICAS} Ready pods of {APP}", timeout=READY_SECONDS,
               progress=lambda: steps.note(pod_states(app_pods)),
-              explain=lambda: f"     {pod_states(app_pods)}\n{_pod_logs(env, kubectl, app_pods)}")
+              explain=lambda: f"     {pod_states(app_pods)}\n{_pod_logs(env, kubectl, app_pods)}",
+              pods=lambda: app_pods)
     print(_indent(_run([kubectl, "-n", NAMESPACE, "get", "streamingapps,deployments,pods", "-o", "wide"],
                        env=env)))
 

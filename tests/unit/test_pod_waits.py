@@ -1,5 +1,5 @@
 """The tests' pod waits read why a pod cannot run out of the pod object, and give up once the
-cluster has said so for long enough (tests/integration/waiting.py)."""
+cluster has said so for long enough (floe_stack.podblock), in the tests' waits and the demo's."""
 
 from __future__ import annotations
 
@@ -111,3 +111,14 @@ def test_wait_for_fails_with_the_clusters_reason_long_before_its_timeout() -> No
 def test_wait_for_without_pods_still_times_out_with_the_last_value() -> None:
     with pytest.raises(AssertionError, match=r"timed out after 0.05s waiting for nothing; last value: 0"):
         wait_for(lambda: 0, timeout=0.05, what="nothing", every=0.01)
+
+
+def test_the_demos_wait_on_pods_stops_at_a_blocked_pod_with_the_clusters_reason(monkeypatch: Any) -> None:
+    from floe_stack import demo, podblock
+
+    monkeypatch.setattr(podblock, "BLOCKED_SECONDS", 0.0)
+    started = time.monotonic()
+    expected = r"^3 Ready pods of app cannot happen: pod ns/p is Unschedulable .*Insufficient cpu"
+    with pytest.raises(demo.DemoError, match=expected):
+        demo._wait(lambda: False, what="3 Ready pods of app", timeout=60, pods=lambda: [_unschedulable()])
+    assert time.monotonic() - started < 5
