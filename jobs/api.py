@@ -37,7 +37,7 @@ from typing import Any
 from floe_jobs import offsets, placement, smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import KafkaSink
-from floe_jobs.localdf import arrow_dataframe, collect_rows, local_dataframe
+from floe_jobs.localdf import arrow_dataframe, beside, collect_rows, local_dataframe
 from floe_jobs.statecache import Ownership
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -300,6 +300,7 @@ class Batch:
         out_value: StructField,
         *,
         collected: list[tuple[Any, ...]] | None = None,
+        aligned: bool = False,
     ) -> DataFrame:
         """Run `fn` over the (partition, key, value) rows in the driver; its output as a DataFrame.
 
@@ -307,7 +308,9 @@ class Batch:
         and one collect is a single Spark job; the state reads and writes then go out from one
         Cassandra session with the stores' bounded concurrency, and the result is local data
         that later actions of the stage never recompute (nor re-apply). `collected`: the rows,
-        when a small batch grouped them in the driver."""
+        when a small batch grouped them in the driver. `aligned`: `fn` answers each row once,
+        in the order of `state.by_partition` (the fenced helpers), so the result is that
+        table's partition and key columns beside the answers, with no tuple per row."""
         key_field = rows.schema["key"]
         schema = StructType(
             [
@@ -327,6 +330,15 @@ class Batch:
                 else zip(given.column(0).to_pylist(), given.column(1).to_pylist(), strict=True)
             )
             result = [(p, k, None) for p, k, *_v in keyed]
+        elif aligned and collected is None:
+            ordered = state.by_partition(given)
+            answers = [answer for _p, _k, answer in fn(ordered)]
+            self.clock.lap("state")
+            table = beside(ordered, answers, schema)
+            if table is not None:
+                return arrow_dataframe(self.spark, table, schema)
+            parts, keys = ordered.column(0).to_pylist(), ordered.column(1).to_pylist()
+            return local_dataframe(self.spark, list(zip(parts, keys, answers, strict=True)), schema)
         else:
             result = list(fn(given))
         self.clock.lap("state")
@@ -502,7 +514,9 @@ class Batch:
         rows = None
         if self._small():  # the group-by in the driver; Spark's plan only gives the types
             rows = smallbatch.reduced(df.select(F.col("partition"), key.alias("key"), value).toArrow(), op)
-        return self._apply(grouped, fn, StructField("value", grouped.schema["value"].dataType), collected=rows)
+        return self._apply(
+            grouped, fn, StructField("value", grouped.schema["value"].dataType), collected=rows, aligned=True
+        )
 
     def latest(
         self,
@@ -522,7 +536,7 @@ class Batch:
             value_serde = "str"
         ref = self.store_ref(store, key_serde=key_serde, value_serde=value_serde, helper="latest", types=FENCED_TYPES)
         fn = self._fenced(state.latest_partition_rows, ref)
-        return self._apply(last, fn, StructField("value", last.schema["value"].dataType))
+        return self._apply(last, fn, StructField("value", last.schema["value"].dataType), aligned=True)
 
     def dedup(self, df: DataFrame, *, store: str, key: Column, key_serde: str = "str") -> DataFrame:
         """Rows whose key was not seen within the store's TTL (ttl_seconds); first occurrence wins."""
@@ -530,7 +544,7 @@ class Batch:
         first = keyed.groupBy(F.col("partition"), F.col("_floe_key").alias("key")).agg(F.min("offset").alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde="long", helper="dedup", types=FENCED_TYPES)
         fn = self._fenced(state.first_seen_partition_rows, ref)
-        verdicts = self._apply(first, fn, StructField("keep", _bool_type()))
+        verdicts = self._apply(first, fn, StructField("keep", _bool_type()), aligned=True)
         kept = verdicts.where("keep").select(F.col("partition").alias("_p"), F.col("key").alias("_k"))
         firsts = first.join(kept, (first["partition"] == kept["_p"]) & (first["key"] == kept["_k"])).select(
             F.col("partition").alias("_p2"), F.col("key").alias("_k2"), F.col("value").alias("_first_offset")

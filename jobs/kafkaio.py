@@ -32,6 +32,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,6 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from floe_jobs import runs
 from floe_jobs.config import FloeConfig
-from floe_jobs.localdf import collect_rows
 from floe_jobs.planning import PartitionPlan, Watermarks
 from floe_jobs.records import (
     Record,
@@ -340,24 +340,26 @@ class KafkaSink:
                 cols = [*cols, "headers"]
             return self._write_with_spark(df.select(*cols), topic)
         held = rows is not None and cols == ["key", "value"]
-        collected = list(rows or []) if held else collect_rows(df.select(*cols, *order))
-        if order:
-            # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
-            collected.sort(key=lambda r: tuple(r[len(cols) :]))
-        if dry_run:
-            return len(collected)
-        at = {c: i for i, c in enumerate(cols)}
-        k, v, h, t = (at.get(c) for c in ("key", "value", "headers", "topic"))
-        n = len(cols)
-        return self.write_rows(
-            (
-                None if k is None else r[k],
-                None if v is None else r[v],
-                position_headers(*r[n : n + 4]) if positions else _headers(None if h is None else r[h]),
-                topic if t is None else r[t],
+        if held:
+            collected = list(rows or [])
+            if order:
+                # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
+                collected.sort(key=lambda r: tuple(r[len(cols) :]))
+            if dry_run:
+                return len(collected)
+            return self.write_rows(
+                (r[0], r[1], position_headers(*r[2:6]) if positions else None, topic) for r in collected
             )
-            for r in collected
-        )
+        # as Arrow columns: sorted, split and converted a column at a time, with no Python
+        # tuple per row before the producer's call (docs/runtime.md, "Where a replica's Python
+        # CPU goes")
+        table = df.select(*cols, *order).toArrow()
+        if dry_run:
+            return int(table.num_rows)
+        out = output_columns(table, cols, order=order, positions=positions)
+        targets = out.topics if out.topics is not None else topic
+        assert targets is not None  # no topic: `cols` has the topic column (checked above)
+        return self._produce_columns(targets, out)
 
     def write_runs(self, topic: str, rows: Any) -> int:
         """Produce re-keyed rows (an Arrow table of key, value, src topic, src partition, src
@@ -392,6 +394,43 @@ class KafkaSink:
         headers as a list of (str, bytes) or None."""
         return self._produce((target, key, value, headers, -1) for key, value, headers, target in rows)
 
+    def _produce_columns(self, topic: str | list[str], out: OutputColumns) -> int:
+        """Produce `out`'s rows to `topic` (one topic, or one per row); wait until every one is
+        acknowledged. The common case (one topic, no headers) is one call per row with
+        nothing else done in Python for it."""
+        if isinstance(topic, str) and out.headers is None:
+            errors: list[KafkaError] = []
+
+            def delivered(err: KafkaError | None, _msg: Any) -> None:
+                if err is not None:
+                    errors.append(err)
+
+            produce = self._producer.produce
+            for key, value in zip(out.keys, out.values, strict=True):
+                try:
+                    produce(topic, value, key, on_delivery=delivered)
+                except BufferError:
+                    self._wait_for_room(lambda k=key, v=value: produce(topic, v, k, on_delivery=delivered))
+            return self._acknowledged(len(out.keys), errors)
+        topics = [topic] * len(out.keys) if isinstance(topic, str) else topic
+        headers = out.headers if out.headers is not None else [None] * len(out.keys)
+        return self._produce(zip(topics, out.keys, out.values, headers, [-1] * len(out.keys), strict=True))
+
+    def _wait_for_room(self, produce: Any) -> None:
+        """Call `produce` again until the local queue takes the record: deliveries drain it,
+        unless no broker answers (then `_brokers_answer` raises)."""
+        full_since = time.monotonic()
+        while True:
+            self._producer.poll(0.05)
+            try:
+                produce()
+                return
+            except BufferError:
+                now = time.monotonic()
+                if now - full_since > STALL_PROBE_SECONDS:
+                    _brokers_answer(self._producer)
+                    full_since = now
+
     def _produce(self, records: Iterable[tuple[str, Any, Any, Any, int]]) -> int:
         """Produce (topic, key, value, headers, partition) records, -1 for the partitioner's
         choice; wait until every one is acknowledged."""
@@ -425,6 +464,11 @@ class KafkaSink:
                         full_since = now
                     self._producer.poll(0.05)
             n += 1
+        return self._acknowledged(n, errors)
+
+    def _acknowledged(self, n: int, errors: list[KafkaError]) -> int:
+        """Wait until the `n` records produced are acknowledged; `errors`: the failures their
+        delivery callbacks reported. Returns `n`."""
         deadline = time.monotonic() + self.timeout
         while True:
             left = self._producer.flush(max(0.0, min(STALL_PROBE_SECONDS, deadline - time.monotonic())))
@@ -446,6 +490,56 @@ class KafkaSink:
 
     def close(self) -> None:
         self._producer.flush(10)
+
+
+@dataclass(frozen=True)
+class OutputColumns:
+    """Rows to produce as parallel lists: keys and values as bytes or str (what the producer
+    takes), headers per row (None: no row has any), topics per row (None: the write's topic)."""
+
+    keys: list[Any]
+    values: list[Any]
+    headers: list[Any] | None = None
+    topics: list[str] | None = None
+
+
+def output_columns(
+    table: Any, cols: Sequence[str], *, order: Sequence[str] = (), positions: bool = False
+) -> OutputColumns:
+    """The rows of an Arrow table of `cols` (key, value, headers, topic, in that order, each
+    optional) then `order` columns, in the order of the `order` columns (a stable sort: rows
+    that tie keep their order), as `KafkaSink` produces them. `positions`: each row's headers
+    are its source position, from the first four `order` columns (`records.position_headers`).
+
+    Column operations where Arrow has one: the sort, and string or binary keys and values
+    taken as Python str or bytes a column at once; only headers are built per row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if order and table.num_rows:
+        table = table.take(pc.sort_indices(table, sort_keys=[(c, "ascending") for c in order]))
+    names = list(cols)
+    n = table.num_rows
+
+    def column(name: str) -> list[Any]:
+        if name not in names:
+            return [None] * n
+        col = table.column(names.index(name))
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+            return list(col.to_pylist())
+        return [_bytes(v) for v in col.to_pylist()]
+
+    headers: list[Any] | None = None
+    if positions:
+        src = [table.column(len(names) + i).to_pylist() for i in range(4)]
+        headers = [position_headers(*p) for p in zip(*src, strict=True)]
+    elif "headers" in names:
+        collected = table.column(names.index("headers")).to_pylist()
+        if any(collected):
+            headers = [_headers(h) for h in collected]
+    topics = table.column(names.index("topic")).to_pylist() if "topic" in names else None
+    return OutputColumns(keys=column("key"), values=column("value"), headers=headers, topics=topics)
 
 
 def _headers(headers: Any) -> list[tuple[str, bytes | str | None]] | None:

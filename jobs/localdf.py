@@ -60,6 +60,28 @@ def arrow_table(rows: Sequence[Sequence[Any]], schema: StructType) -> Any:
     )
 
 
+def beside(table: Any, answers: Sequence[Any], schema: StructType) -> Any:
+    """An Arrow table of `schema`: the first two columns of `table`, then `answers` (one per
+    row of `table`, in its order) as the third; None when a type of `schema` has no Arrow
+    equivalent. A helper's result this way reuses the collected partition and key columns
+    instead of turning every row's key back into Arrow (`floe_jobs.api.Batch._apply`)."""
+    import pyarrow as pa
+
+    arrow = arrow_schema(schema)
+    if arrow is None:
+        return None
+    if len(answers) != table.num_rows:
+        raise ValueError(f"{len(answers)} answers for {table.num_rows} rows")
+    return pa.Table.from_arrays(
+        [
+            table.column(0).cast(arrow.field(0).type),
+            table.column(1).cast(arrow.field(1).type),
+            pa.array(answers, type=arrow.field(2).type),
+        ],
+        schema=arrow,
+    )
+
+
 def collect_rows(df: DataFrame) -> list[tuple[Any, ...]]:
     """Every row of `df` as a tuple of plain Python values (one Spark job, Arrow transfer)."""
     table = df.toArrow()

@@ -182,18 +182,32 @@ def _group(rows: Iterable[Any]) -> dict[int, list[tuple[Any, Any]]]:
     return grouped
 
 
+def by_partition(table: Any) -> Any:
+    """An Arrow table (partition, key, value) sorted by partition, stably: within a partition
+    the input order is kept. This is the order in which a fenced helper given the table
+    answers its rows (`group_table`, then `_each_partition`), one answer per row: the
+    helper's result is the sorted table's partition and key columns beside the answers
+    (`floe_jobs.api.Batch._apply`). Columns renamed partition, key, value."""
+    import pyarrow.compute as pc
+
+    table = table.rename_columns(["partition", "key", "value"])
+    if table.num_rows == 0:
+        return table
+    parts = table.column("partition").to_numpy()
+    if bool((parts[1:] >= parts[:-1]).all()):
+        return table  # already sorted: no copy (a table `_apply` sorted before the helper)
+    return table.take(pc.sort_indices(table.column("partition")))  # stable: input order kept
+
+
 def group_table(table: Any) -> dict[int, list[tuple[Any, Any]]]:
     """`_group` of an Arrow table (partition, key, value), as column operations: a stable sort
     by partition, then each partition's slice turned into (key, value) tuples at once. A
     helper's collected rows reach the state path this way without a Python loop per row
     (docs/runtime.md, "Where a replica's Python CPU goes"); binary keys and values come out as
     bytes."""
-    import pyarrow.compute as pc
-
     if table.num_rows == 0:
         return {}
-    table = table.rename_columns(["partition", "key", "value"])
-    table = table.take(pc.sort_indices(table.column("partition")))  # stable: input order kept
+    table = by_partition(table)
     parts = table.column("partition").to_numpy()
     starts = [0, *(i + 1 for i in (parts[1:] != parts[:-1]).nonzero()[0].tolist())]
     grouped: dict[int, list[tuple[Any, Any]]] = {}
