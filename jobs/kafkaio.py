@@ -443,26 +443,11 @@ class KafkaSink:
         n = 0
         produce = self._producer.produce
         for target, key, value, headers, partition in records:
-            full_since = None
-            while True:
-                try:
-                    produce(
-                        target,
-                        key=_bytes(key),
-                        value=_bytes(value),
-                        headers=headers,
-                        partition=partition,
-                        on_delivery=delivered,
-                    )
-                    break
-                except BufferError:
-                    # the local queue is full: let deliveries drain it, unless no broker answers
-                    now = time.monotonic()
-                    full_since = full_since or now
-                    if now - full_since > STALL_PROBE_SECONDS:
-                        _brokers_answer(self._producer)
-                        full_since = now
-                    self._producer.poll(0.05)
+            kwargs = {"key": _bytes(key), "value": _bytes(value), "headers": headers, "partition": partition}
+            try:
+                produce(target, on_delivery=delivered, **kwargs)
+            except BufferError:
+                self._wait_for_room(lambda t=target, kw=kwargs: produce(t, on_delivery=delivered, **kw))
             n += 1
         return self._acknowledged(n, errors)
 
