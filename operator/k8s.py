@@ -276,8 +276,11 @@ class Cluster:
         if status != 404:
             self._checked(status, parsed, kind=kind, name=name)
 
-    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Create an object (POST); ApiError 409 when it exists already."""
+    async def create(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        """Create an object (POST); ApiError 409 when it exists already. Urgent as for `apply`."""
+        if urgent:
+            async with self._urgent.first():
+                return await asyncio.to_thread(self.create_sync, obj)
         return await asyncio.to_thread(self.create_sync, obj)
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:

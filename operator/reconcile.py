@@ -612,7 +612,8 @@ async def ensure_query_token(app: model.StreamingApp, deps: Deps, *, new: bool =
         if found is not None:
             return None
     try:
-        await deps.cluster.create(render.query_token_secret(app, token_urlsafe(32)))
+        # urgent: a new app's Deployment waits for it (`k8s.Urgency`)
+        await deps.cluster.create(render.query_token_secret(app, token_urlsafe(32)), urgent=True)
         log.info("Created the query token Secret app=%s/%s name=%s", app.namespace, app.name, name)
     except k8s.ApiError as exc:
         if exc.status != 409:  # made meanwhile by another pass, or before this app's Deployment: kept

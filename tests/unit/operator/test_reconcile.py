@@ -50,7 +50,9 @@ class FakeCluster:
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((kind, name))
 
-    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+    async def create(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        if urgent:
+            self.urgent.append(obj["kind"])
         if (obj["kind"], obj["metadata"]["name"]) in self.objects:
             raise k8s.ApiError(409, "already exists", kind=obj["kind"], name=obj["metadata"]["name"])
         self.objects[(obj["kind"], obj["metadata"]["name"])] = stored = copy.deepcopy(dict(obj))
@@ -139,7 +141,7 @@ def test_first_pass_provisions_and_applies_everything() -> None:
     assert [o["kind"] for o in cluster.applied].index("Deployment") < [o["kind"] for o in cluster.applied].index(
         "ConfigMap"
     )
-    assert sorted(cluster.urgent) == ["ConfigMap", "Deployment"]
+    assert sorted(cluster.urgent) == ["ConfigMap", "Deployment", "Secret"]  # the query token's Secret too
     assert deps.provisioner.calls == 1  # type: ignore[attr-defined]
     assert outcome.status_patch["partitions"] == 4
     assert outcome.status_patch["provisionedHash"]
@@ -688,6 +690,7 @@ def test_a_new_apps_query_token_is_created_without_a_read_first() -> None:
     assert outcome.fault is None
     assert ("Secret", "word-count-query") in cluster.objects
     assert cluster.secret_reads == 0  # one round trip before the Deployment, not two
+    assert "Secret" in cluster.urgent  # and it goes before other apps' Services and status writes
     # a later pass (status written, the Deployment there) reads it and writes nothing
     token = cluster.objects[("Secret", "word-count-query")]["stringData"]["token"]
     body["status"] = {"observedGeneration": 1}
