@@ -169,7 +169,10 @@ async def _converge_child(
             if not in_sync(obj, live) and in_sync(obj, deps.recent.get(app.namespace, kind, name)):
                 return None, None
         else:
-            live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name)
+            # what no new app's pods wait for (a NetworkPolicy, a ServiceMonitor) is read after
+            # the urgent writes of a burst, as it is then applied
+            urgent = kind in URGENT_KINDS
+            live = await deps.cluster.get(obj["apiVersion"], kind, app.namespace, name, deferred=not urgent)
         if in_sync(obj, live):
             return None, None
         stored = await _apply(deps, obj, urgent=kind in URGENT_KINDS)
@@ -599,14 +602,14 @@ async def ensure_query_token(app: model.StreamingApp, deps: Deps, *, new: bool =
 
     On a `new` app's first pass (no Deployment, no status yet) it is created without being read
     first: it almost never exists then, and one that does answers 409 and is kept, so a new app's
-    Deployment waits for one round trip, not two. Later passes read it, so that an unchanged or
-    retried app sends no write."""
+    Deployment waits for one round trip, not two. Later passes read it (after a burst's urgent
+    writes: `k8s.Urgency`), so that an unchanged or retried app sends no write."""
     if not app.spec.metrics.query_port:
         return None
     name = render.query_token_secret_name(app)
     if not new:
         try:
-            found = await deps.cluster.get("v1", "Secret", app.namespace, name)
+            found = await deps.cluster.get("v1", "Secret", app.namespace, name, deferred=True)
         except k8s.ApiError as exc:
             return conditions.Fault(conditions.SECRET_UNREADABLE, _unreadable(name, app.namespace, exc))
         if found is not None:

@@ -47,7 +47,9 @@ class FakeCluster:
         self.objects[(obj["kind"], obj["metadata"]["name"])] = stored
         return stored
 
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get(
+        self, api_version: str, kind: str, namespace: str, name: str, *, deferred: bool = False
+    ) -> dict[str, Any] | None:
         return self.objects.get((kind, name))
 
     async def create(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
@@ -677,9 +679,11 @@ class CountingCluster(FakeCluster):
         super().__init__(secrets)
         self.secret_reads = 0
 
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get(
+        self, api_version: str, kind: str, namespace: str, name: str, *, deferred: bool = False
+    ) -> dict[str, Any] | None:
         self.secret_reads += kind == "Secret"
-        return await super().get(api_version, kind, namespace, name)
+        return await super().get(api_version, kind, namespace, name, deferred=deferred)
 
 
 def test_a_new_apps_query_token_is_created_without_a_read_first() -> None:
