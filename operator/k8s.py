@@ -98,6 +98,8 @@ class Urgency:
 
     The API server is the bottleneck of a burst, and it serves requests in arrival order; without
     this, each app's Deployment queues behind every other app's Service, PDB and status writes.
+    Events and the reads of passes over apps already rolled out (children no watch delivers, the
+    query token Secret) wait too.
     """
 
     def __init__(self, *, patience: float = 5.0) -> None:
@@ -263,6 +265,7 @@ class Cluster:
         handlers, not in the resync and lag loops."""
         if not (involved.get("metadata") or {}).get("name"):
             return
+        await self._urgent.after()  # no pod waits for an Event
         try:
             await asyncio.to_thread(self.post_event_sync, involved, type_, reason, message)
         except ApiError as exc:
@@ -276,8 +279,11 @@ class Cluster:
         if status != 404:
             self._checked(status, parsed, kind=kind, name=name)
 
-    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Create an object (POST); ApiError 409 when it exists already."""
+    async def create(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        """Create an object (POST); ApiError 409 when it exists already. Urgent as for `apply`."""
+        if urgent:
+            async with self._urgent.first():
+                return await asyncio.to_thread(self.create_sync, obj)
         return await asyncio.to_thread(self.create_sync, obj)
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
@@ -323,8 +329,13 @@ class Cluster:
             return None
         return self._checked(status, parsed, kind=kind, name=name)
 
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """One object, or None when it does not exist."""
+    async def get(
+        self, api_version: str, kind: str, namespace: str, name: str, *, deferred: bool = False
+    ) -> dict[str, Any] | None:
+        """One object, or None when it does not exist. `deferred`: a read no new app's Deployment
+        waits for, sent after the urgent calls (see `Urgency`)."""
+        if deferred:
+            await self._urgent.after()
         return await asyncio.to_thread(self.get_sync, api_version, kind, namespace, name)
 
     def list_sync(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:

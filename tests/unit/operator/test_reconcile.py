@@ -47,10 +47,14 @@ class FakeCluster:
         self.objects[(obj["kind"], obj["metadata"]["name"])] = stored
         return stored
 
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get(
+        self, api_version: str, kind: str, namespace: str, name: str, *, deferred: bool = False
+    ) -> dict[str, Any] | None:
         return self.objects.get((kind, name))
 
-    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+    async def create(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        if urgent:
+            self.urgent.append(obj["kind"])
         if (obj["kind"], obj["metadata"]["name"]) in self.objects:
             raise k8s.ApiError(409, "already exists", kind=obj["kind"], name=obj["metadata"]["name"])
         self.objects[(obj["kind"], obj["metadata"]["name"])] = stored = copy.deepcopy(dict(obj))
@@ -139,7 +143,7 @@ def test_first_pass_provisions_and_applies_everything() -> None:
     assert [o["kind"] for o in cluster.applied].index("Deployment") < [o["kind"] for o in cluster.applied].index(
         "ConfigMap"
     )
-    assert sorted(cluster.urgent) == ["ConfigMap", "Deployment"]
+    assert sorted(cluster.urgent) == ["ConfigMap", "Deployment", "Secret"]  # the query token's Secret too
     assert deps.provisioner.calls == 1  # type: ignore[attr-defined]
     assert outcome.status_patch["partitions"] == 4
     assert outcome.status_patch["provisionedHash"]
@@ -440,6 +444,32 @@ def test_apps_sharing_only_global_stores_or_another_keyspace_are_not_refused() -
     assert reconcile.neighbours(app, [elder, global_only, elsewhere]) == []
 
 
+def test_an_app_without_a_partitioned_store_parses_no_other_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 200 apps on one keyspace: a pass of each parsed every other one for StoreInUse, 9 ms apiece
+    others = [_named(f"orders-{i}", uid=f"u{i}", created="2026-01-01T00:00:00Z", stores=[]) for i in range(50)]
+    app = model.StreamingApp.from_body(_named("lonely", uid="me", created="2026-01-02T00:00:00Z", stores=[]))
+    parsed: list[str] = []
+    real = model.StreamingApp.from_body
+
+    def counted(body: Mapping[str, Any]) -> model.StreamingApp:
+        parsed.append(body["metadata"]["name"])
+        return real(body)
+
+    monkeypatch.setattr(model.StreamingApp, "from_body", staticmethod(counted))
+    checked = asyncio.run(reconcile._check(app, _deps(), others))
+    assert checked.fault is not None and checked.fault.reason == conditions.SECRET_NOT_FOUND  # past StoreInUse
+    assert parsed == []
+    # one with a partitioned store parses only the neighbours that name one of its tables
+    writer = others[7]
+    writer["spec"]["state"]["stores"] = [{"name": "order_state"}]
+    mine = model.StreamingApp.from_body(
+        _named("orders-v2", uid="b", created="2026-01-02T00:00:00Z", stores=[{"name": "order_state"}])
+    )
+    parsed.clear()
+    assert [o.name for o in reconcile.neighbours(mine, others, writing={"order_state_kstreams_store"})] == ["orders-7"]
+    assert parsed == ["orders-7"]
+
+
 def test_an_elder_app_on_its_way_out_does_not_hold_its_store() -> None:
     elder = _named("orders", uid="a", created="2026-01-01T00:00:00Z")
     elder["metadata"]["deletionTimestamp"] = "2026-01-03T00:00:00Z"
@@ -640,6 +670,41 @@ def test_a_transient_refusal_is_applied_again_before_any_condition_says_degraded
     cluster.refused = {"Service"}
     outcome = _run(load_case("minimal"), _deps(cluster=cluster), {})
     assert outcome.fault is not None and outcome.fault.reason == conditions.APPLY_FAILED
+
+
+class CountingCluster(FakeCluster):
+    """Counts the reads of Secrets by `get` (the query token's)."""
+
+    def __init__(self, secrets: dict[str, dict[str, str]] | None = None) -> None:
+        super().__init__(secrets)
+        self.secret_reads = 0
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str, name: str, *, deferred: bool = False
+    ) -> dict[str, Any] | None:
+        self.secret_reads += kind == "Secret"
+        return await super().get(api_version, kind, namespace, name, deferred=deferred)
+
+
+def test_a_new_apps_query_token_is_created_without_a_read_first() -> None:
+    cluster = CountingCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    outcome = _run(body, deps, {})
+    assert outcome.fault is None
+    assert ("Secret", "word-count-query") in cluster.objects
+    assert cluster.secret_reads == 0  # one round trip before the Deployment, not two
+    assert "Secret" in cluster.urgent  # and it goes before other apps' Services and status writes
+    # a later pass (status written, the Deployment there) reads it and writes nothing
+    token = cluster.objects[("Secret", "word-count-query")]["stringData"]["token"]
+    body["status"] = {"observedGeneration": 1}
+    _run(body, deps, _children(cluster))
+    assert cluster.secret_reads == 1
+    assert cluster.objects[("Secret", "word-count-query")]["stringData"]["token"] == token
+    # a new app whose Secret is there already (made by an earlier pass) keeps it
+    del body["status"]
+    assert _run(body, deps, {}).fault is None
+    assert cluster.objects[("Secret", "word-count-query")]["stringData"]["token"] == token
 
 
 def test_the_query_token_secret_is_made_once_and_kept() -> None:

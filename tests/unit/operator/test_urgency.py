@@ -59,3 +59,45 @@ def test_nothing_pending_means_no_wait_and_patience_bounds_the_wait() -> None:
     idle, waited = asyncio.run(scenario())
     assert idle < 0.05
     assert 0.15 <= waited < 1.0
+
+
+class RecordingCluster(k8s.Cluster):
+    """A Cluster whose calls are recorded instead of sent."""
+
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+        self.calls: list[str] = []
+
+    def get_sync(self, api_version: str, kind: str, namespace: str, name: str, *, timeout: float = 30) -> None:
+        self.calls.append(f"get {kind}")
+
+    def post_event_sync(self, involved: object, type_: str, reason: str, message: str) -> None:
+        self.calls.append(f"event {reason}")
+
+
+def test_events_and_deferred_reads_wait_for_urgent_writes_and_other_reads_do_not() -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        cluster = RecordingCluster()
+        release = asyncio.Event()
+
+        async def deployment() -> None:
+            async with cluster._urgent.first():
+                await release.wait()
+
+        holding = asyncio.create_task(deployment())
+        await asyncio.sleep(0)
+        app = {"metadata": {"name": "a", "namespace": "ns", "uid": "u"}}
+        tasks = [
+            asyncio.create_task(cluster.get("networking.k8s.io/v1", "NetworkPolicy", "ns", "a", deferred=True)),
+            asyncio.create_task(cluster.post_event(app, "Normal", "Ready", "ready")),
+            asyncio.create_task(cluster.get("rbac.authorization.k8s.io/v1", "Role", "ns", "a")),
+        ]
+        await asyncio.sleep(0.1)
+        during = list(cluster.calls)
+        release.set()
+        await asyncio.gather(holding, *tasks)
+        return during, cluster.calls
+
+    during, after = asyncio.run(scenario())
+    assert during == ["get Role"]  # what a new app's pods need is read at once
+    assert sorted(after) == ["event Ready", "get NetworkPolicy", "get Role"]
