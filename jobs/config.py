@@ -143,6 +143,14 @@ class KafkaSettings(_Model):
         env="FLOE_KAFKA_MAX_RECORDS_PER_BATCH",
         description="cap of one micro-batch, all partitions",
     )
+    repartition_rows_per_record: int = setting(
+        default=10,
+        ge=1,
+        env="FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD",
+        description="a stage fed by a repartition topic reads up to this many re-keyed rows per record "
+        "of the batch cap (max_records_per_batch): an input record re-keys into several rows (a line into "
+        "its words), and a batch that holds more of them writes each key's state once for more of its rows",
+    )
     spark_read_min_records: int = setting(
         default=200_000,
         ge=0,

@@ -175,15 +175,22 @@ def group_positions(r: Runner, stage: api.Stage, parts: list[planning.PartitionP
     return out
 
 
-def budget(r: Runner, stage: str) -> int:
+def row_cap(r: Runner, stage: api.Stage) -> int:
+    """Rows one batch of `stage` may read: the batch cap, times `repartition_rows_per_record` for
+    a stage fed by a repartition topic."""
+    k = r.cfg.kafka
+    return k.max_records_per_batch * (k.repartition_rows_per_record if stage.source else 1)
+
+
+def budget(r: Runner, stage: api.Stage) -> int:
     """Records the stage's next batch may plan: the caps, over what its last read taught of the
     records' size and rows per record."""
     k = r.cfg.kafka
     return planning.record_budget(
-        max_records=k.max_records_per_batch,
+        max_records=row_cap(r, stage),
         max_bytes=k.max_bytes_per_batch,
-        avg_record_bytes=r.avg_bytes.get(stage),
-        rows_per_record=r.rows_per_record.get(stage),
+        avg_record_bytes=r.avg_bytes.get(stage.name),
+        rows_per_record=r.rows_per_record.get(stage.name),
     )
 
 
@@ -212,7 +219,7 @@ def _plan(
         rows=rows,
         watermarks=marks,
         starting_offsets=r.cfg.kafka.starting_offsets,
-        budget=budget(r, stage.name),
+        budget=budget(r, stage),
         now_us=faults.clock_us(),
     )
     for warning in plan.warnings:
@@ -278,7 +285,7 @@ def _read_in_driver(
     effects, the rows whose source position was already applied are dropped, and where the batch
     runs is decided from the rows read (`where` None)."""
     parts = plan.partitions
-    limits = planning.row_limits(parts, r.cfg.kafka.max_records_per_batch) if stage.source else None
+    limits = planning.row_limits(parts, row_cap(r, stage)) if stage.source else None
     batch_records, stopped = reader.read_rows(parts, limits)
     parts = planning.cut(parts, stopped)
     _claim(r, stage, parts, expected, own=own)

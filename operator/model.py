@@ -84,6 +84,7 @@ class KafkaSpec(_Model):
     max_records_per_batch: int = 100000
     max_bytes_per_batch: int = 67108864
     spark_read_min_records: int | None = None
+    repartition_rows_per_record: int | None = None
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
 
 

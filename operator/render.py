@@ -130,8 +130,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     """The runtime's configuration (`floe_jobs.config`), mounted as floe.yaml; never a secret.
 
     Keys: app_id, kafka.{bootstrap_servers, topics, output_topics, group_id,
-    starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records and
-    group_protocol (when set), session_timeout_ms, heartbeat_interval_ms, leave_group_on_close, security_protocol,
+    starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records,
+    repartition_rows_per_record and group_protocol (when set), session_timeout_ms, heartbeat_interval_ms, leave_group_on_close, security_protocol,
     sasl_mechanism (with SASL)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
     on), consistency, serial_consistency, request_timeout, connect_timeout, protocol_version
     (each when set)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
@@ -155,6 +155,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
         tls["tls_verify_hostname"] = False
     reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
     protocol = {} if kafka.group_protocol == "auto" else {"group_protocol": kafka.group_protocol}
+    rows = kafka.repartition_rows_per_record
+    rekeyed = {} if rows is None else {"repartition_rows_per_record": rows}
     cache = spec.state.cache_max_keys
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
     # rendered only when not the default, so adding the setting rolled no running app
@@ -172,6 +174,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             "max_records_per_batch": kafka.max_records_per_batch,
             "max_bytes_per_batch": kafka.max_bytes_per_batch,
             **reads,
+            **rekeyed,
             **protocol,
             "session_timeout_ms": spec.shutdown.session_timeout_ms,
             "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,

@@ -1,0 +1,35 @@
+"""A stage fed by a repartition topic reads several re-keyed rows per record of the batch cap."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from floe_jobs import api, config, stagepass
+
+ENV = {
+    "FLOE_APP_ID": "word-count",
+    "FLOE_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
+    "FLOE_KAFKA_TOPICS": "lines",
+    "FLOE_CASSANDRA_KEYSPACE": "floe",
+    "FLOE_JOB_ENTRYPOINT": "examples/word-count/word_count.py",
+    "FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "5000",
+}
+
+
+def _cap(stage: api.Stage, **env: str) -> int:
+    runner = SimpleNamespace(cfg=config.load(environ={**ENV, **env}))
+    return stagepass.row_cap(runner, stage)  # type: ignore[arg-type]
+
+
+def test_an_input_stage_reads_the_batch_cap() -> None:
+    assert _cap(api.Stage(name="split", fn=lambda b: b, source=None)) == 5000
+
+
+def test_a_rekeyed_stage_reads_ten_rows_per_record_by_default() -> None:
+    assert _cap(api.Stage(name="count", fn=lambda b: b, source="split")) == 50_000
+
+
+def test_the_rows_per_record_setting_is_read() -> None:
+    stage = api.Stage(name="count", fn=lambda b: b, source="split")
+    assert _cap(stage, FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD="1") == 5000
+    assert _cap(stage, FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD="3") == 15_000
