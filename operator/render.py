@@ -131,7 +131,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
 
     Keys: app_id, kafka.{bootstrap_servers, topics, output_topics, group_id,
     starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records,
-    repartition_rows_per_record and group_protocol (when set), session_timeout_ms, heartbeat_interval_ms, leave_group_on_close, security_protocol,
+    repartition_rows_per_record and group_protocol (when set), session_timeout_ms,
+    heartbeat_interval_ms, leave_group_on_close, security_protocol,
     sasl_mechanism (with SASL)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
     on), consistency, serial_consistency, request_timeout, connect_timeout, protocol_version
     (each when set)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
