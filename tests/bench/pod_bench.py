@@ -47,7 +47,9 @@ from runtime_bench import (  # run as a script: its own folder is on the path
 
 PARTITIONS = 6
 REPLICAS = 3
-TARGET_S = 2.0
+# a handover's longest gap: the median run's, and the worst run's
+TARGET_S = 1.0
+TARGET_MAX_S = 2.0
 
 
 def kubectl_command(env: dict[str, str], *args: str) -> list[str]:
@@ -346,8 +348,9 @@ def bench_handover(env: dict[str, str], args: argparse.Namespace) -> None:
             f"partitions wait for the {session_s:g} s session timeout)",
             "baseline_value": round(baseline, 3),
             "ratio": round(baseline / value, 2) if value else None,
-            "target": f"value <= {TARGET_S:g} s",
-            "target_met": value <= TARGET_S,
+            "value_max": round(max(r["max_gap_s"] for r in on), 3),
+            "target": f"value <= {TARGET_S:g} s and value_max <= {TARGET_MAX_S:g} s",
+            "target_met": value <= TARGET_S and max(r["max_gap_s"] for r in on) <= TARGET_MAX_S,
             "spread": {"value": spread([r["max_gap_s"] for r in on]),
                        "baseline": spread([r["max_gap_s"] for r in off])},
             "p50_s": round(statistics.median(gaps), 3),
@@ -407,7 +410,7 @@ def bench_rollout(env: dict[str, str], args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("areas", nargs="*", choices=["handover", "rollout"], default=["handover", "rollout"])
-    parser.add_argument("--runs", type=int, default=3, help="pod deletions or rollouts per side (default 3)")
+    parser.add_argument("--runs", type=int, default=5, help="pod deletions or rollouts per side (default 5)")
     parser.add_argument("--protocols", nargs="+", default=["consumer", "classic"], choices=["consumer", "classic"])
     parser.add_argument("--steady", type=float, default=10, help="seconds of steady commits before a step")
     parser.add_argument("--window", type=float, default=5, help="seconds watched after the new pods commit")
