@@ -10,8 +10,10 @@ another phase sized differently.
 
 A batch's size is its input records. An input topic's batch is sized by its plan, before its
 read: Spark's source counts nothing it reads, and the driver reads one row per record. A
-repartition topic's batch, always read by the driver, is sized by the rows it read: its records
-may be runs of many rows (`floe_jobs.runs`).
+repartition topic's batch, always read by the driver, is sized by the rows it read (its records
+may be runs of many rows, `floe_jobs.runs`) over `kafka.repartition_rows_per_record`: such a
+batch may hold that many re-keyed rows per record of the batch cap (`stagepass.row_cap`), so
+the batch the cap allows takes the paths an input batch of the cap's size takes (`for_rows`).
 """
 
 from __future__ import annotations
@@ -48,3 +50,9 @@ def decide(cfg: FloeConfig, *, records: int | None, spark_source: bool = False) 
         driver_grouping=records <= cfg.spark.driver_batch_limit,
         spark_sink=records > cfg.kafka.spark_sink_min_records,
     )
+
+
+def for_rows(cfg: FloeConfig, rows: int) -> Placement:
+    """Where a repartition topic's batch of `rows` re-keyed rows runs: sized as the input records
+    those rows stand for, `kafka.repartition_rows_per_record` rows each (rounded up)."""
+    return decide(cfg, records=-(-rows // cfg.kafka.repartition_rows_per_record))

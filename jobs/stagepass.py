@@ -311,7 +311,7 @@ def _read_in_driver(
         log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
     positions = {p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in parts}
     if where is None:  # a repartition topic's batch is sized by the rows it read
-        where = placement.decide(r.cfg, records=size)
+        where = placement.for_rows(r.cfg, size)
     return StageRead(df=df, parts=parts, size=size, positions=positions, where=where)
 
 

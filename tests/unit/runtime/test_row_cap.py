@@ -1,10 +1,11 @@
-"""A stage fed by a repartition topic reads several re-keyed rows per record of the batch cap."""
+"""A stage fed by a repartition topic reads several re-keyed rows per record of the batch cap, and
+its batch is placed as the input records those rows stand for."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from floe_jobs import api, config, stagepass
+from floe_jobs import api, config, placement, stagepass
 
 ENV = {
     "FLOE_APP_ID": "word-count",
@@ -33,3 +34,14 @@ def test_the_rows_per_record_setting_is_read() -> None:
     stage = api.Stage(name="count", fn=lambda b: b, source="split")
     assert _cap(stage, FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD="1") == 5000
     assert _cap(stage, FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD="3") == 15_000
+
+
+def test_a_rekeyed_batch_is_placed_as_the_input_records_its_rows_stand_for() -> None:
+    cfg = config.load(environ={**ENV, "FLOE_SPARK_MASTER": "local[2]"})
+    assert cfg.spark.driver_batch_limit == 50_000
+    within = placement.for_rows(cfg, 500_000)
+    assert (within.records, within.driver_grouping, within.spark_sink) == (50_000, True, False)
+    beyond = placement.for_rows(cfg, 500_001)
+    assert (beyond.records, beyond.driver_grouping) == (50_001, False)
+    one = config.load(environ={**ENV, "FLOE_SPARK_MASTER": "local[2]", "FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD": "1"})
+    assert placement.for_rows(one, 60_000) == placement.decide(one, records=60_000)
