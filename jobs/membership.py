@@ -55,10 +55,17 @@ def broker_supports_kip848(admin: AdminClient, *, timeout: float = 10.0) -> bool
         return False
 
 
+class GroupConfigsRefused(ValueError):
+    """The brokers refused the group's session timeout or heartbeat interval as KIP-848 group
+    configs: they lie outside the brokers' group.consumer.{min,max}.* bounds."""
+
+
 def apply_group_configs(admin: AdminClient, cfg: FloeConfig, *, timeout: float = 10.0) -> None:
     """Under KIP-848 the session timeout and heartbeat interval are group configs on the broker
     (librdkafka rejects them client-side): set them on the group with IncrementalAlterConfigs.
-    Brokers bound them by group.consumer.{min,max}.{session.timeout,heartbeat.interval}.ms."""
+    Brokers bound them by group.consumer.{min,max}.{session.timeout,heartbeat.interval}.ms; a
+    value outside them raises `GroupConfigsRefused`."""
+    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AlterConfigOpType,
         ConfigEntry,
@@ -83,12 +90,49 @@ def apply_group_configs(admin: AdminClient, cfg: FloeConfig, *, timeout: float =
     for fut in admin.incremental_alter_configs([resource], request_timeout=timeout).values():
         try:
             fut.result()
-        except Exception as exc:
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.INVALID_CONFIG:
+                raise GroupConfigsRefused(
+                    f"kafka.session_timeout_ms / kafka.heartbeat_interval_ms (spec.shutdown.sessionTimeoutMs / "
+                    f"heartbeatIntervalMs of a StreamingApp): the brokers refused {dict(entries)} as KIP-848 group "
+                    f"configs of {cfg.group_id}: {error.str()}. Set values within the brokers' "
+                    "group.consumer.min/max.session.timeout.ms and group.consumer.min/max.heartbeat.interval.ms, "
+                    "lower those bounds on the brokers, or use the classic protocol (kafka.group_protocol, "
+                    "spec.kafka.groupProtocol)"
+                ) from exc
             raise ValueError(
-                f"kafka.session_timeout_ms / kafka.heartbeat_interval_ms: the brokers refused {dict(entries)} "
-                f"as group configs of {cfg.group_id}: {exc}"
+                f"kafka.session_timeout_ms / kafka.heartbeat_interval_ms: setting {dict(entries)} as group configs "
+                f"of {cfg.group_id} failed: {exc}"
             ) from exc
     log.info("Set group configs group=%s %s", cfg.group_id, dict(entries))
+
+
+def choose_protocol(admin: AdminClient, cfg: FloeConfig) -> str:
+    """The group protocol this replica joins with, its KIP-848 group configs set when that is
+    the consumer protocol.
+
+    `auto` takes the consumer protocol when the brokers support it and accept the group's
+    session timeout and heartbeat interval, else classic: a stock Kafka 4 broker bounds them
+    at 45 s and 5 s at least, above Floe's defaults (10 s and 3 s, which keep a handover
+    short), and an app that cannot start with its defaults is worse than one on the classic
+    protocol. The brokers answer every replica of the app alike, so all choose the same. An
+    explicit `consumer` keeps the refusal (`GroupConfigsRefused`), which stops the replica
+    with what to change.
+    """
+    protocol = cfg.kafka.group_protocol
+    if protocol == "classic":
+        return protocol
+    if protocol == "auto" and not broker_supports_kip848(admin):
+        return "classic"
+    try:
+        apply_group_configs(admin, cfg)
+    except GroupConfigsRefused as exc:
+        if protocol == "consumer":
+            raise
+        log.warning("Joining with the classic protocol group=%s: %s", cfg.group_id, exc)
+        return "classic"
+    return "consumer"
 
 
 class Membership:

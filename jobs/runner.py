@@ -158,11 +158,7 @@ class Runner:
         self.offsets = offsets.OffsetsTable(
             self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.owner, readers=self.readers()
         )
-        protocol = cfg.kafka.group_protocol
-        if protocol == "auto":
-            protocol = "consumer" if membership.broker_supports_kip848(admin) else "classic"
-        if protocol == "consumer":
-            membership.apply_group_configs(admin, cfg)
+        protocol = membership.choose_protocol(admin, cfg)
         log.info(
             "Starting app=%s member=%s protocol=%s stages=%s",
             self.app,
