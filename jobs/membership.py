@@ -161,8 +161,6 @@ class Membership:
         self._error: BaseException | None = None
         self._to_commit: dict[TP, int] = {}
         self.rebalances = 0
-        self.assigned_once = False
-        self.last_rebalance_at = 0.0
         self.revoked_log: list[tuple[float, list[TP]]] = []
         # per owned partition, the number of the assignment that gave it to this replica: a
         # partition revoked and assigned again between two batches comes back under a new one
@@ -233,9 +231,7 @@ class Membership:
             for tp in added:
                 self._assigned_count += 1
                 self._assignments[tp] = self._assigned_count
-        self.assigned_once = True
         self.rebalances += 1
-        self.last_rebalance_at = time.time()
         self._wake_all()
         log.info("Assigned partitions=%s owned=%d", sorted(added), len(self._owned))
 
@@ -256,7 +252,6 @@ class Membership:
         consumer.incremental_unassign(partitions)
         self._wake_all()
         self.rebalances += 1
-        self.last_rebalance_at = time.time()
         self.revoked_log.append((time.time(), removed))
         log.info("Revoked partitions=%s owned=%d", sorted(removed), len(self._owned))
 

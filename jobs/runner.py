@@ -41,7 +41,6 @@ from floe_jobs import (
     lanes,
     offsets,
     sparkio,
-    stagepass,
     startup,
     statecache,
     stopping,
@@ -207,10 +206,6 @@ class Runner:
     def should_stop(self) -> bool:
         """Whether the lanes should stop: a signal, or a lane that gave up."""
         return self.stop_requested.is_set() or self.halt.is_set()
-
-    def run_stage(self, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> int:
-        """One pass of `stage` over `tps` (`floe_jobs.stagepass.run`); the batch's records."""
-        return stagepass.run(self, stage, tps, lane)
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self) -> int:

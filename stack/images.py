@@ -27,7 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from floe_stack import artifacts
 from floe_stack.layout import Layout
 
 SUITE = "bookworm"
@@ -326,12 +325,6 @@ class Images:
     def _mkdir(self) -> Path:
         self.dir.mkdir(parents=True, exist_ok=True)
         return self.dir
-
-    def build_all(self) -> dict[str, Image]:
-        artifacts.debian_packages(BUILD_DEBS)
-        base = self.base()
-        return {"pause": self.pause(), "job": self.dockerfile("job", base),
-                "operator": self.dockerfile("operator", base)}
 
 
 def size_bytes(image: Image) -> int:

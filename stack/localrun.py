@@ -180,11 +180,9 @@ class Replica:
         self.log_path = app.workdir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
-        self.started_at = 0.0
 
     def start(self) -> Replica:
         self.starts += 1
-        self.started_at = time.monotonic()
         self.env["FLOE_METRICS_PORT"] = str(free_port())
         self.metrics_port = int(self.env["FLOE_METRICS_PORT"])
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child

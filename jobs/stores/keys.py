@@ -19,8 +19,3 @@ def prefix_upper_bound(prefix: bytes) -> bytes | None:
     if not stripped:
         return None
     return stripped[:-1] + bytes([stripped[-1] + 1])
-
-
-def compare(a: bytes, b: bytes) -> int:
-    """Cassandra's blob order: -1, 0 or 1."""
-    return (a > b) - (a < b)

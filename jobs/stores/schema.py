@@ -85,10 +85,6 @@ class StoreSpec:
             )
 
     @property
-    def partitioned(self) -> bool:
-        return self.type in ("partitioned", "versioned-partitioned")
-
-    @property
     def versioned(self) -> bool:
         return self.type.startswith("versioned-")
 

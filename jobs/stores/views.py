@@ -59,9 +59,6 @@ class PartitionedView(Generic[K, V]):
             self._discovered = self.store.partitions()
         return self._discovered
 
-    def refresh(self) -> None:
-        self._discovered = None
-
     def get(self, key: K) -> V | None:
         """The value of `key` in whichever partition holds it (the lowest, if several do)."""
         found = self.locate(key)
