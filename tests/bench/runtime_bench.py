@@ -828,6 +828,8 @@ def floe_throughput(
             peak = rss.stop()
             replica.stop()
             cpu_s = cpu.stop()
+            # kept whether the run succeeded or not: a replica that failed is what the log is for
+            keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
         try:
             # the answer, checked after the clock stopped: the output topic and the store
             checked = workloads.check_output(
@@ -840,7 +842,6 @@ def floe_throughput(
             )
         finally:
             drop_and_close(session, [app.keyspace])
-            keep_logs(Path(tmp), logs, f"throughput-{app.app_id}")
     return {
         **phases,
         "records_per_s": round(len(records) / phases["seconds"], 1),
