@@ -399,12 +399,7 @@ class KafkaSink:
         acknowledged. The common case (one topic, no headers) is one call per row with
         nothing else done in Python for it."""
         if isinstance(topic, str) and out.headers is None:
-            errors: list[KafkaError] = []
-
-            def delivered(err: KafkaError | None, _msg: Any) -> None:
-                if err is not None:
-                    errors.append(err)
-
+            errors, delivered = _delivery_errors()
             produce = self._producer.produce
             for key, value in zip(out.keys, out.values, strict=True):
                 try:
@@ -434,12 +429,7 @@ class KafkaSink:
     def _produce(self, records: Iterable[tuple[str, Any, Any, Any, int]]) -> int:
         """Produce (topic, key, value, headers, partition) records, -1 for the partitioner's
         choice; wait until every one is acknowledged."""
-        errors: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                errors.append(err)
-
+        errors, delivered = _delivery_errors()
         n = 0
         produce = self._producer.produce
         for target, key, value, headers, partition in records:
@@ -477,6 +467,17 @@ class KafkaSink:
         self._producer.flush(10)
 
 
+def _delivery_errors() -> tuple[list[KafkaError], Any]:
+    """A list and the delivery callback that appends to it every failure it is told of."""
+    errors: list[KafkaError] = []
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    return errors, delivered
+
+
 @dataclass(frozen=True)
 class OutputColumns:
     """Rows to produce as parallel lists: keys and values as bytes or str (what the producer
@@ -512,7 +513,7 @@ def output_columns(
         col = table.column(names.index(name))
         t = col.type
         if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-            return list(col.to_pylist())
+            return list(col.to_pylist())  # typed: pyarrow is untyped
         return [_bytes(v) for v in col.to_pylist()]
 
     headers: list[Any] | None = None

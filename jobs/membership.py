@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from floe_jobs.config import FloeConfig
 from floe_jobs.kafkaio import ISOLATION
@@ -65,7 +65,6 @@ def apply_group_configs(admin: AdminClient, cfg: FloeConfig, *, timeout: float =
     (librdkafka rejects them client-side): set them on the group with IncrementalAlterConfigs.
     Brokers bound them by group.consumer.{min,max}.{session.timeout,heartbeat.interval}.ms; a
     value outside them raises `GroupConfigsRefused`."""
-    from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AlterConfigOpType,
         ConfigEntry,

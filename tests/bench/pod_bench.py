@@ -333,6 +333,7 @@ def bench_handover(env: dict[str, str], args: argparse.Namespace) -> None:
         results = side_by_side(env, apps, lambda app, _i: replace_one(app, steady_s=args.steady,
                                                                       window_s=args.window), args.runs)
         on, off = results["ho-on"], results["ho-off"]
+        worst = max(r["max_gap_s"] for r in on)
         value, baseline = statistics.median(r["max_gap_s"] for r in on), statistics.median(r["max_gap_s"] for r in off)
         gaps = [g for r in on for g in r["per_partition_gap_s"].values()]
         write_result("handover", f"pod-{'kip848' if protocol == 'consumer' else 'classic'}", {
@@ -348,9 +349,9 @@ def bench_handover(env: dict[str, str], args: argparse.Namespace) -> None:
             f"partitions wait for the {session_s:g} s session timeout)",
             "baseline_value": round(baseline, 3),
             "ratio": round(baseline / value, 2) if value else None,
-            "value_max": round(max(r["max_gap_s"] for r in on), 3),
+            "value_max": round(worst, 3),
             "target": f"value <= {TARGET_S:g} s and value_max <= {TARGET_MAX_S:g} s",
-            "target_met": value <= TARGET_S and max(r["max_gap_s"] for r in on) <= TARGET_MAX_S,
+            "target_met": value <= TARGET_S and worst <= TARGET_MAX_S,
             "spread": {"value": spread([r["max_gap_s"] for r in on]),
                        "baseline": spread([r["max_gap_s"] for r in off])},
             "p50_s": round(statistics.median(gaps), 3),
