@@ -3,8 +3,10 @@
 The API server's dry run (the first half) applies the CRD's schema, defaults and CEL rules. What
 it cannot know is whether the replicas would start: the operator turns the spec into floe.yaml
 (`floe_operator.render.job_config`) and each replica loads that with `floe_jobs.config`, whose
-checks (topic and store names, Spark settings, keyspace, …) go further than the schema. Running
-the same two functions here on the defaulted object the dry run returned tells the user now, not
+checks (topic and store names, Spark settings, keyspace, …) go further than the schema; and
+before rendering, the operator refuses a pod template (spec.podTemplate) that the schema cannot
+fully check (`floe_operator.podtemplate.problems`: a sidecar on a port of Floe's container, a
+volume named like Floe's). Running the same functions here on the defaulted object the dry run returned tells the user now, not
 as a Degraded condition or a crash-looping pod later. Errors name the spec field, and for the
 runtime's checks also the floe.yaml key they were made on.
 """
@@ -16,7 +18,7 @@ from typing import Any
 
 import pydantic
 from floe_jobs import config
-from floe_operator import model, render
+from floe_operator import model, podtemplate, render
 
 # floe.yaml's sections and the spec fields they are rendered from (render.job_config)
 SECTIONS = {
@@ -58,6 +60,12 @@ def problems(body: Mapping[str, Any]) -> list[str]:
         return _model_problems(exc)
     except KeyError as exc:
         return [f"metadata.{exc.args[0]} is required"]
+    # what the operator refuses before it renders (Degraded InvalidSpec / InvalidPodTemplate): the
+    # pod template's fields the schema cannot check, and Spark settings an older CRD let through
+    found = [f"spec.spark.conf: {p}" for p in config.spark_conf_problems(app.spec.spark.conf, rendered=False)]
+    found += podtemplate.problems(app, render.pod_template_owned(app))
+    if found:
+        return found
     try:
         rendered = render.job_config(app)
         config.from_dict(rendered)
