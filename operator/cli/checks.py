@@ -6,9 +6,9 @@ it cannot know is whether the replicas would start: the operator turns the spec 
 checks (topic and store names, Spark settings, keyspace, …) go further than the schema; and
 before rendering, the operator refuses a pod template (spec.podTemplate) that the schema cannot
 fully check (`floe_operator.podtemplate.problems`: a sidecar on a port of Floe's container, a
-volume named like Floe's). Running the same functions here on the defaulted object the dry run returned tells the user now, not
-as a Degraded condition or a crash-looping pod later. Errors name the spec field, and for the
-runtime's checks also the floe.yaml key they were made on.
+volume named like Floe's). Running the same functions here on the defaulted object the dry run
+returned tells the user now, not as a Degraded condition or a crash-looping pod later. Errors
+name the spec field, and for the runtime's checks also the floe.yaml key they were made on.
 """
 
 from __future__ import annotations

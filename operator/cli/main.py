@@ -139,7 +139,10 @@ def run(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(sys.argv[1:] if argv is None else argv)
-    except (KubectlError, views.UsageError, OSError, yaml.YAMLError) as exc:
+    except views.UsageError as exc:  # as argparse's own usage errors
+        print(f"kubectl floe: {exc}", file=sys.stderr)
+        return 2
+    except (KubectlError, OSError, yaml.YAMLError) as exc:
         print(f"kubectl floe: {exc}", file=sys.stderr)
         return 1
 
