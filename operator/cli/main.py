@@ -56,7 +56,7 @@ def status(k: Kubectl, name: str, *, output: str, partitions: bool) -> int:
                 out = k.run("exec", pod, "-c", render.CONTAINER, "--", "floe-job", "offsets")
                 rows, source = list(json.loads(out)["partitions"]), f"pod/{pod}"
             except (KubectlError, ValueError, KeyError) as exc:
-                error = f"kubectl exec {pod} -- floe-job offsets failed: {views._one_line(exc, 300)}"
+                error = f"kubectl exec {pod} -- floe-job offsets failed: {views.one_line(exc, 300)}"
     view = views.status_view(app, deployment=deployment, pods=pods, partitions=rows, partitions_from=source,
                              partitions_error=error)
     print(json.dumps(view, indent=2, sort_keys=True) if output == "json" else views.render_status(view))
@@ -80,8 +80,10 @@ def validate(k: Kubectl, filename: str) -> int:
     for doc in apps:
         name = (doc.get("metadata") or {}).get("name", "?")
         try:
-            defaulted = k.json("apply", "--server-side", "--dry-run=server", f"--field-manager={FIELD_MANAGER}",
-                               "-f", "-", stdin=yaml.safe_dump(doc))
+            # forced: a dry run stores nothing, so fields another manager owns (GitOps, an earlier
+            # kubectl apply) must not turn a valid change into a conflict
+            defaulted = k.json("apply", "--server-side", "--dry-run=server", "--force-conflicts",
+                               f"--field-manager={FIELD_MANAGER}", "-f", "-", stdin=yaml.safe_dump(doc))
         except KubectlError as exc:
             print(f"streamingapp/{name}: refused by the API server: {exc}", file=sys.stderr)
             failed += 1

@@ -154,7 +154,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
-def _one_line(text: Any, limit: int = 100) -> str:
+def one_line(text: Any, limit: int = 100) -> str:
     flat = " ".join(str(text or "").split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
@@ -181,7 +181,7 @@ def render_status(view: Mapping[str, Any]) -> str:
         why = f" ({reset['reason']})" if reset.get("reason") else ""
         lines.append(f"Reset:      {reset.get('id')} to {reset.get('to')}: {reset.get('phase')}{why}")
     lines += ["", table(("CONDITION", "STATUS", "REASON", "MESSAGE"),
-                        ((c["type"], c["status"], c["reason"], _one_line(c["message"])) for c in view["conditions"]))]
+                        ((c["type"], c["status"], c["reason"], one_line(c["message"])) for c in view["conditions"]))]
     if view["pods"]:
         lines += ["", table(("POD", "PHASE", "READY", "RESTARTS"),
                             ((p["name"], p["phase"] + (" (deleting)" if p["deleting"] else ""),
@@ -212,7 +212,7 @@ def _dash(value: Any) -> str:
 
 def _note(row: Mapping[str, Any]) -> str | None:
     if row.get("stopped_at") is not None:
-        return f"stopped at {row['stopped_at']}: {_one_line(row.get('stopped_error'), 60)}"
+        return f"stopped at {row['stopped_at']}: {one_line(row.get('stopped_error'), 60)}"
     return "batch in flight" if row.get("in_flight") else None
 
 

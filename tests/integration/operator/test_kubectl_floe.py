@@ -96,6 +96,17 @@ def test_validate_accepts_a_good_manifest(floe_env: dict[str, str], spec_args: d
     assert "streamingapp/kf-good valid" in proc.stdout
 
 
+def test_validate_accepts_a_change_to_an_app_another_manager_applied(
+    floe_env: dict[str, str], kube: Kubectl, app: dict[str, Any], spec_args: dict[str, Any]
+) -> None:
+    # spec.replicas belongs to the tests' field manager: a dry run must not report that as a conflict
+    changed = {**app, "spec": {**app["spec"], "replicas": 3}}
+    proc = floe(floe_env, "validate", "-f", "-", stdin=yaml.safe_dump(changed))
+    assert proc.returncode == 0, proc.stderr
+    assert f"streamingapp/{APP} valid" in proc.stdout
+    assert (kube.get("streamingapp", APP, spec_args["namespace"]) or {})["spec"]["replicas"] == 2  # nothing stored
+
+
 def test_suspend_and_resume_change_spec_and_the_deployment_replicas(
     floe_env: dict[str, str], kube: Kubectl, app: dict[str, Any], spec_args: dict[str, Any]
 ) -> None:
