@@ -3,6 +3,8 @@
     floe-job [--config FILE] [--entrypoint module:function | file.py[:attr]] [--check]
     floe-job executor      (in an executor pod that a k8s:// master's driver started; see
                             floe_jobs.executor)
+    floe-job offsets       (the app's offsets rows and their lag as JSON, read-only; see
+                            floe_jobs.report: what `kubectl floe status` runs in a pod)
 
 Exit codes: 0 stopped gracefully; 1 batches kept failing; 2 invalid configuration;
 3 Kafka or Cassandra unreachable (or an input topic missing) at start; 4 aborted during a
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from floe_jobs import executor
 
         return executor.main(argv[1:])
+    if argv[:1] == ["offsets"]:
+        from floe_jobs import report
+
+        return report.main(argv[1:])
     args = _parser().parse_args(argv)
     if args.help_config:
         print(config_mod.describe())

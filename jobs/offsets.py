@@ -298,6 +298,44 @@ def progress(session: Any, *, keyspace: str, app_id: str) -> dict[tuple[str, int
     return furthest_behind(((*key, value) for key, value in rows.items()), lambda v: (v[0], int(v[1] == v[2])))
 
 
+def rows_for_people(session: Any, *, keyspace: str, app_id: str) -> list[dict[str, Any]]:
+    """Every live row of the app as plain values, for people (`floe-job offsets`, `kubectl floe
+    status`): stage (None for a legacy row), topic, partition, next_offset, owner, committed_at
+    (ISO 8601 UTC or None), in_flight (a planned batch not committed yet) and the stopped partition's
+    offset and error. Nothing else of the row, and never a setting; [] if the table does not exist."""
+    rows = _read_all(
+        session,
+        f"SELECT topic, partition, next_offset, committed_seq, planned_seq, owner, committed_at, stopped_at,"
+        f" stopped_error FROM {keyspace}.{TABLE} WHERE app_id = %s",
+        app_id,
+    )
+    out = []
+    for r in rows:
+        if r[2] is None:  # a retired legacy row: no position
+            continue
+        stage, topic = parse_key(r[0])
+        committed_at = _iso(r[6]) if r[6] is not None else None
+        out.append(
+            {
+                "stage": stage,
+                "topic": topic,
+                "partition": int(r[1]),
+                "next_offset": int(r[2]),
+                "owner": r[5] or "",
+                "committed_at": committed_at,
+                "in_flight": (r[4] or 0) > (r[3] or 0),
+                "stopped_at": r[7],
+                "stopped_error": r[8],
+            }
+        )
+    return sorted(out, key=lambda row: (row["topic"], row["partition"], row["stage"] or ""))
+
+
+def _iso(at: datetime) -> str:
+    """A Cassandra timestamp (naive, UTC) as RFC 3339 with milliseconds."""
+    return at.replace(tzinfo=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def forget(session: Any, *, keyspace: str, app_id: str) -> None:
     """Delete every offsets row of the app (one partition tombstone); absent table or rows are fine."""
     from cassandra import InvalidRequest

@@ -1,0 +1,67 @@
+"""`kubectl floe status` and `logs` against a word count running on the stack's node: the offsets rows
+are read in the app's own pod (`kubectl exec … floe-job offsets`), so each input partition shows
+the pod that owns it, no lag once the counts are exact, and its last commit; `logs` prefixes every
+line with its pod. The pods run the job image built from the repository at stack start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from floe_stack import demo, localrun
+
+from ...nodekit import require_node, wait_exact_counts, word_count_app
+from ..waiting import wait_for
+from .kube import Kubectl
+
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+BIN = Path(sys.executable).parent
+
+
+def _kubectl_floe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join([str(BIN), str(Path(env["FLOE_KUBECTL"]).parent), "/usr/bin", "/bin"])
+    return subprocess.run(["kubectl", "floe", *args], capture_output=True, text=True, timeout=180, check=False,
+                          env={**os.environ, "PATH": path, "KUBECONFIG": env["KUBECONFIG"]})
+
+
+def test_status_shows_each_partitions_owner_lag_and_last_commit(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str]
+) -> None:
+    env = require_node(stack_env)
+    body = word_count_app(env, namespace=namespace, name="kfst", partitions=2, replicas=1)
+    kube.apply(body)
+    app, spec = body["metadata"]["name"], body["spec"]
+    topic_in = spec["kafka"]["topics"][0]
+
+    def pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
+    pod = wait_for(lambda: next((p for p in pods() if demo.is_ready(p)), None), timeout=480, every=2,
+                   what="the app's pod Ready", pods=pods)
+    lines = localrun.word_lines(200, seed=7)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, lines)
+    wait_exact_counts(env, keyspace=spec["state"]["cassandra"]["keyspace"], topic_out=spec["kafka"]["outputTopics"][0],
+                      truth=dict(localrun.word_truth(lines)), pods=pods)
+
+    proc = _kubectl_floe(env, "status", app, "-n", namespace, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    view = json.loads(proc.stdout)
+    name = pod["metadata"]["name"]
+    assert view["partitionsFrom"] == f"pod/{name}", view["partitionsError"]
+    inputs = sorted((r["partition"], r["owner"], r["lag"]) for r in view["partitions"] if r["topic"] == topic_in)
+    assert [(p, o) for p, o, _ in inputs] == [(0, name), (1, name)]
+    assert all(lag == 0 for _, _, lag in inputs), view["partitions"]
+    assert all(r["committed_at"] for r in view["partitions"] if r["topic"] == topic_in)
+
+    table = _kubectl_floe(env, "status", app, "-n", namespace)
+    assert table.returncode == 0 and "LAST COMMIT" in table.stdout, table.stderr
+
+    logs = _kubectl_floe(env, "logs", app, "-n", namespace, "--tail", "20")
+    assert logs.returncode == 0, logs.stderr
+    assert logs.stdout and all(ln.startswith(f"[pod/{name}/app]") for ln in logs.stdout.splitlines()), logs.stdout
