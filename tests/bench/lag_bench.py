@@ -418,7 +418,10 @@ class Surges:
     The backlog's drain time bounds the lag's peak (the last record of a surge waits about that
     long), which keeps it within the scraper's history at one scrape a second. The replica's
     consumption rate is measured over the surge's own scrapes, since the quiet phase before it
-    shows only the input rate. Pure: times come from the caller."""
+    shows only the input rate. A surge starts and ends `offset_s` after the scrape that decided
+    it, so that the changes of rate fall between the estimator's points (a real producer's do)
+    instead of on them, where interpolating between points would be exact. Pure: times come from
+    the caller."""
 
     def __init__(
         self,
@@ -432,11 +435,13 @@ class Surges:
         max_s: float,
         min_lag_s: float = BEHIND_TRUE_LAG_S,
         caught_up_s: float = 2.0,
+        offset_s: float = 0.5,
     ) -> None:
         self.low, self.high = low, high
         self.quiet_s, self.drain_s, self.max_surge_s = quiet_s, drain_s, max_surge_s
         self.behind_scrapes, self.max_s = behind_scrapes, max_s
-        self.min_lag_s, self.caught_up_s = min_lag_s, caught_up_s
+        self.min_lag_s, self.caught_up_s, self.offset_s = min_lag_s, caught_up_s, offset_s
+        self.high_from, self.high_until = float("inf"), float("inf")
         self.phase: Literal["quiet", "surge", "drain"] = "quiet"
         self.started: float | None = None
         self.since: float | None = None
@@ -445,7 +450,7 @@ class Surges:
         self.surges: list[dict[str, float]] = []
 
     def rate(self, at: float) -> float:
-        return self.high if self.phase == "surge" else self.low
+        return self.high if self.high_from <= at < self.high_until else self.low
 
     def observe(self, at: float, end: int, committed: int, estimate: float) -> None:
         if self.started is None:
@@ -457,6 +462,7 @@ class Surges:
         if self.phase == "quiet":
             if at - self.since >= self.quiet_s:
                 self.phase, self.since, self._surge_points = "surge", at, [(at, end, committed)]
+                self.high_from, self.high_until = at + self.offset_s, float("inf")
         elif self.phase == "surge":
             self._surge_points.append((at, end, committed))
             t0, e0, c0 = self._surge_points[0]
@@ -472,7 +478,7 @@ class Surges:
                         "backlog_lines": backlog,
                     }
                 )
-                self.phase, self.since = "drain", at
+                self.phase, self.since, self.high_until = "drain", at, at + self.offset_s
         elif self.phase == "drain" and backlog <= self.low * self.caught_up_s:
             self.phase, self.since = "quiet", at
 

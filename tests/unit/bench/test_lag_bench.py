@@ -88,13 +88,15 @@ def test_a_surge_starts_after_the_quiet_seconds_and_ends_once_its_backlog_needs_
     s.observe(0.0, end=1_000, committed=1_000, estimate=0.0)
     assert s.rate(0.0) == 100.0
     s.observe(5.0, end=1_500, committed=1_500, estimate=0.0)
-    assert s.phase == "surge" and s.rate(5.0) == 10_000.0
+    assert s.phase == "surge"
+    assert s.rate(5.4) == 100.0 and s.rate(5.5) == 10_000.0  # half a scrape interval later
     # the replica consumes 2,000 lines/s during the surge; the backlog grows by 8,000 a second
     for t in range(1, 5):
         s.observe(5.0 + t, end=1_500 + 10_000 * t, committed=1_500 + 2_000 * t, estimate=float(t))
         assert s.phase == "surge"  # 8,000 * t / 2,000 < 20 s of draining
     s.observe(10.0, end=51_500, committed=11_500, estimate=4.0)  # 40,000 behind: 20 s at 2,000/s
-    assert s.phase == "drain" and s.rate(10.0) == 100.0
+    assert s.phase == "drain"
+    assert s.rate(10.4) == 10_000.0 and s.rate(10.5) == 100.0
     assert s.surges == [
         {"seconds": 5.0, "input_lines_per_s": 10_000.0, "consumed_lines_per_s": 2_000.0, "backlog_lines": 40_000}
     ]
