@@ -418,10 +418,15 @@ class Surges:
     The backlog's drain time bounds the lag's peak (the last record of a surge waits about that
     long), which keeps it within the scraper's history at one scrape a second. The replica's
     consumption rate is measured over the surge's own scrapes, since the quiet phase before it
-    shows only the input rate. A surge starts and ends `offset_s` after the scrape that decided
+    shows only the input rate, and from the surge's second scrape on, since the replica had
+    caught up when the surge started. A surge starts and ends `offset_s` after the scrape that decided
     it, so that the changes of rate fall between the estimator's points (a real producer's do)
     instead of on them, where interpolating between points would be exact. Pure: times come from
-    the caller."""
+    the caller.
+
+    A surge runs at `high` lines/s, or, after a surge that found the replica slower, at `outrun`
+    times the rate it consumed then: against a replica a surge outruns many times over, even the
+    shortest surge (2 s) leaves a backlog whose drain (the lag's peak) would leave the history."""
 
     def __init__(
         self,
@@ -436,11 +441,12 @@ class Surges:
         min_lag_s: float = BEHIND_TRUE_LAG_S,
         caught_up_s: float = 2.0,
         offset_s: float = 0.5,
+        outrun: float = 6.0,
     ) -> None:
         self.low, self.high = low, high
         self.quiet_s, self.drain_s, self.max_surge_s = quiet_s, drain_s, max_surge_s
         self.behind_scrapes, self.max_s = behind_scrapes, max_s
-        self.min_lag_s, self.caught_up_s, self.offset_s = min_lag_s, caught_up_s, offset_s
+        self.min_lag_s, self.caught_up_s, self.offset_s, self.outrun = min_lag_s, caught_up_s, offset_s, outrun
         self.high_from, self.high_until = float("inf"), float("inf")
         self.phase: Literal["quiet", "surge", "drain"] = "quiet"
         self.started: float | None = None
@@ -465,11 +471,13 @@ class Surges:
                 self.high_from, self.high_until = at + self.offset_s, float("inf")
         elif self.phase == "surge":
             self._surge_points.append((at, end, committed))
-            t0, e0, c0 = self._surge_points[0]
+            t0, e0, _ = self._surge_points[0]
             took = at - t0
-            consumed = (committed - c0) / took if took > 0 else 0.0
+            # the replica's rate from the surge's second scrape on: before it, it had nothing to catch up
+            t1, _, c1 = self._surge_points[1] if len(self._surge_points) > 2 else (at, 0, committed)
+            consumed = (committed - c1) / (at - t1) if at > t1 else 0.0
             drain = backlog / consumed if consumed > 0 else float("inf")
-            if took >= self.max_surge_s or (took >= 3.0 and drain >= self.drain_s):
+            if took >= self.max_surge_s or (took >= 2.0 and drain >= self.drain_s):
                 self.surges.append(
                     {
                         "seconds": round(took, 2),
@@ -479,6 +487,8 @@ class Surges:
                     }
                 )
                 self.phase, self.since, self.high_until = "drain", at, at + self.offset_s
+                if consumed > 0:  # a slow replica gets slower surges, so that the shortest one does not overshoot
+                    self.high = min(self.high, max(2 * self.low, self.outrun * consumed))
         elif self.phase == "drain" and backlog <= self.low * self.caught_up_s:
             self.phase, self.since = "quiet", at
 
@@ -755,7 +765,7 @@ def main() -> None:
     )
     behind.add_argument("--surge-rate", type=float, default=30000.0, help="lines/s of a surge")
     behind.add_argument("--behind-rate", type=float, default=300.0, help="lines/s between surges")
-    behind.add_argument("--behind-batch-records", type=int, default=500, help="the replica's batch cap")
+    behind.add_argument("--behind-batch-records", type=int, default=1000, help="the replica's batch cap")
     behind.add_argument("--quiet-seconds", type=float, default=5.0, help="low-rate seconds before each surge")
     behind.add_argument(
         "--drain-seconds",
