@@ -102,18 +102,18 @@ def test_a_surge_starts_after_the_quiet_seconds_and_ends_once_its_backlog_needs_
     ]
 
 
-def test_a_surge_waits_3_s_before_judging_the_replicas_rate() -> None:
+def test_a_surge_runs_2_s_before_judging_the_replicas_rate() -> None:
     s = surges(quiet_s=0.0)
-    s.observe(0.0, end=0, committed=0, estimate=0.0)
     s.observe(0.0, end=0, committed=0, estimate=0.0)  # the surge starts
     s.observe(1.0, end=10_000, committed=10, estimate=1.0)  # a backlog of 1,000 s at 10 lines/s
     assert s.phase == "surge"
+    s.observe(2.0, end=20_000, committed=20, estimate=2.0)
+    assert s.phase == "drain"
 
 
 def test_a_surge_the_replica_keeps_up_with_ends_after_the_longest_surge() -> None:
     s = surges(quiet_s=0.0, max_surge_s=10.0)
-    s.observe(0.0, end=0, committed=0, estimate=0.0)
-    s.observe(0.0, end=0, committed=0, estimate=0.0)
+    s.observe(0.0, end=0, committed=0, estimate=0.0)  # the surge starts
     for t in range(1, 10):
         s.observe(float(t), end=10_000 * t, committed=10_000 * t - 100, estimate=0.01)
         assert s.phase == "surge"
@@ -123,9 +123,9 @@ def test_a_surge_the_replica_keeps_up_with_ends_after_the_longest_surge() -> Non
 
 def test_the_run_ends_once_enough_scrapes_were_behind_and_the_replica_caught_up() -> None:
     s = surges(quiet_s=0.0, behind_scrapes=2)
-    s.observe(0.0, end=0, committed=0, estimate=0.0)
-    s.observe(0.0, end=0, committed=0, estimate=0.0)
-    s.observe(3.0, end=30_000, committed=1_000, estimate=5.0)  # drains in 87 s: the surge ends
+    s.observe(0.0, end=0, committed=0, estimate=0.0)  # the surge starts
+    s.observe(1.0, end=10_000, committed=500, estimate=1.0)
+    s.observe(3.0, end=30_000, committed=1_000, estimate=5.0)  # 29,000 behind at 250 lines/s: the surge ends
     assert s.phase == "drain" and not s.done([], 3.0)
     s.observe(4.0, end=30_100, committed=20_000, estimate=6.0)
     assert s.phase == "drain" and not s.done([], 4.0)
@@ -146,3 +146,17 @@ def test_the_quiet_run_ends_after_its_scrapes(scrapes: int) -> None:
     b = lag_bench.Bursty(low=100.0, step_s=10.0, scrapes=1)
     assert b.done([sample(1, 2, 0.1)] * scrapes, 0.0) is (scrapes == 1)
     assert b.rate(50.0) == 100.0 and b.rate(60.0) == 1000.0  # steps counted from its first call
+
+
+def test_after_a_surge_that_found_the_replica_slow_the_next_runs_at_six_times_its_rate() -> None:
+    s = surges(quiet_s=0.0)
+    s.observe(0.0, end=0, committed=0, estimate=0.0)  # the surge starts
+    s.observe(1.0, end=5_000, committed=100, estimate=0.5)
+    s.observe(2.0, end=15_000, committed=1_100, estimate=1.0)  # 1,000 lines/s: 13,900 behind is 13.9 s
+    assert s.phase == "surge"
+    s.observe(3.0, end=25_000, committed=2_100, estimate=1.5)  # 22,900 behind: 22.9 s
+    assert s.phase == "drain"
+    assert s.rate(10.0) == 100.0
+    s.observe(30.0, end=27_000, committed=26_900, estimate=0.1)  # caught up
+    s.observe(30.0, end=27_000, committed=27_000, estimate=0.0)  # the next surge starts
+    assert s.rate(31.0) == 6_000.0
