@@ -428,6 +428,8 @@ class Surges:
     times the rate it consumed then: against a replica a surge outruns many times over, even the
     shortest surge (2 s) leaves a backlog whose drain (the lag's peak) would leave the history."""
 
+    OUTRUN = 6.0
+
     def __init__(
         self,
         *,
@@ -441,12 +443,13 @@ class Surges:
         min_lag_s: float = BEHIND_TRUE_LAG_S,
         caught_up_s: float = 2.0,
         offset_s: float = 0.5,
-        outrun: float = 6.0,
+        outrun: float | None = None,
     ) -> None:
         self.low, self.high = low, high
         self.quiet_s, self.drain_s, self.max_surge_s = quiet_s, drain_s, max_surge_s
         self.behind_scrapes, self.max_s = behind_scrapes, max_s
-        self.min_lag_s, self.caught_up_s, self.offset_s, self.outrun = min_lag_s, caught_up_s, offset_s, outrun
+        self.min_lag_s, self.caught_up_s, self.offset_s = min_lag_s, caught_up_s, offset_s
+        self.outrun = self.OUTRUN if outrun is None else outrun
         self.high_from, self.high_until = float("inf"), float("inf")
         self.phase: Literal["quiet", "surge", "drain"] = "quiet"
         self.started: float | None = None
@@ -724,7 +727,8 @@ def bench_accuracy_behind(args: argparse.Namespace, env: dict[str, str], session
             f"committed offset, 99th percentile over the {verdict['scrapes_in_regime']} of {len(run.rows)} scrapes "
             f"(1 s apart) whose true lag was >= {BEHIND_TRUE_LAG_S:g} s; one word-count replica (the real runtime, "
             f"batches capped at {args.behind_batch_records} records) that a producer outruns in surges of "
-            f"{args.surge_rate:.0f} lines/s, each until its backlog would take the replica {args.drain_seconds:.0f} s "
+            f"{args.surge_rate:.0f} lines/s (later ones at most {Surges.OUTRUN:g} times the rate the replica managed "
+            f"in the one before), each until its backlog would take the replica {args.drain_seconds:g} s "
             f"to work off, then lets catch up at {args.behind_rate:.0f} lines/s; lower is better, ratio = value / "
             "baseline (p50_s/p99_s: absolute error in seconds over the same scrapes)",
             "unit": "ratio",
@@ -732,13 +736,16 @@ def bench_accuracy_behind(args: argparse.Namespace, env: dict[str, str], session
             "target": "<= 0.10",
             **verdict,
             "scrapes": len(run.rows),
+            "true_lag_s_every_scrape": spread([r.truth for r in run.rows]) if run.rows else None,
             "surges": schedule.surges,
             "scrape_duration_s": spread(run.scrape_seconds) if run.scrape_seconds else None,
             "load_average_1m_during": spread(loads) if loads else None,
             "command": f".venv/bin/python tests/bench/lag_bench.py --only accuracy-behind "
             f"--behind-scrapes {args.behind_scrapes} --surge-rate {args.surge_rate:.0f} "
             f"--behind-rate {args.behind_rate:.0f} --behind-batch-records {args.behind_batch_records} "
-            f"--drain-seconds {args.drain_seconds:.0f} --warm-seconds {args.warm_seconds:.0f}",
+            f"--drain-seconds {args.drain_seconds:g} --quiet-seconds {args.quiet_seconds:g} "
+            f"--max-surge-seconds {args.max_surge_seconds:g} --behind-max-seconds {args.behind_max_seconds:g} "
+            f"--warm-seconds {args.warm_seconds:g}",
             "cpu_count": os.cpu_count(),
             "machine": "2 CPUs shared with the local stack (kube-apiserver, etcd, Kafka, Cassandra)",
         },
