@@ -12,8 +12,9 @@ lag of the slower one; rows of an earlier runtime (no stage) count until a stage
 Time lag is estimated per partition from a bounded ring of recent (end offset, time)
 points: the time at which the end offset passed the committed offset is interpolated
 between the two points around it, and the lag is now minus that time. A caught-up
-partition reads 0; a partition whose committed offset is older than every point reads the
-age of the oldest point, a lower bound, flagged as such. The estimate is never NaN.
+partition reads 0; a partition whose committed offset is older than every point is dated by
+extrapolating backwards with the ring's average rate (with one point only: that point's age, a
+lower bound), flagged as not exact. The estimate is never NaN.
 
 Each partition also gets a status in Burrow's vocabulary over a sliding window of
 observations: OK, WARN (lag grew at every observation of the window), STALL (commits keep
@@ -95,7 +96,9 @@ class OffsetRing:
         return list(zip(self._offsets, self._times, strict=True))
 
     def time_of(self, offset: int) -> tuple[float, bool] | None:
-        """When the end offset reached `offset`: (time, exact); exact is False for a lower bound of the age."""
+        """When the end offset reached `offset`: (time, exact); exact is False when `offset` lies
+        before every point, dated by extrapolating with the ring's average rate (a guess) or, with
+        one point, by that point (a lower bound of the age)."""
         if not self._offsets:
             return None
         offsets = self._offsets
