@@ -80,7 +80,16 @@ class OffsetRing:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    def add(self, offset: int, at: float) -> None:
+    def add(self, offset: int, at: float, *, keep_from: int | None = None) -> None:
+        """Record that the end offset reached `offset` at `at`.
+
+        A full ring drops its oldest point, unless `keep_from` (the committed offset, the one
+        the ring must still date) lies before the second oldest: then the oldest still brackets
+        it, and the interior point whose removal moves the interpolated times least goes instead.
+        A consumer far behind thus keeps a ring that reaches back to its committed offset,
+        thinned where the rate was steady, rather than one that forgets the records it has yet
+        to read and must extrapolate their times.
+        """
         if self._offsets:
             last = self._offsets[-1]
             if offset == last:
@@ -89,8 +98,22 @@ class OffsetRing:
                 # Topic recreated or truncated: the old points describe another log.
                 self._offsets.clear()
                 self._times.clear()
+        if len(self._offsets) == self.size > 2 and keep_from is not None and keep_from < self._offsets[1]:
+            i = self._least_needed()
+            del self._offsets[i]
+            del self._times[i]
         self._offsets.append(offset)
         self._times.append(at)
+
+    def _least_needed(self) -> int:
+        """The interior point that interpolating between its neighbours dates most closely."""
+        o, t = self._offsets, self._times
+
+        def error(i: int) -> float:
+            span = o[i + 1] - o[i - 1]
+            return abs(t[i] - (t[i - 1] + (o[i] - o[i - 1]) / span * (t[i + 1] - t[i - 1])))
+
+        return min(range(1, len(o) - 1), key=error)
 
     def points(self) -> list[tuple[int, float]]:
         return list(zip(self._offsets, self._times, strict=True))
@@ -157,7 +180,7 @@ class PartitionState:
     offset_changed: float | None = None
 
     def observe(self, *, at: float, end: int, committed: int, committed_at: float | None, window: float) -> None:
-        self.ring.add(end, at)
+        self.ring.add(end, at, keep_from=committed)
         if self.first_seen is None:
             self.first_seen = at
         mark = (committed, committed_at)

@@ -62,6 +62,35 @@ def test_ring_is_bounded_and_resets_when_offsets_go_back() -> None:
     assert ring.points() == [(5, 200.0)]
 
 
+def test_a_consumer_far_behind_keeps_the_points_that_date_its_committed_offset() -> None:
+    # A surge of 10,000 records/s for 4 s, then 100/s for 16 s, while the consumer stays at 5,000:
+    # more points than the ring holds arrive after the record it waits on.
+    state = lag_scrape.PartitionState(ring=lag_scrape.OffsetRing(8))
+    rows: list[tuple[float, int, int, float | None]] = [(float(t), 10_000 * t, 5_000, None) for t in range(5)]
+    rows += [(float(t), 40_000 + 100 * (t - 4), 5_000, None) for t in range(5, 21)]
+    observe(state, rows, window=120.0)
+    assert len(state.ring) == 8
+    seconds, exact = lag_scrape.time_lag(state.ring, committed=5_000, end=41_600, now=20.0)
+    assert (seconds, exact) == (pytest.approx(19.5), True)  # record 5,000 arrived at 0.5 s
+
+
+def test_a_full_ring_thins_where_interpolation_dates_best() -> None:
+    ring = lag_scrape.OffsetRing(4)
+    for offset, at in [(0, 0.0), (100, 1.0), (200, 2.0), (1_200, 3.0)]:
+        ring.add(offset, at, keep_from=50)
+    ring.add(2_200, 4.0, keep_from=50)
+    # (100, 1.0) lies on the line from (0, 0.0) to (200, 2.0); the rate change at 200 is kept.
+    assert ring.points() == [(0, 0.0), (200, 2.0), (1_200, 3.0), (2_200, 4.0)]
+
+
+def test_a_full_ring_of_a_consumer_that_caught_up_drops_its_oldest_point() -> None:
+    ring = lag_scrape.OffsetRing(4)
+    for offset, at in [(0, 0.0), (100, 1.0), (200, 2.0), (1_200, 3.0)]:
+        ring.add(offset, at, keep_from=offset)
+    ring.add(2_200, 4.0, keep_from=150)  # past the second oldest point: the oldest dates nothing
+    assert ring.points() == [(100, 1.0), (200, 2.0), (1_200, 3.0), (2_200, 4.0)]
+
+
 def observe(state: lag_scrape.PartitionState, rows: list[tuple[float, int, int, float | None]], window: float) -> None:
     for at, end, committed, committed_at in rows:
         state.observe(at=at, end=end, committed=committed, committed_at=committed_at, window=window)
