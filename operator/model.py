@@ -180,7 +180,7 @@ class ShutdownSpec(_Model):
     drain_timeout_seconds: int = 30
     leave_group_on_close: bool = True
     session_timeout_ms: int = 10000
-    heartbeat_interval_ms: int = 3000
+    heartbeat_interval_ms: int = 1000
 
 
 class RolloutSpec(_Model):
