@@ -176,11 +176,11 @@ class SparkSpec(_Model):
 
 class ShutdownSpec(_Model):
     termination_grace_period_seconds: int = 60
-    pre_stop_delay_seconds: int = 2
+    pre_stop_delay_seconds: int = 0
     drain_timeout_seconds: int = 30
     leave_group_on_close: bool = True
     session_timeout_ms: int = 10000
-    heartbeat_interval_ms: int = 3000
+    heartbeat_interval_ms: int = 1000
 
 
 class RolloutSpec(_Model):

@@ -5,7 +5,7 @@
 handover-pod-<protocol>: two 3-replica word-count apps (6 input partitions each) run side by side
 under the same steady load: one with leave-group-on-close on (the product's default), one with it
 off (the baseline); every other setting is the product's default (session timeout 10 s, heartbeat
-3 s, the shutdown and rollout the operator renders). Runs alternate between the two apps: `kubectl
+1 s, the shutdown and rollout the operator renders). Runs alternate between the two apps: `kubectl
 delete pod` of the replica that owns the most partitions, then the longest time any partition of
 the input topic or of the stateful stage's repartition topic goes without a committed batch, from
 its last commit before the delete until the replacement pod has committed batches (and a window

@@ -9,7 +9,7 @@ average. What each measures: docs/runtime.md, "Benchmarks".
 handover: two word-count replicas stay, a third is started anew for every run and stopped with
 SIGTERM; the longest time any partition of the input or of the repartition topic goes without
 a committed batch, leave-group-on-close on vs off, everything else at the operator's rendered
-defaults (session timeout 10 s, heartbeat 3 s), runs alternated, for each group protocol.
+defaults (session timeout 10 s, heartbeat 1 s), runs alternated, for each group protocol.
 scaleout: a replica added to a running group of two, over input whose words are stored keys;
 seconds to its first stateful batch with 1,000,000 vs 10,000 keys stored; counts checked.
 throughput: one replica vs Structured Streaming (RocksDB, changelog checkpointing) under the

@@ -71,7 +71,7 @@ def test_create_makes_children(
     assert spec["minReadySeconds"] == 10
     assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     assert pod["terminationGracePeriodSeconds"] == 60
-    assert container["lifecycle"]["preStop"]["sleep"]["seconds"] == 2
+    assert "lifecycle" not in container  # no preStop pause: SIGTERM starts the drain at once
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
