@@ -211,7 +211,7 @@ def test_merge_adds_to_floes_pod_and_keeps_what_floe_owns() -> None:
     assert floe["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
     assert floe["securityContext"]["readOnlyRootFilesystem"] is True
     for key in ("command", "readinessProbe", "livenessProbe", "startupProbe", "lifecycle"):
-        assert floe[key] == plain["containers"][0][key]
+        assert floe.get(key) == plain["containers"][0].get(key)  # lifecycle: absent in both by default
     assert floe["envFrom"][0] == {"configMapRef": {"name": "enricher-settings"}}
     # sidecars and init containers get the restricted profile's settings; one that adds a
     # capability keeps all the others dropped
