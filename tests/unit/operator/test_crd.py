@@ -63,3 +63,18 @@ def test_reference_doc_is_in_sync() -> None:
     assert actual == expected, (
         "regenerate: python -m floe_stack.crddoc crds/streamingapp.yaml > docs/crd-reference.md"
     )
+
+
+def test_an_object_default_agrees_with_its_fields_own_defaults() -> None:
+    """An object's default applies when the object is absent and each field's own default when
+    the object is given without that field: the two must say the same, or a spec that sets one
+    field of the object quietly gets other values for the rest."""
+    disagree = []
+    for path, node in _nodes():
+        whole = node.get("default")
+        if not isinstance(whole, dict):
+            continue
+        for name, sub in (node.get("properties") or {}).items():
+            if name in whole and "default" in sub and sub["default"] != whole[name]:
+                disagree.append(f"{path}.{name}: {whole[name]!r} in the object's default, {sub['default']!r} its own")
+    assert disagree == []
