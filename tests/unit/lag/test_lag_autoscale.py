@@ -115,7 +115,9 @@ def test_spike_scales_up_promptly_and_down_only_after_the_window_in_bounded_step
 
 @pytest.mark.parametrize("step", [10.0, 10.001, 10.4])
 @pytest.mark.parametrize("known_capacity", [200.0, None])
-def test_a_surge_scales_up_within_two_ticks_when_ticks_come_a_little_late(step: float, known_capacity: float | None) -> None:
+def test_a_surge_scales_up_within_two_ticks_when_ticks_come_a_little_late(
+    step: float, known_capacity: float | None
+) -> None:
     """The lag loop ticks every 10 s plus whatever a scrape takes: the up window (20 s) must
     still hold the three samples it needs, or a surge waits for the 60 s rate window."""
 
