@@ -96,6 +96,13 @@ class Policy:
     growth_ratio: float = 1.5
     band: float = 0.1
     max_down_fraction: float = 0.5
+    # seconds between samples (the lag loop's interval): the up window reaches back half a tick
+    # further, so that jitter in the ticks cannot drop the sample it was sized to hold
+    tick_seconds: float = 10.0
+
+    def up_since(self, now: float) -> float:
+        """The oldest time a sample of the up window (`up_seconds`, meant as whole ticks) may have."""
+        return now - self.up_seconds - self.tick_seconds / 2
 
     @classmethod
     def from_spec(cls, spec: model.AutoscalingSpec, **overrides: Any) -> Policy:
@@ -192,7 +199,7 @@ def points(samples: Sequence[Sample], policy: Policy, capacity: float | None = N
         floor = max(policy.activation_lag, kappa * policy.saturation_seconds)
         backlog = all(w.lag >= floor for w in window)
         # Growth is judged over the up window only, so a burst after a quiet spell is seen at once.
-        k = bisect.bisect_left(times, s.at - policy.up_seconds, 0, i)
+        k = bisect.bisect_left(times, policy.up_since(s.at), 0, i)
         recent = samples[k : i + 1]
         span = s.at - samples[k].at
         recent_lambda = (s.end - samples[k].end) / span if span > 0 else 0.0
@@ -302,7 +309,7 @@ def decide(samples: Sequence[Sample], policy: Policy, ctx: Context) -> Decision:
         if last.lag > 0 or last.input_rate > 0:
             return f.scale(max(1, policy.min_replicas), INPUT_WHILE_ZERO, f"Input arrived (lag {last.lag})")
         return f.hold(WITHIN_TARGET, "No input")
-    up_pts = [p for p in f.pts if p.at >= ctx.now - policy.up_seconds]
+    up_pts = [p for p in f.pts if p.at >= policy.up_since(ctx.now)]
     if not up_pts:
         return f.hold(COLLECTING, "No recent samples")
     if (decided := _scale_up(f, last, up_pts)) is not None:

@@ -125,7 +125,7 @@ class Actuator:
         body: Mapping[str, Any],
     ) -> decide.Decision:
         """Decide the app's replicas and act on the decision; `body` is the app's, for events."""
-        policy = decide.Policy.from_spec(auto, rate_seconds=self.rate_seconds)
+        policy = decide.Policy.from_spec(auto, rate_seconds=self.rate_seconds, tick_seconds=self.interval_seconds)
         ctx = self.context(app, result, now, mem, policy)
         decision = decide.decide(list(mem.samples), policy, ctx)
         mem.capacity = decision.capacity

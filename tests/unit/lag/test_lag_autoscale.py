@@ -41,6 +41,7 @@ def simulate(
     seconds: float = 1800.0,
     lag: int = 0,
     known_capacity: float | None = None,
+    step: float = STEP,
 ) -> Run:
     """Replay an app: input at `rate(t)` records/s, each replica works off `capacity` records/s."""
     end, committed = lag, 0
@@ -51,7 +52,7 @@ def simulate(
     t = 0.0
     while t <= seconds:
         samples.append(decide.Sample(at=t, replicas=replicas, end=end, committed=committed))
-        window = [s for s in samples if s.at >= t - policy.stabilization_seconds - 2 * STEP]
+        window = [s for s in samples if s.at >= t - policy.stabilization_seconds - 2 * step]
         ctx = decide.Context(now=t, replicas=replicas, partitions=partitions, last_scale_at=last_scale, capacity=mu)
         decision = decide.decide(window, policy, ctx)
         mu = decision.capacity
@@ -62,11 +63,11 @@ def simulate(
         run.replicas.append(replicas)
         run.lags.append(end - committed)
         # advance one scrape interval
-        produced = int(rate(t) * STEP)
+        produced = int(rate(t) * step)
         end += produced
-        work = int(min(replicas, partitions) * capacity * STEP)
+        work = int(min(replicas, partitions) * capacity * step)
         committed = min(end, committed + work)
-        t += STEP
+        t += step
     return run
 
 
@@ -110,6 +111,26 @@ def test_spike_scales_up_promptly_and_down_only_after_the_window_in_bounded_step
             assert run.lags[int(at / STEP)] < 200.0 * d.replicas * 30
     # Ends where the steady 400/s needs it: ⌈400 / 140⌉ = 3.
     assert run.replicas[-1] == 3
+
+
+@pytest.mark.parametrize("step", [10.0, 10.001, 10.4])
+@pytest.mark.parametrize("known_capacity", [200.0, None])
+def test_a_surge_scales_up_within_two_ticks_when_ticks_come_a_little_late(
+    step: float, known_capacity: float | None
+) -> None:
+    """The lag loop ticks every 10 s plus whatever a scrape takes: the up window (20 s) must
+    still hold the three samples it needs, or a surge waits for the 60 s rate window."""
+
+    def rate(t: float) -> float:
+        return 1000.0 if t >= 300 else 100.0
+
+    run = simulate(rate=rate, capacity=200.0, replicas=1, policy=policy(), known_capacity=known_capacity,
+                   seconds=600.0, step=step)
+    ups = [c for c in run.changes if c[2] > c[1]]
+    assert ups, run.changes
+    # the surge's input is produced after the first sample at or past 300 s, so the next one sees it
+    surge_seen = min(at for at, _ in run.decisions if at >= 300) + step
+    assert ups[0][0] <= surge_seen + 2 * step + 1e-6, (step, known_capacity, ups[0])
 
 
 def test_slow_drain_holds_replicas_until_backlog_is_gone() -> None:
