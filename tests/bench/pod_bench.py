@@ -442,6 +442,7 @@ class Feed:
         self.produced = 0  # lines into each topic
         self.errors: list[str] = []
         self.undelivered = 0
+        self.failed: BaseException | None = None
         self.changed_at = (0.0, 0.0)
         self._wanted: float | None = None
         self._changed = threading.Event()
@@ -452,7 +453,8 @@ class Feed:
         self._changed.clear()
         self._wanted = rate
         if not self._changed.wait(30):
-            raise TimeoutError(f"the feed did not take up the rate of {rate:g} lines/s within 30 s")
+            raise TimeoutError(f"the feed did not take up the rate of {rate:g} lines/s within 30 s"
+                               + (f": it stopped ({self.failed!r})" if self.failed else ""))
         return self.changed_at
 
     def truth(self) -> Counter[str]:
@@ -467,12 +469,22 @@ class Feed:
         return truth
 
     def check(self) -> None:
-        """After `run` returned: every record was delivered, or the counts could not be exact."""
+        """After `run` returned: it ran to the end and every record was delivered, or the counts
+        could not be exact."""
+        if self.failed is not None:
+            raise RuntimeError(f"the feed stopped early: {self.failed!r}") from self.failed
         if self.errors or self.undelivered:
             raise RuntimeError(f"the feed lost records: {self.undelivered} undelivered, delivery errors "
                                f"{self.errors[:3]}; the counts cannot be checked")
 
     def run(self, stop: threading.Event) -> None:
+        try:
+            self._run(stop)
+        except BaseException as exc:
+            self.failed = exc
+            raise
+
+    def _run(self, stop: threading.Event) -> None:
         from confluent_kafka import KafkaError, Producer
 
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 20})
