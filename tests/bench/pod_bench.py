@@ -733,8 +733,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocols", nargs="+", default=["consumer", "classic"], choices=["consumer", "classic"])
     parser.add_argument("--steady", type=float, default=10, help="seconds of steady commits before a step")
     parser.add_argument("--window", type=float, default=5, help="seconds watched after the new pods commit")
-    parser.add_argument("--surge-rate", type=float, default=15000, help="lines/s of an autoscale surge")
-    parser.add_argument("--batch-records", type=int, default=1000,
+    # as test_pod_scaling's burst on this node: several times what one replica with 200-record
+    # batches works off, and light enough for the producer beside it on the same two cores
+    parser.add_argument("--surge-rate", type=float, default=4000, help="lines/s of an autoscale surge")
+    parser.add_argument("--batch-records", type=int, default=200,
                         help="spec.kafka.maxRecordsPerBatch of the autoscale app: one replica's pace")
     parser.add_argument("--surge-timeout", type=float, default=300,
                         help="seconds a surge may take until a new pod commits")
