@@ -316,7 +316,7 @@ def react(app: App, feed: Feed, *, native: bool, surge_rate: float, steady_s: fl
     wait(lambda: len(pods_of(env, ns, app.name, terminating=True)) == one
          and app_object(app)["spec"]["replicas"] == one, timeout=600,
          what=f"{app.name}: spec.replicas {one} and {one} pod, none terminating", app=app)
-    steady_from, before = settle(app, steady_s)
+    _, before = settle(app, steady_s)
     wait(lambda: (lag := app.lag(feed.produced)) is not None and lag <= near_zero, timeout=300,
          what=f"{app.name}: lag at most {near_zero:.0f} records", app=app,
          detail=lambda: f"lag {app.lag(feed.produced)}")

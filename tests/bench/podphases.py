@@ -138,7 +138,7 @@ def handover(
         "left_group_s": first(old, STOPPED, since=t_delete),
         "survivors_assigned_s": first(survivors, ASSIGNED, since=t_delete),
         "survivors_first_commit_s": min((t for t in to_survivors if t is not None), default=None),
-        "survivors_all_committed_s": (max(t for t in to_survivors if t is not None)  # type: ignore[type-var]
+        "survivors_all_committed_s": (max(t for t in to_survivors if t is not None)
                                       if theirs and all(t is not None for t in to_survivors) else None),
         **new_pod_phases(new_pod, new_log, moves, since=t_delete),
     }
