@@ -17,7 +17,7 @@ from typing import Any
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 ROWS = re.compile(r"(<!-- bench:rows ([^>]*?) -->)\n.*?(<!-- bench:rows:end -->)", re.DOTALL)
-AREAS = ("store", "operator", "handover", "scaleout", "throughput", "lag")
+AREAS = ("store", "operator", "handover", "scaleout", "autoscale", "throughput", "lag")
 
 
 def _fmt(value: object) -> str:

@@ -73,3 +73,47 @@ def test_medians_skip_the_runs_a_phase_was_missing_from() -> None:
             {"sigterm_s": 0.5, "new_ready_s": None}]
     assert podphases.medians(runs) == {"sigterm_s": 0.5, "new_ready_s": 20.0}
     assert podphases.medians([{"x": None}]) == {"x": None}
+
+
+def test_the_phases_of_a_scale_up_from_the_surge() -> None:
+    app_replicas = [(T0 - 30, "1"), (T0 + 5, "1"), (T0 + 21.25, "2"), (T0 + 22.0, "2")]
+    deployment_replicas = [(T0 - 30, "1"), (T0 + 21.5, "2")]
+    phases = podphases.scale_up(
+        T0,
+        to=2,
+        app_replicas=app_replicas,
+        deployment_replicas=deployment_replicas,
+        new_pod={"metadata": {"name": "new", "creationTimestamp": "2026-11-27T22:00:22Z"},
+                 "status": {"conditions": [{"type": "PodScheduled", "status": "True",
+                                            "lastTransitionTime": "2026-11-27T22:00:22Z"}],
+                            "containerStatuses": [{"state": {"running": {"startedAt": "2026-11-27T22:00:23Z"}}}]}},
+        new_log=[line(24.0, "Starting"), line(33.0, "Warmed up stage=split records=50"),
+                 line(35.0, "Warmed up stage=count records=50"), line(36.5, "Assigned partitions=[('input', 3)]")],
+        # the old pod's own commits, one before the surge, are not the new pod's
+        moves=[(T0 - 10, ("input", 0), "old"), (T0 + 36.0, ("input", 0), "old"), (T0 + 38.25, ("input", 3), "new"),
+               (T0 + 39.0, ("input", 4), "new")],
+    )
+    assert phases == {
+        "decision_s": 21.25,
+        "deployment_scaled_s": 21.5,
+        "new_pod_created_s": 22.0,
+        "new_pod_scheduled_s": 22.0,
+        "new_container_started_s": 23.0,
+        "new_first_log_s": 24.0,
+        "new_warmed_up_s": 35.0,
+        "new_assigned_s": 36.5,
+        "new_first_commit_s": 38.25,
+        "new_ready_s": None,
+    }
+
+
+def test_a_scale_up_that_did_not_happen_has_no_decision_and_no_pod() -> None:
+    phases = podphases.scale_up(T0, to=2, app_replicas=[(T0 - 30, "2"), (T0 + 1, "1")],
+                                deployment_replicas=[(T0 + 1, "1")], new_pod=None, new_log=[], moves=[])
+    assert set(phases.values()) == {None}  # a 2 printed before the surge is not this surge's decision
+
+
+def test_a_watch_line_counts_when_its_value_arrived_after_the_start() -> None:
+    lines = [(T0 - 1, "2"), (T0 + 2, "1 "), (T0 + 3, " 2")]
+    assert podphases.arrived(lines, "2", since=T0) == T0 + 3
+    assert podphases.arrived(lines, "3", since=T0) is None
