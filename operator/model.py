@@ -230,6 +230,10 @@ class MetricsSpec(_Model):
     service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
 
 
+class LoggingSpec(_Model):
+    format: Literal["text", "json"] = "text"
+
+
 # The namespace the Prometheus Operator's and most monitoring charts install into; the API server
 # labels every namespace with its own name, so this selects it without anyone labelling it.
 MONITORING_NAMESPACE_LABELS = {"kubernetes.io/metadata.name": "monitoring"}
@@ -301,6 +305,7 @@ class AppSpec(_Model):
     env: list[dict[str, Any]] = Field(default_factory=list)
     pod: PodSpec = Field(default_factory=PodSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    logging: LoggingSpec = Field(default_factory=LoggingSpec)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     # a record its stage keeps failing on: its partition stops, or it is dead-lettered
     errors: Literal["stop", "deadLetter"] = "stop"
