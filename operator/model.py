@@ -26,6 +26,10 @@ API_VERSION = f"{GROUP}/{VERSION}"
 # handlers and read by the lag loop too: one watch of the apps for both.
 APPS_INDEX = "apps_idx"
 FIELD_MANAGER = "floe-operator"
+# `streaming.floe.dev/reconcile: paused` on a StreamingApp: the operator changes nothing of the
+# app (children, Cassandra, query token, scale, offsets) until it is removed, and reports status.
+RECONCILE_ANNOTATION = f"{GROUP}/reconcile"
+RECONCILE_PAUSED = "paused"
 
 StoreType = config.StoreType
 IntOrString = int | str
@@ -336,6 +340,8 @@ class StreamingApp(_Model):
     # The app id its own ConfigMap names (what its replicas run under), when the reconcile found
     # one and status records none yet (`appids.running_id`); never read from the body.
     running_id: str | None = None
+    # the value of its RECONCILE_ANNOTATION, when it has one
+    reconcile_annotation: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> StreamingApp:
@@ -349,6 +355,7 @@ class StreamingApp(_Model):
             created=str(meta.get("creationTimestamp") or ""),
             spec=AppSpec.model_validate(dict(body.get("spec") or {})),
             status=dict(body.get("status") or {}),
+            reconcile_annotation=(meta.get("annotations") or {}).get(RECONCILE_ANNOTATION),
         )
 
     @property
@@ -359,6 +366,11 @@ class StreamingApp(_Model):
         if self.running_id is not None and not appids.valid(self.status.get("appId")):
             return self.running_id
         return appids.app_id_of(self.namespace, self.name, self.status)
+
+    @property
+    def reconcile_paused(self) -> bool:
+        """The operator leaves the app as it is: `streaming.floe.dev/reconcile: paused`."""
+        return self.reconcile_annotation == RECONCILE_PAUSED
 
     @property
     def consumer_group(self) -> str:
