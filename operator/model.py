@@ -201,6 +201,15 @@ class AutoscalingSpec(_Model):
     target_utilization: int = 70
     allow_idle: bool = False
     stabilization_window_seconds: int = 300
+    # KEDA mode: the replicas KEDA scales to once its Kafka scaler failed this many times in a row
+    fallback_replicas: int | None = None
+    fallback_failure_threshold: int = 3
+
+    @property
+    def keda_fallback_replicas(self) -> int:
+        """fallbackReplicas, else minReplicas but at least 1: a fallback to none would stop the
+        app for as long as KEDA cannot read the lag."""
+        return self.fallback_replicas if self.fallback_replicas is not None else max(self.min_replicas, 1)
 
 
 def _default_resources() -> dict[str, dict[str, IntOrString]]:
