@@ -35,6 +35,7 @@ def test_a_line_about_no_app_has_no_app_field() -> None:
 
 
 def test_the_log_format_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLOE_LOG_FORMAT", raising=False)
     assert main.parse_args([]).log_format == "text"
     monkeypatch.setenv("FLOE_LOG_FORMAT", "json")
     assert main.parse_args([]).log_format == "json"

@@ -14,7 +14,9 @@ from .conftest import load_case
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 
 
-def _app(annotation: str | None = None, *, generation: int = 1, status: dict[str, Any] | None = None) -> model.StreamingApp:
+def _app(
+    annotation: str | None = None, *, generation: int = 1, status: dict[str, Any] | None = None
+) -> model.StreamingApp:
     body = load_case("minimal")
     meta = body.setdefault("metadata", {})
     meta["generation"] = generation
