@@ -39,10 +39,9 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             **self.fields,
         }
-        if record.exc_info:
+        if record.exc_info and not record.exc_text:
             # cached like the text formatter does, so several handlers format it once
-            if not record.exc_text:
-                record.exc_text = self.formatException(record.exc_info)
+            record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             line["exc_info"] = record.exc_text
         if record.stack_info:

@@ -16,7 +16,7 @@ the threshold follows the batch size the app is tuned for.
   pointing at the same Secrets as the pods when the cluster needs credentials. Rendered
   only when KEDA's CRD is installed. Its `fallback` (spec.autoscaling.fallbackReplicas and
   fallbackFailureThreshold) holds the app at a known size while KEDA cannot read the lag:
-  KEDA then feeds the HPA target × fallback replicas, which works only for a trigger whose
+  KEDA then feeds the HPA the target times the fallback replicas, which works only for a trigger whose
   metric is an AverageValue, as the Kafka trigger's is by default (no metricType is set).
 
 A suspended app (spec.suspend) has no HPA (it is removed, and made again on resume) and a
