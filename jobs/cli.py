@@ -18,9 +18,11 @@ import argparse
 import gc
 import logging
 import os
+import socket
 import sys
 
 from floe_jobs import config as config_mod
+from floe_jobs import logformat
 from floe_jobs.exitcodes import EXIT_CONFIG, EXIT_OK, EXIT_UNREACHABLE
 
 # Python's cycle collector runs a young collection every 700 net allocations by default; a batch
@@ -55,10 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.help_config:
         print(config_mod.describe())
         return EXIT_OK
+    # text until the configuration says otherwise (`floe_jobs.logformat`): a config error stays readable
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        format=logformat.TEXT_FORMAT,
     )
     from floe_jobs import outages
 
@@ -73,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except config_mod.ConfigError as exc:
         print(f"floe-job: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    logformat.apply(cfg.logging.format, app=cfg.app_id, pod=cfg.pod.name or socket.gethostname())
     # the configuration holds them now: Spark's JVM and Python workers, started below, must not
     config_mod.scrub_secrets(os.environ)
 

@@ -682,6 +682,15 @@ class MetricsSettings(_Model):
     )
 
 
+class LoggingSettings(_Model):
+    format: Literal["text", "json"] = setting(
+        default="text",
+        env="FLOE_LOGGING_FORMAT",
+        description="text: one readable line per record; json: one JSON object per line (time, level, logger, "
+        "message, app, pod, exc_info; see floe_jobs.logformat)",
+    )
+
+
 class JobSettings(_Model):
     entrypoint: str = setting(
         env="FLOE_JOB_ENTRYPOINT", description="`package.module:attribute` or a path to a .py file[:attribute]"
@@ -728,6 +737,7 @@ class FloeConfig(_Model):
     state: StateSettings = StateSettings()
     shutdown: ShutdownSettings = ShutdownSettings()
     metrics: MetricsSettings = MetricsSettings()
+    logging: LoggingSettings = LoggingSettings()
     job: JobSettings
     pod: PodSettings = PodSettings()
     secret_refs: dict[str, SecretRef] = setting(

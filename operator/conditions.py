@@ -77,6 +77,12 @@ SUSPENDED = "Suspended"
 RESUMED = "Resumed"
 OFFSET_RESET = "OffsetReset"
 INVALID_POD_TEMPLATE = "InvalidPodTemplate"
+# The pause annotation (`model.RECONCILE_ANNOTATION`). ReconcilePaused appears once an app was
+# annotated: True (reason ReconcilePaused) while `paused`, False (ReconcileResumed) once removed,
+# False (InvalidReconcileAnnotation) while it holds a value that pauses nothing.
+RECONCILE_PAUSED = "ReconcilePaused"
+RECONCILE_RESUMED = "ReconcileResumed"
+INVALID_RECONCILE_ANNOTATION = "InvalidReconcileAnnotation"
 
 # Whether the app's namespace holds every pod to a Pod Security Standard: Floe's admission rules
 # cover what a StreamingApp asks for, not pods made otherwise in the namespace (docs/security.md).
@@ -231,11 +237,15 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     if observed.pod_security is not None:
         put(POD_SECURITY, *observed.pod_security)
     _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)
+    _reconcile_pause(app, was_annotated=find(conds, RECONCILE_PAUSED) is not None, put=put)
 
     order = {t: i for i, t in enumerate(OWNED_TYPES)}
     conds.sort(key=lambda c: (order.get(str(c.get("type")), len(order)), str(c.get("type"))))
     status: dict[str, Any] = {
-        "observedGeneration": gen,
+        # While reconciliation is paused the spec is not acted on: the generation last acted on
+        # stays, so kstatus, `kubectl wait` and GitOps tools see a change as not rolled out, and
+        # the pass after the pause prunes what the changed spec no longer asks for.
+        "observedGeneration": app.status.get("observedGeneration") if app.reconcile_paused else gen,
         # recorded once, so that every later pass, the lag loop and the finalizer use this id
         "appId": app.app_id,
         "conditions": conds,
@@ -245,6 +255,8 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         "availableReplicas": rollout.available if rollout else 0,
         "labelSelector": render.label_selector(app),
     }
+    if status["observedGeneration"] is None:
+        del status["observedGeneration"]
     status.update(_kept_facts(app, observed))
     status["suspension"] = suspension_status(app, now=now)
     return status
@@ -391,6 +403,33 @@ def _suspension(app: model.StreamingApp, *, was_suspended: bool, put: Callable[[
         put(SUSPENDED, "False", RESUMED, f"Resumed with {spec.replicas} replica(s)")
 
 
+def _reconcile_pause(
+    app: model.StreamingApp, *, was_annotated: bool, put: Callable[[str, str, str, str], None]
+) -> None:
+    """The ReconcilePaused condition: True while the app carries `streaming.floe.dev/reconcile:
+    paused`, False once it is removed (absent for an app never annotated), False naming the
+    annotation while it holds another value."""
+    value, key = app.reconcile_annotation, model.RECONCILE_ANNOTATION
+    if app.reconcile_paused:
+        put(
+            RECONCILE_PAUSED,
+            "True",
+            RECONCILE_PAUSED,
+            f"Reconciliation is paused by the annotation {key}: {model.RECONCILE_PAUSED}; the operator changes "
+            f"none of the app's objects, its scale or its offsets (the pods keep running) until it is removed",
+        )
+    elif value is not None:
+        put(
+            RECONCILE_PAUSED,
+            "False",
+            INVALID_RECONCILE_ANNOTATION,
+            f"The annotation {key} is {value!r}, which pauses nothing: set it to {model.RECONCILE_PAUSED!r} to "
+            f"pause reconciliation, or remove it",
+        )
+    elif was_annotated:
+        put(RECONCILE_PAUSED, "False", RECONCILE_RESUMED, f"Reconciliation resumed: {key} was removed")
+
+
 def suspension_status(app: model.StreamingApp, *, now: str) -> dict[str, Any] | None:
     """status.suspension while suspended: since when, and the replicas a resume brings back
     (spec.replicas, which no autoscaler moves while the app is suspended); None otherwise."""
@@ -440,6 +479,11 @@ def transitions(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str
     _, partitions = changed(REPLICAS_WITHIN_PARTITIONS)
     if partitions is not None and partitions.get("status") == "False":
         events.append(Event("Warning", REPLICAS_EXCEED_PARTITIONS, str(partitions.get("message", ""))))
+    _, paused = changed(RECONCILE_PAUSED)
+    if paused is not None and paused.get("reason") in (RECONCILE_PAUSED, RECONCILE_RESUMED):
+        events.append(Event("Normal", str(paused["reason"]), str(paused.get("message", ""))))
+    elif paused is not None:
+        events.append(Event("Warning", str(paused["reason"]), str(paused.get("message", ""))))
     _, progressing = changed(PROGRESSING)
     if progressing is not None and progressing.get("reason") == ROLLING_OUT:
         events.append(Event("Normal", "RolloutStarted", str(progressing.get("message", ""))))

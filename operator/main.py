@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import kopf
-from floe_operator import handlers, k8s, leader, metricsauth, model
+from floe_operator import handlers, k8s, leader, logformat, metricsauth, model
 from prometheus_client import start_http_server
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def _env_bool(name: str, default: bool) -> bool:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The flags, each defaulting to its environment variable (the chart sets those), in the order
     `--help` lists them: what one operator watches and serves, then how several replicas share
-    the work (Kopf peering, or a Lease), then the lag loop and logging."""
+    the work (Kopf peering, or a Lease), then the lag loop and logging (level and format)."""
     env = os.environ
     parser = argparse.ArgumentParser(prog="floe-operator", description="Run the Floe StreamingApp operator.")
     _add_watch_flags(parser, env)
@@ -58,7 +58,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=env.get("FLOE_LOG_LEVEL", "INFO"),
         help="Log level (env FLOE_LOG_LEVEL, default INFO).",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=logformat.LOG_FORMATS,
+        default=env.get("FLOE_LOG_FORMAT") or "text",
+        help="text: one readable line per record; json: one JSON object per line (time, level, logger, message, "
+        "app, pod, exc_info) (env FLOE_LOG_FORMAT, default text).",
+    )
     args = parser.parse_args(argv)
+    if args.log_format not in logformat.LOG_FORMATS:  # argparse checks a flag's choices, not its env default
+        parser.error(f"FLOE_LOG_FORMAT must be one of {', '.join(logformat.LOG_FORMATS)} (got {args.log_format!r})")
     from floe_operator.lag.scrape import WINDOW_OBSERVATIONS as STATUS_OBSERVATIONS
 
     interval, window = args.lag_interval_seconds, args.lag_status_window_seconds
@@ -348,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     _limit_malloc_arenas()
     _return_freed_memory()
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logformat.configure(args.log_level, args.log_format)
     logging.getLogger("kopf.objects").addFilter(_QuietRoutine())
     namespaces = [n.strip() for n in args.namespace if n.strip()]
     elector: leader.Elector | None = None

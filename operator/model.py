@@ -26,6 +26,10 @@ API_VERSION = f"{GROUP}/{VERSION}"
 # handlers and read by the lag loop too: one watch of the apps for both.
 APPS_INDEX = "apps_idx"
 FIELD_MANAGER = "floe-operator"
+# `streaming.floe.dev/reconcile: paused` on a StreamingApp: the operator changes nothing of the
+# app (children, Cassandra, query token, scale, offsets) until it is removed, and reports status.
+RECONCILE_ANNOTATION = f"{GROUP}/reconcile"
+RECONCILE_PAUSED = "paused"
 
 StoreType = config.StoreType
 IntOrString = int | str
@@ -197,6 +201,15 @@ class AutoscalingSpec(_Model):
     target_utilization: int = 70
     allow_idle: bool = False
     stabilization_window_seconds: int = 300
+    # KEDA mode: the replicas KEDA scales to once its Kafka scaler failed this many times in a row
+    fallback_replicas: int | None = None
+    fallback_failure_threshold: int = 3
+
+    @property
+    def keda_fallback_replicas(self) -> int:
+        """fallbackReplicas, else minReplicas but at least 1: a fallback to none would stop the
+        app for as long as KEDA cannot read the lag."""
+        return self.fallback_replicas if self.fallback_replicas is not None else max(self.min_replicas, 1)
 
 
 def _default_resources() -> dict[str, dict[str, IntOrString]]:
@@ -228,6 +241,10 @@ class MetricsSpec(_Model):
     liveness_period_seconds: int = 10
     liveness_failure_threshold: int = 6
     service_monitor: ServiceMonitorSpec = Field(default_factory=ServiceMonitorSpec)
+
+
+class LoggingSpec(_Model):
+    format: Literal["text", "json"] = "text"
 
 
 # The namespace the Prometheus Operator's and most monitoring charts install into; the API server
@@ -301,6 +318,7 @@ class AppSpec(_Model):
     env: list[dict[str, Any]] = Field(default_factory=list)
     pod: PodSpec = Field(default_factory=PodSpec)
     metrics: MetricsSpec = Field(default_factory=MetricsSpec)
+    logging: LoggingSpec = Field(default_factory=LoggingSpec)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     # a record its stage keeps failing on: its partition stops, or it is dead-lettered
     errors: Literal["stop", "deadLetter"] = "stop"
@@ -331,6 +349,8 @@ class StreamingApp(_Model):
     # The app id its own ConfigMap names (what its replicas run under), when the reconcile found
     # one and status records none yet (`appids.running_id`); never read from the body.
     running_id: str | None = None
+    # the value of its RECONCILE_ANNOTATION, when it has one
+    reconcile_annotation: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> StreamingApp:
@@ -344,6 +364,7 @@ class StreamingApp(_Model):
             created=str(meta.get("creationTimestamp") or ""),
             spec=AppSpec.model_validate(dict(body.get("spec") or {})),
             status=dict(body.get("status") or {}),
+            reconcile_annotation=(meta.get("annotations") or {}).get(RECONCILE_ANNOTATION),
         )
 
     @property
@@ -354,6 +375,11 @@ class StreamingApp(_Model):
         if self.running_id is not None and not appids.valid(self.status.get("appId")):
             return self.running_id
         return appids.app_id_of(self.namespace, self.name, self.status)
+
+    @property
+    def reconcile_paused(self) -> bool:
+        """The operator leaves the app as it is: `streaming.floe.dev/reconcile: paused`."""
+        return self.reconcile_annotation == RECONCILE_PAUSED
 
     @property
     def consumer_group(self) -> str:

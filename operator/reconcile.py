@@ -6,6 +6,11 @@ check (Secrets, topics, Cassandra), provisions state before the first rollout, a
 children whose desired digest differs from what is live, and computes the status. When
 nothing changed it makes no write at all.
 
+An app annotated `streaming.floe.dev/reconcile: paused` (`model.RECONCILE_ANNOTATION`) is only
+observed: no check that writes (Cassandra DDL, the query token), no apply, no prune, no offset
+reset; its status is still computed from what is live, with the ReconcilePaused condition.
+Unlike spec.suspend, its pods keep running as they are.
+
 Faults stop the pass before any child is applied, so a half-valid app never rolls out
 halfway; the caller retries with backoff. An apply refused by a race that the next attempt
 wins (a RoleBinding whose Role is not stored yet) is tried again within the pass instead, so
@@ -411,6 +416,8 @@ async def _reconcile(
     """Check, then converge the children, then report: the status is computed whether or not a
     fault stopped the pass, so a fault always reaches the app's conditions."""
     deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
+    if app.reconcile_paused:
+        return await _outcome(app, deps, children, _Checked(), deployment=deployment, fault=None, applied=[])
     # A first pass: no Deployment and no status written yet (a retry after a fault has one).
     checked = await _check(app, deps, others, new=deployment is None and "observedGeneration" not in app.status)
     applied: list[str] = []
@@ -536,10 +543,11 @@ async def _outcome(
     fault: conditions.Fault | None,
     applied: list[str],
 ) -> Outcome:
-    """The declared offset reset (only on a pass without fault, once the children are in place),
+    """The declared offset reset (only on a pass without fault, once the children are in place, and
+    not while reconciliation is paused),
     then the status from what was observed, and the events of its transitions."""
     reset = None
-    if fault is None:
+    if fault is None and not app.reconcile_paused:
         reset = await offsetreset.run(
             app,
             cluster=deps.cluster,

@@ -137,7 +137,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     on), consistency, serial_consistency, request_timeout, connect_timeout, protocol_version
     (each when set)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
     spark.{master, conf, driver_batch_max_records (when set)}, shutdown.drain_timeout_seconds,
-    metrics.{port, query_port, stall_seconds}, job.{entrypoint, args, errors (when not stop)}: settings of
+    metrics.{port, query_port, stall_seconds}, logging.format (when not text), job.{entrypoint, args, errors
+    (when not stop)}: settings of
     `floe_jobs.config.FloeConfig`, which loads them; a key it does not declare (or a secret)
     raises `ConfigError` here, so the two sides cannot drift apart unnoticed.
     Credentials and TLS material reach the runtime as FLOE_* environment variables from
@@ -162,6 +163,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
     # rendered only when not the default, so adding the setting rolled no running app
     errors = {} if spec.errors == "stop" else {"errors": spec.errors}
+    logs = {} if spec.logging.format == "text" else {"logging": {"format": spec.logging.format}}
     limit = spec.spark.driver_batch_max_records
     driver_batches = {} if limit is None else {"driver_batch_max_records": limit}
     rendered: dict[str, Any] = {
@@ -207,6 +209,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             "query_port": spec.metrics.query_port,
             "stall_seconds": spec.metrics.stall_seconds,
         },
+        **logs,
         "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args), **errors},
     }
     problems = config.file_problems(rendered)

@@ -30,8 +30,8 @@ at u needs a load above that peak by the band before it moves up again. Without 
 measured μ the autoscaler only reacts to lag that grows at every sample
 (R* = ⌈R · λ / κ⌉, at least R + 1) and never scales down.
 
-No decision is made for a suspended app (spec.suspend), on stale metrics or while a rollout
-is in progress. Replica counts
+No decision is made for a suspended app (spec.suspend), an app whose reconciliation is paused
+(`streaming.floe.dev/reconcile: paused`), on stale metrics or while a rollout is in progress. Replica counts
 outside [minReplicas, cap] are corrected at once.
 """
 
@@ -65,6 +65,7 @@ NO_PROGRESS = "NoProgress"
 WITHIN_TARGET = "WithinTarget"
 AT_LIMIT = "AtLimit"
 SUSPENDED = "Suspended"
+RECONCILE_PAUSED = "ReconcilePaused"
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class Context:
     last_scale_at: float | None = None
     capacity: float | None = None  # μ carried from the previous decision
     suspended: bool = False  # spec.suspend: nothing may scale the app
+    paused: bool = False  # streaming.floe.dev/reconcile: paused: the operator changes nothing of the app
 
 
 @dataclass(frozen=True)
@@ -327,6 +329,12 @@ def _outside_the_load(f: _Frame) -> Decision | None:
     ctx, policy, current = f.ctx, f.policy, f.current
     if ctx.suspended:
         return f.hold(SUSPENDED, "The app is suspended (spec.suspend); it is not scaled until it resumes")
+    if ctx.paused:
+        return f.hold(
+            RECONCILE_PAUSED,
+            f"Reconciliation is paused ({model.RECONCILE_ANNOTATION}: {model.RECONCILE_PAUSED}); the app is not "
+            "scaled until the annotation is removed",
+        )
     if ctx.stale:
         return f.hold(METRICS_STALE, "Lag metrics are stale; no scaling on old data")
     if ctx.rollout:

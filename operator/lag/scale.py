@@ -112,6 +112,7 @@ class Actuator:
             last_scale_at=mem.last_scale_at,
             capacity=mem.capacity,
             suspended=app.spec.suspend,
+            paused=app.reconcile_paused,
         )
 
     async def native(

@@ -14,7 +14,10 @@ the threshold follows the batch size the app is tuned for.
 - KEDA (keda.sh/v1alpha1 ScaledObject): KEDA's own Kafka trigger on the app's consumer
   group (the runtime commits to the group after Cassandra), with a TriggerAuthentication
   pointing at the same Secrets as the pods when the cluster needs credentials. Rendered
-  only when KEDA's CRD is installed.
+  only when KEDA's CRD is installed. Its `fallback` (spec.autoscaling.fallbackReplicas and
+  fallbackFailureThreshold) holds the app at a known size while KEDA cannot read the lag:
+  KEDA then feeds the HPA the target times the fallback replicas, which works only for a trigger whose
+  metric is an AverageValue, as the Kafka trigger's is by default (no metricType is set).
 
 A suspended app (spec.suspend) has no HPA (it is removed, and made again on resume) and a
 paused ScaledObject (`autoscaling.keda.sh/paused: "true"`, which keeps KEDA from writing
@@ -207,6 +210,7 @@ def scaled_object(app: model.StreamingApp) -> Manifest:
             "cooldownPeriod": auto.stabilization_window_seconds,
             "minReplicaCount": auto.min_replicas,
             "maxReplicaCount": auto.max_replicas,
+            "fallback": {"failureThreshold": auto.fallback_failure_threshold, "replicas": auto.keda_fallback_replicas},
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior(app)}},
             "triggers": [trigger],
         },

@@ -207,6 +207,11 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "spec.autoscaling.minReplicas must be less than or equal to maxReplicas",
     ),
     (
+        "keda-fallback-outside-bounds",
+        _set("spec.autoscaling", {"mode": "KEDA", "minReplicas": 2, "maxReplicas": 4, "fallbackReplicas": 6}),
+        "spec.autoscaling.fallbackReplicas must lie between minReplicas and maxReplicas",
+    ),
+    (
         "bad-autoscaling-mode",
         _set("spec.autoscaling", {"mode": "VPA", "maxReplicas": 2}),
         'spec.autoscaling.mode: Unsupported value: "VPA"',

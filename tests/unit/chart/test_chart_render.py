@@ -269,6 +269,7 @@ def test_operator_settings_reach_the_container(render: chartkit.Render) -> None:
             "lagIntervalSeconds": 15,
             "checkKafka": False,
             "logLevel": "DEBUG",
+            "logFormat": "json",
             "metricsPort": 9090,
             "healthPort": 9091,
         },
@@ -282,6 +283,7 @@ def test_operator_settings_reach_the_container(render: chartkit.Render) -> None:
     assert env["FLOE_LAG_INTERVAL_SECONDS"] == "15"
     assert env["FLOE_CHECK_KAFKA"] == "false"
     assert env["FLOE_LOG_LEVEL"] == "DEBUG"
+    assert env["FLOE_LOG_FORMAT"] == "json"
     assert env["FLOE_METRICS_PORT"] == "9090"
     assert env["FLOE_LIVENESS_PORT"] == "9091"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}

@@ -19,6 +19,7 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("watchNamespaces as one string", {"operator": {"watchNamespaces": "team-a"}}, "watchNamespaces"),
     ("watchNamespaces with an invalid name", {"operator": {"watchNamespaces": ["Team_A"]}}, "watchNamespaces"),
     ("unknown log level", {"operator": {"logLevel": "verbose"}}, "logLevel"),
+    ("unknown log format", {"operator": {"logFormat": "logfmt"}}, "logFormat"),
     ("checkKafka as text", {"operator": {"checkKafka": "no"}}, "checkKafka"),
     ("port out of range", {"operator": {"metricsPort": 70000}}, "metricsPort"),
     ("unknown pull policy", {"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),

@@ -131,6 +131,25 @@ def test_scaled_object_has_the_kafka_trigger_and_validates() -> None:
     jsonschema.validate(so, keda_schemas()["ScaledObject"])
 
 
+def test_the_scaled_object_falls_back_to_min_replicas_after_three_failures_by_default() -> None:
+    so = scalers.scaled_object(app(mode="KEDA", minReplicas=2))
+    assert so["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 2}
+    # KEDA's fallback works only on an AverageValue metric: the trigger keeps KEDA's default type
+    assert "metricType" not in so["spec"]["triggers"][0]
+    jsonschema.validate(so, keda_schemas()["ScaledObject"])
+
+
+def test_the_fallback_is_never_zero_replicas_when_min_replicas_is() -> None:
+    so = scalers.scaled_object(app(mode="KEDA", minReplicas=0))
+    assert so["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 1}
+
+
+def test_the_fallback_follows_the_spec() -> None:
+    so = scalers.scaled_object(app(mode="KEDA", minReplicas=1, fallbackReplicas=4, fallbackFailureThreshold=6))
+    assert so["spec"]["fallback"] == {"failureThreshold": 6, "replicas": 4}
+    jsonschema.validate(so, keda_schemas()["ScaledObject"])
+
+
 def test_secured_kafka_gets_a_trigger_authentication_on_the_same_secrets() -> None:
     security = {
         "protocol": "SASL_SSL",
