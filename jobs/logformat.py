@@ -7,8 +7,9 @@ read (so a config error is readable), then `apply` switches the root handlers' f
 A JSON line holds `time` (RFC 3339, UTC, milliseconds), `level`, `logger`, `message` (the
 formatted message exactly as the text format prints it: its `key=value` pairs are not parsed
 into fields, so a query written against the text lines still matches), `app` and `pod`, and
-`exc_info` (the traceback as text) when a line carries an exception. The operator's
-`floe_operator.logformat` writes the same fields, so one query covers both.
+`exc_info` (the traceback as text) when a line carries an exception. The operator formats its
+lines with this module too (`floe_operator.logformat`, a contract module of the runtime that the
+operator may import), so one query covers both wings.
 
 Stdlib only: a `logging.Formatter` subclass and `json.dumps`, nothing the job image lacks.
 """
@@ -25,11 +26,16 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record; `fields` (app, pod) are added to every line where known."""
+    """One JSON object per record; `fields` (app, pod) are added to every line where known, and
+    what `record_fields` finds on the record (the operator's subclass: the app Kopf names)."""
 
     def __init__(self, **fields: str | None) -> None:
         super().__init__()
         self.fields = {k: v for k, v in fields.items() if v}
+
+    def record_fields(self, record: logging.LogRecord) -> dict[str, str]:
+        """Fields of this record's own, laid over `fields`; none here."""
+        return {}
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, object] = {
@@ -38,6 +44,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
             **self.fields,
+            **self.record_fields(record),
         }
         if record.exc_info and not record.exc_text:
             # cached like the text formatter does, so several handlers format it once

@@ -10,52 +10,32 @@ both wings finds an app's lines.
 Kopf has a JSON format of its own (`kopf.configure(log_format=kopf.LogFormat.JSON)`); it is
 not used because its fields differ from the runtime's (`timestamp` and `severity` with
 lowercase levels, no logger name, the object under `object`) and it needs python-json-logger
-formatting every line. Kopf's per-object loggers hand their object as the record's `k8s_ref`
-attribute, which this formatter reads for `app`. The runtime's module is not imported here:
-the operator uses the runtime only through its contract modules (pyproject's import
-contracts), and both are a few lines of stdlib.
+formatting every line. The line itself is the runtime's (`floe_jobs.logformat`, one of the
+runtime modules the operator may import); Kopf's per-object loggers hand their object as the
+record's `k8s_ref` attribute, which this subclass reads for `app`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Literal
 
-LogFormat = Literal["text", "json"]
+from floe_jobs import logformat
+from floe_jobs.logformat import TEXT_FORMAT, LogFormat
+
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per record, with the app Kopf names on the record and this pod's name."""
+class JsonFormatter(logformat.JsonFormatter):
+    """The runtime's JSON line, with the app Kopf names on the record and this pod's name."""
 
     def __init__(self, *, pod: str | None = None) -> None:
-        super().__init__()
-        self.pod = pod
+        super().__init__(pod=pod)
 
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, object] = {
-            "time": rfc3339(record.created),
-            "level": record.levelname,
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
+    def record_fields(self, record: logging.LogRecord) -> dict[str, str]:
         app = app_of(getattr(record, "k8s_ref", None))
-        if app:
-            line["app"] = app
-        if self.pod:
-            line["pod"] = self.pod
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self.formatException(record.exc_info)
-        if record.exc_text:
-            line["exc_info"] = record.exc_text
-        if record.stack_info:
-            line["stack_info"] = self.formatStack(record.stack_info)
-        return json.dumps(line, ensure_ascii=False, default=str)
+        return {"app": app} if app else {}
 
 
 def app_of(ref: object) -> str | None:
@@ -64,11 +44,6 @@ def app_of(ref: object) -> str | None:
         return None
     namespace = ref.get("namespace")
     return f"{namespace}/{ref['name']}" if namespace else str(ref["name"])
-
-
-def rfc3339(created: float) -> str:
-    """A record's time as RFC 3339 in UTC with milliseconds: 2026-11-28T01:02:03.456Z."""
-    return datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def configure(level: str, fmt: LogFormat, environ: Mapping[str, str] | None = None) -> None:
