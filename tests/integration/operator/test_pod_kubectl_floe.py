@@ -55,7 +55,9 @@ def test_status_shows_each_partitions_owner_lag_and_last_commit(
     name = pod["metadata"]["name"]
     assert view["partitionsFrom"] == f"pod/{name}", view["partitionsError"]
     inputs = sorted((r["partition"], r["owner"], r["lag"]) for r in view["partitions"] if r["topic"] == topic_in)
-    assert [(p, o) for p, o, _ in inputs] == [(0, name), (1, name)]
+    # an owner is the replica process that planned last: `<pod>/<process token>`
+    assert [(p, o.split("/")[0]) for p, o, _ in inputs] == [(0, name), (1, name)], inputs
+    assert all(len(o.split("/")) == 2 and o.split("/")[1] for _, o, _ in inputs), inputs
     assert all(lag == 0 for _, _, lag in inputs), view["partitions"]
     assert all(r["committed_at"] for r in view["partitions"] if r["topic"] == topic_in)
 
