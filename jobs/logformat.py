@@ -9,7 +9,9 @@ formatted message exactly as the text format prints it: its `key=value` pairs ar
 into fields, so a query written against the text lines still matches), `app` and `pod`, and
 `exc_info` (the traceback as text) when a line carries an exception. The operator formats its
 lines with this module too (`floe_operator.logformat`, a contract module of the runtime that the
-operator may import), so one query covers both wings.
+operator may import), so both wings' lines have one shape. The values of `app` differ: a
+replica's is its app id (`status.appId`), the operator's the app's `namespace/name`, which Kopf
+names on its records; the runtime is not told the app's name.
 
 Stdlib only: a `logging.Formatter` subclass and `json.dumps`, nothing the job image lacks.
 """

@@ -4,8 +4,9 @@
 `time` (RFC 3339, UTC, milliseconds), `level`, `logger`, `message` (as the text line has it:
 `key=value` pairs are not parsed), `app` (namespace/name) on the lines Kopf logs about one
 StreamingApp, `pod` (the operator's own pod, POD_NAME) and `exc_info` (the traceback as text).
-These are the fields of the runtime's JSON lines (`floe_jobs.logformat`), so one query over
-both wings finds an app's lines.
+These are the fields of the runtime's JSON lines (`floe_jobs.logformat`), but not all their
+values: a replica's `app` is its app id (`status.appId`), not `namespace/name`, so a query over
+both wings matches the two values.
 
 Kopf has a JSON format of its own (`kopf.configure(log_format=kopf.LogFormat.JSON)`); it is
 not used because its fields differ from the runtime's (`timestamp` and `severity` with
