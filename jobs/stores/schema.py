@@ -36,7 +36,14 @@ log = logging.getLogger(__name__)
 STORE_TYPES: tuple[str, ...] = get_args(StoreType)
 
 FENCE_COLUMN = "floe_batch"
+# Compaction by default: Cassandra 5.0's Unified Compaction Strategy where the cluster has it, the
+# Leveled strategy on older Cassandra and on ScyllaDB (which reports release 3.0.8). State tables
+# are rewritten key by key every batch, so most of a node's compaction work is merging versions of
+# the same rows, which UCS does with less of the node's CPU (docs/stores.md, "Compaction").
 DEFAULT_TABLE_OPTIONS: Mapping[str, object] = {"compaction": {"class": "LeveledCompactionStrategy"}}
+UNIFIED_TABLE_OPTIONS: Mapping[str, object] = {"compaction": {"class": "UnifiedCompactionStrategy"}}
+# the first Cassandra release with the Unified Compaction Strategy
+_UNIFIED_SINCE = 5
 
 # Cassandra caps keyspace and table names at 48 characters.
 _IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
@@ -125,9 +132,25 @@ def render_options(options: Mapping[str, object]) -> str:
     return " AND ".join(parts)
 
 
-def table_options(spec: StoreSpec) -> dict[str, object]:
-    """The effective options of a store's table: defaults, then `table_options`, then the TTL."""
-    options: dict[str, object] = dict(DEFAULT_TABLE_OPTIONS)
+def default_table_options(release_version: str | None) -> Mapping[str, object]:
+    """The default options of a new store table on a node that reports `release_version`
+    (`system.local`): UCS from Cassandra 5.0 on, LCS before it, on ScyllaDB and when unknown."""
+    major = (release_version or "").split(".", 1)[0]
+    if major.isdigit() and int(major) >= _UNIFIED_SINCE:
+        return UNIFIED_TABLE_OPTIONS
+    return DEFAULT_TABLE_OPTIONS
+
+
+def release_version(session: Session) -> str | None:
+    """The Cassandra release of the node `session` reads `system.local` from."""
+    row = session.execute("SELECT release_version FROM system.local").one()
+    return None if row is None else str(row[0])
+
+
+def table_options(spec: StoreSpec, defaults: Mapping[str, object] = DEFAULT_TABLE_OPTIONS) -> dict[str, object]:
+    """The effective options of a store's table: `defaults` (`default_table_options`), then
+    `table_options`, then the TTL."""
+    options: dict[str, object] = dict(defaults)
     options.update(spec.table_options or {})
     if spec.ttl_seconds is not None:
         options["default_time_to_live"] = spec.ttl_seconds
@@ -150,8 +173,10 @@ def keyspace_cql(keyspace: str, replication: Mapping[str, object] | None = None)
     return f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {rendered}"
 
 
-def table_cql(keyspace: str, spec: StoreSpec, *, table_name_fn: TableNameFn = table_name) -> str:
-    """`CREATE TABLE IF NOT EXISTS` for a store, column layout compatible with the Java library."""
+def table_cql(keyspace: str, spec: StoreSpec, *, table_name_fn: TableNameFn = table_name,
+              defaults: Mapping[str, object] = DEFAULT_TABLE_OPTIONS) -> str:
+    """`CREATE TABLE IF NOT EXISTS` for a store, column layout compatible with the Java library;
+    `defaults`: the options before the store's own (`default_table_options`)."""
     check_identifier(keyspace, "keyspace")
     table = check_identifier(spec.table_for(table_name_fn), f"table of store {spec.name!r}")
     if spec.type == "partitioned":
@@ -171,7 +196,7 @@ def table_cql(keyspace: str, spec: StoreSpec, *, table_name_fn: TableNameFn = ta
             "key blob, validFrom timestamp, validTo timestamp, time timestamp, value blob, "
             "PRIMARY KEY ((key), validTo)"
         )
-    options = render_options(table_options(spec))
+    options = render_options(table_options(spec, defaults))
     return f"CREATE TABLE IF NOT EXISTS {keyspace}.{table} ({columns}) WITH {options}"
 
 
@@ -350,8 +375,10 @@ def provision(
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise StoreConfigError(f"several stores map to the same table(s): {', '.join(duplicates)}")
+    defaults = default_table_options(release_version(session)) if stores else DEFAULT_TABLE_OPTIONS
     wanted = {
-        table: (f"{keyspace}.{table} of store {spec.name}", table_cql(keyspace, spec, table_name_fn=table_name_fn))
+        table: (f"{keyspace}.{table} of store {spec.name}",
+                table_cql(keyspace, spec, table_name_fn=table_name_fn, defaults=defaults))
         for spec, table in zip(stores, names, strict=True)
     }
     for table, statement in (extra_tables or {}).items():
@@ -381,13 +408,17 @@ def provision(
             ensure_fence_column(session, keyspace, table, columns=present[table])
 
 
-def describe(stores: Sequence[StoreSpec], keyspace: str, replication: dict[str, object] | None = None) -> str:
-    """All DDL of a provisioning, as one CQL script (for dry runs and reviews)."""
+def describe(stores: Sequence[StoreSpec], keyspace: str, replication: dict[str, object] | None = None,
+             *, release: str | None = None) -> str:
+    """All DDL of a provisioning on a node of Cassandra `release`, as one CQL script (for dry
+    runs and reviews)."""
+    defaults = default_table_options(release)
     lines = [keyspace_cql(keyspace, replication) + ";"]
-    lines += [table_cql(keyspace, spec) + ";" for spec in stores]
+    lines += [table_cql(keyspace, spec, defaults=defaults) + ";" for spec in stores]
     return "\n".join(lines)
 
 
-def options_json(spec: StoreSpec) -> str:
-    """The effective table options as JSON (stable, for status fields and logs)."""
-    return json.dumps(table_options(spec), sort_keys=True)
+def options_json(spec: StoreSpec, *, release: str | None = None) -> str:
+    """The effective table options on a node of Cassandra `release` as JSON (stable, for status
+    fields and logs)."""
+    return json.dumps(table_options(spec, default_table_options(release)), sort_keys=True)

@@ -840,16 +840,27 @@ def floe_throughput(
                 records,
                 lambda store, ks, vs: localrun.read_store(session, app.keyspace, store, key_serde=ks, value_serde=vs),
             )
+            compaction = store_compaction(session, app.keyspace)
         finally:
             drop_and_close(session, [app.keyspace])
     return {
         **phases,
+        "store_compaction": compaction,
         "records_per_s": round(len(records) / phases["seconds"], 1),
         "peak_rss_mb": peak >> 20,
         "cpu_s": cpu_s,
         "own_cpu_s": own_cpu(cpu_s),
         "checked": checked,
     }
+
+
+def store_compaction(session: Any, keyspace: str) -> dict[str, str]:
+    """Each store table's compaction strategy as Cassandra holds it (the offsets table left out)."""
+    rows = session.execute(
+        "SELECT table_name, compaction FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
+    )
+    return {table: options["class"].rsplit(".", 1)[-1]
+            for table, options in rows if table.endswith("_kstreams_store")}
 
 
 def ss_throughput(

@@ -184,3 +184,22 @@ def test_extra_tables_are_created_with_the_stores(session: Session) -> None:
             provision(session, keyspace=keyspace, replication=None, stores=[], extra_tables={"bad-name": "x"})
     finally:
         execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")
+
+
+def test_new_store_tables_compact_as_the_nodes_release_calls_for(session: Session) -> None:
+    """A new table gets UCS on Cassandra 5.0 and later, LCS before; a store's own compaction wins."""
+    from floe_jobs.stores.schema import release_version
+
+    keyspace = f"it_compact_{uuid.uuid4().hex[:8]}"
+    own = StoreSpec("own", "global", table_options={"compaction": {"class": "SizeTieredCompactionStrategy"}})
+    try:
+        provision(session, keyspace=keyspace, replication=None, stores=[SPECS[0], own])
+        rows = session.execute(
+            "SELECT table_name, compaction FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
+        )
+        compaction = {table: options["class"].rsplit(".", 1)[-1] for table, options in rows}
+        release = release_version(session) or ""
+        expected = "UnifiedCompactionStrategy" if int(release.split(".")[0]) >= 5 else "LeveledCompactionStrategy"
+        assert compaction == {"orders_kstreams_store": expected, "own_kstreams_store": "SizeTieredCompactionStrategy"}
+    finally:
+        execute_ddl(session, f"DROP KEYSPACE IF EXISTS {keyspace}")

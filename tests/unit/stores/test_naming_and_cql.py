@@ -103,6 +103,36 @@ def test_describe_renders_the_whole_provisioning() -> None:
     assert options_json(StoreSpec("b", "global", ttl_seconds=60)) == (
         '{"compaction": {"class": "LeveledCompactionStrategy"}, "default_time_to_live": 60}'
     )
+    assert "'UnifiedCompactionStrategy'" in describe([StoreSpec("a", "partitioned")], "app", release="5.0.6")
+
+
+@pytest.mark.parametrize(
+    ("release", "compaction"),
+    [
+        ("5.0.6", "UnifiedCompactionStrategy"),
+        ("5.1-SNAPSHOT", "UnifiedCompactionStrategy"),
+        ("6.0.0", "UnifiedCompactionStrategy"),
+        ("4.1.7", "LeveledCompactionStrategy"),
+        ("4.0.15", "LeveledCompactionStrategy"),
+        ("3.0.8", "LeveledCompactionStrategy"),  # what ScyllaDB reports
+        ("", "LeveledCompactionStrategy"),
+        (None, "LeveledCompactionStrategy"),
+    ],
+)
+def test_new_tables_compact_with_ucs_from_cassandra_5_and_leveled_before(release: str | None, compaction: str) -> None:
+    from floe_jobs.stores.schema import default_table_options
+
+    cql = table_cql("app", StoreSpec("s", "partitioned"), defaults=default_table_options(release))
+    assert cql.endswith(f"WITH compaction = {{'class': '{compaction}'}}")
+
+
+def test_a_stores_own_compaction_wins_over_the_releases_default() -> None:
+    from floe_jobs.stores.schema import default_table_options
+
+    spec = StoreSpec("s", "global", table_options={"compaction": {"class": "SizeTieredCompactionStrategy"}})
+    assert table_options(spec, default_table_options("5.0.6"))["compaction"] == {
+        "class": "SizeTieredCompactionStrategy"
+    }
 
 
 def test_a_fenced_row_reads_with_the_highest_write_timestamp_of_its_cells() -> None:
