@@ -143,32 +143,27 @@ def _load_balancing(config: CassandraConfig) -> TokenAwarePolicy:
 
 
 def execution_profiles(config: CassandraConfig) -> dict[object, ExecutionProfile]:
-    """The default, DML and DDL execution profiles `connect` installs (rows as plain tuples)."""
+    """The default, DML and DDL execution profiles `connect` installs (rows as plain tuples).
+
+    Default and DML share the DML consistency and request timeout; DDL has its own consistency
+    and timeout (schema changes wait for agreement)."""
     dml = _consistency(config.consistency, "consistency")
     serial = _consistency(config.serial_consistency, "serial_consistency")
     ddl = _consistency(config.ddl_consistency, "ddl_consistency")
+
+    def profile(consistency: int, timeout: float) -> ExecutionProfile:
+        return ExecutionProfile(
+            load_balancing_policy=_load_balancing(config),
+            consistency_level=consistency,
+            serial_consistency_level=serial,
+            request_timeout=timeout,
+            row_factory=tuple_factory,
+        )
+
     return {
-        EXEC_PROFILE_DEFAULT: ExecutionProfile(
-            load_balancing_policy=_load_balancing(config),
-            consistency_level=dml,
-            serial_consistency_level=serial,
-            request_timeout=config.request_timeout,
-            row_factory=tuple_factory,
-        ),
-        DML_PROFILE: ExecutionProfile(
-            load_balancing_policy=_load_balancing(config),
-            consistency_level=dml,
-            serial_consistency_level=serial,
-            request_timeout=config.request_timeout,
-            row_factory=tuple_factory,
-        ),
-        DDL_PROFILE: ExecutionProfile(
-            load_balancing_policy=_load_balancing(config),
-            consistency_level=ddl,
-            serial_consistency_level=serial,
-            request_timeout=config.ddl_timeout,
-            row_factory=tuple_factory,
-        ),
+        EXEC_PROFILE_DEFAULT: profile(dml, config.request_timeout),
+        DML_PROFILE: profile(dml, config.request_timeout),
+        DDL_PROFILE: profile(ddl, config.ddl_timeout),
     }
 
 
