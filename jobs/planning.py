@@ -234,7 +234,8 @@ def plan_batch(
             if start < marks.low:
                 warnings.append(
                     f"Stored offset={start} of topic={topic} partition={partition} is below the log start "
-                    f"{marks.low}: records were deleted by retention; continuing from {marks.low}"
+                    f"{marks.low}: records were deleted by retention; continuing from {marks.low} "
+                    f"({marks.low - start} records lost)"
                 )
                 start = marks.low
             elif start > marks.high:

@@ -110,7 +110,7 @@ def test_offset_below_log_start_moves_up_with_warning() -> None:
         owned=[(T, 0)], rows=rows, watermarks=marks(p0=(10, 20)), starting_offsets="earliest", budget=100, now_us=NOW
     )
     assert [(p.start, p.end, p.seq) for p in plan.partitions] == [(10, 20, 3)]
-    assert "retention" in plan.warnings[0]
+    assert "retention" in plan.warnings[0] and "continuing from 10 (7 records lost)" in plan.warnings[0]
 
 
 def test_a_replay_whose_head_retention_deleted_replays_the_rest_with_a_warning() -> None:
