@@ -4,7 +4,9 @@ Kept free of I/O so the rules that exactly-once rests on are unit-tested on thei
 
 - a partition whose stored plan is still in flight (planned_seq > committed_seq) is replayed
   with exactly the stored range and sequence, whatever the current caps say — the same input
-  gives the same state deltas, and the fence makes the second application a no-op;
+  gives the same state deltas, and the fence makes the second application a no-op; only
+  records that retention deleted before the replay are left out of it (its range starts at the
+  log start), since no reader can have them any more;
 - otherwise a new plan starts at the stored next offset and ends at the end offset, capped
   so that the whole batch stays under the record budget (itself derived from the record and
   byte caps), shared fairly between partitions with a backlog;
@@ -195,19 +197,26 @@ def plan_batch(
         marks = watermarks.get(tp)
         if row is not None and row.in_flight:
             assert row.planned_from is not None and row.planned_to is not None
-            if marks is not None and row.planned_from < marks.low:
+            start = row.planned_from
+            if marks is not None and start < marks.low:
+                # Retention deleted the head of the plan (or all of it) before it committed: those
+                # records are gone for every reader, so the replay applies what is left of its range,
+                # under its sequence and stamp, as a committed position below the log start moves up
+                # to it. Keys an earlier attempt wrote carry the plan's fence and are skipped, the
+                # others get the surviving records; a replay of the whole range could only fail, on
+                # every owner, for good.
+                start = min(marks.low, row.planned_to)
                 warnings.append(
                     f"Replay of topic={topic} partition={partition} seq={row.planned_seq} starts at "
-                    f"offset={row.planned_from} below the log start {marks.low}: records were deleted by retention"
+                    f"offset={row.planned_from} below the log start {marks.low}: records were deleted by retention; "
+                    f"replaying [{start}, {row.planned_to}) ({start - row.planned_from} records lost)"
                 )
             # a replay writes above every earlier attempt of its plan (the claim stores the new
             # stamp): an earlier attempt's late write then loses to it instead of tying, which
             # Cassandra would break by value, not by writer
             stamp = stamp_for(row, now_us=now_us)
             plans.append(
-                PartitionPlan(
-                    topic, partition, row.planned_seq, row.planned_from, row.planned_to, replay=True, stamp=stamp
-                )
+                PartitionPlan(topic, partition, row.planned_seq, start, row.planned_to, replay=True, stamp=stamp)
             )
             continue
         if marks is None:
@@ -225,7 +234,8 @@ def plan_batch(
             if start < marks.low:
                 warnings.append(
                     f"Stored offset={start} of topic={topic} partition={partition} is below the log start "
-                    f"{marks.low}: records were deleted by retention; continuing from {marks.low}"
+                    f"{marks.low}: records were deleted by retention; continuing from {marks.low} "
+                    f"({marks.low - start} records lost)"
                 )
                 start = marks.low
             elif start > marks.high:

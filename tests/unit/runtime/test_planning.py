@@ -110,7 +110,27 @@ def test_offset_below_log_start_moves_up_with_warning() -> None:
         owned=[(T, 0)], rows=rows, watermarks=marks(p0=(10, 20)), starting_offsets="earliest", budget=100, now_us=NOW
     )
     assert [(p.start, p.end, p.seq) for p in plan.partitions] == [(10, 20, 3)]
-    assert "retention" in plan.warnings[0]
+    assert "retention" in plan.warnings[0] and "continuing from 10 (7 records lost)" in plan.warnings[0]
+
+
+def test_a_replay_whose_head_retention_deleted_replays_the_rest_with_a_warning() -> None:
+    """Records of an in-flight plan that retention deleted cannot be read by any owner: the replay
+    keeps its sequence and end and starts at the log start (a full replay fails on every owner)."""
+    row = OffsetRow(T, 0, next_offset=100, committed_seq=7, planned_seq=8, planned_from=100, planned_to=900)
+    for low, start in ((400, 400), (900, 900), (1200, 900)):
+        plan = planning.plan_batch(
+            owned=[(T, 0)], rows={(T, 0): row}, watermarks=marks(p0=(low, 5000)), starting_offsets="earliest",
+            budget=10, now_us=NOW,
+        )
+        assert [(p.seq, p.start, p.end, p.replay) for p in plan.partitions] == [(8, start, 900, True)]
+        assert len(plan.warnings) == 1 and "deleted by retention" in plan.warnings[0]
+        assert f"replaying [{start}, 900) ({start - 100} records lost)" in plan.warnings[0]
+    # a replay whose range is all still there is exact, and says nothing
+    plan = planning.plan_batch(
+        owned=[(T, 0)], rows={(T, 0): row}, watermarks=marks(p0=(100, 5000)), starting_offsets="earliest",
+        budget=10, now_us=NOW,
+    )
+    assert [(p.start, p.end) for p in plan.partitions] == [(100, 900)] and plan.warnings == []
 
 
 def test_record_budget_from_bytes() -> None:
