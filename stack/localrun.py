@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from floe_jobs import offsets
 from floe_stack.ports import free_port
@@ -97,11 +97,17 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record of `topic` up to its current end, in partition order."""
-    ends = end_offsets(bootstrap, topic)
+    """Every record of `topic` still in its log (from each partition's log start, past what
+    retention or a deletion removed) up to its current end, in partition order."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("floe-read"), "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-    remaining = {p for p, e in ends.items() if e > 0}
+    md = consumer.list_topics(topic, timeout=10)
+    marks = {
+        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+        for p in md.topics[topic].partitions
+    }
+    ends = {p: high for p, (_, high) in marks.items()}
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in marks])
+    remaining = {p for p, (low, high) in marks.items() if high > low}
     out: list[tuple[bytes | None, bytes | None]] = []
     deadline = time.monotonic() + timeout
     try:
