@@ -89,6 +89,10 @@ def _text(x: float, y: float, body: str, size: int = 12, fill: str = INK, anchor
             f' font-weight="{weight}">{body}</text>')
 
 
+def _ratio_line(r: dict[str, Any]) -> str:
+    return "no ratio recorded" if number(r.get("ratio")) is None else f"ratio {ratio_text(r)}"
+
+
 def _row(y: float, name: str, r: dict[str, Any]) -> list[str]:
     """One result: its label, Floe's bar and the baseline's, whiskers and the target line."""
     target = re.sub(r"\s*\([^)]*\)", "", str(r.get("target") or "")).strip()
@@ -97,10 +101,11 @@ def _row(y: float, name: str, r: dict[str, Any]) -> list[str]:
         f'<tspan fill="{MET if met else MISSED}" font-weight="bold">{"met" if met else "missed"}</tspan>')
     label = f'<tspan font-weight="bold">{escape(name)}</tspan>'
     if target or verdict:
-        label += f'<tspan fill="{MUTED}">  ·  target </tspan>{escape(_short(target, 70))}'
+        # about 100 characters fit on the line at this size: the name and the verdict go whole
+        label += f'<tspan fill="{MUTED}">  ·  target </tspan>{escape(_short(target, max(16, 80 - len(name))))}'
         label += f"{': ' if target and verdict else ''}{verdict}"
     out = [_text(16, y + 16, label, size=13),
-           _text(16, y + 33, escape(_short("ratio " + ratio_text(r), 120)), size=11, fill=MUTED)]
+           _text(16, y + 33, escape(_short(_ratio_line(r), 120)), size=11, fill=MUTED)]
     sides = [("Floe", FLOE, _side(r, "value"), y + 42), ("baseline", BASELINE, _side(r, "baseline"), y + 64)]
     line = target_at(r)
     figures = [f for _, _, side, _ in sides for f in side if f is not None] + ([line] if line is not None else [])
