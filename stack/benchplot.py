@@ -24,7 +24,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from floe_stack.benchrows import area, files, fmt, inverted, number, ratio_text
+from floe_stack.benchrows import area, files, fmt, inverted, number, ratio_text, target
 
 WIDTH = 800
 LEFT = 80  # the bars' names ("Floe", "baseline") end here
@@ -37,7 +37,7 @@ INK, MUTED, BACKGROUND, BORDER = "#1f2328", "#59636e", "#ffffff", "#d0d7de"
 FLOE, BASELINE, TARGET = "#0969da", "#8c959f", "#bc4c00"
 MET, MISSED = "#1a7f37", "#cf222e"
 
-_CLAUSE = re.compile(r"^(?:(value|p99|median|ratio) )?(<=|>=) (baseline_value|[0-9]+(?:\.[0-9]+)?)(?: (\S+))?$")
+_CLAUSE = re.compile(r"^(?:(value|p99|median|ratio) )?[<>]=? ?(baseline_value|[0-9]+(?:\.[0-9]+)?)(?: ?([^\s\d]\S*))?$")
 
 
 def target_at(r: dict[str, Any]) -> float | None:
@@ -47,13 +47,13 @@ def target_at(r: dict[str, Any]) -> float | None:
     baseline / value); on the value (`value <= 2 s`, `<= 0.10`; `p99 <= 1 s` when the value is
     the p99) it is that figure, if in the value's unit; `value <= baseline_value` is the baseline."""
     base = number(r.get("baseline_value"))
-    target = re.sub(r"\s*\([^)]*\)", "", str(r.get("target") or ""))
+    bare = target(r)
     on_ratio = number(r.get("target_ratio"))
-    for clause in re.split(r",| and ", target):
+    for clause in re.split(r",| and ", bare):
         m = _CLAUSE.match(clause.strip())
         if not m:
             continue
-        subject, _, figure, unit = m.groups()
+        subject, figure, unit = m.groups()
         if subject == "ratio" and unit is None and figure != "baseline_value":
             on_ratio = on_ratio or float(figure)
             break
@@ -95,15 +95,15 @@ def _ratio_line(r: dict[str, Any]) -> str:
 
 def _row(y: float, name: str, r: dict[str, Any]) -> list[str]:
     """One result: its label, Floe's bar and the baseline's, whiskers and the target line."""
-    target = re.sub(r"\s*\([^)]*\)", "", str(r.get("target") or "")).strip()
+    bare = target(r)
     met = r.get("target_met")
     verdict = "" if met is None else (
         f'<tspan fill="{MET if met else MISSED}" font-weight="bold">{"met" if met else "missed"}</tspan>')
     label = f'<tspan font-weight="bold">{escape(name)}</tspan>'
-    if target or verdict:
+    if bare or verdict:
         # about 100 characters fit on the line at this size: the name and the verdict go whole
-        label += f'<tspan fill="{MUTED}">  ·  target </tspan>{escape(_short(target, max(16, 80 - len(name))))}'
-        label += f"{': ' if target and verdict else ''}{verdict}"
+        label += f'<tspan fill="{MUTED}">  ·  target </tspan>{escape(_short(bare, max(16, 80 - len(name))))}'
+        label += f"{': ' if bare and verdict else ''}{verdict}"
     out = [_text(16, y + 16, label, size=13),
            _text(16, y + 33, escape(_short(_ratio_line(r), 120)), size=11, fill=MUTED)]
     sides = [("Floe", FLOE, _side(r, "value"), y + 42), ("baseline", BASELINE, _side(r, "baseline"), y + 64)]

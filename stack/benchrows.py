@@ -20,7 +20,7 @@ AREAS = ("store", "operator", "handover", "scaleout", "autoscale", "throughput",
 
 _FORMULA = re.compile(r"ratio = (value|baseline) / (value|baseline)")
 _BETTER = re.compile(r"\b(higher|lower) is better")
-_TARGET = re.compile(r"^(?:(value|p99|median|ratio) )?(<=|>=)")
+_TARGET = re.compile(r"^(?:(value|p99|median|ratio) )?([<>]=?)")
 
 
 def fmt(value: object) -> str:
@@ -33,8 +33,18 @@ def fmt(value: object) -> str:
 
 
 def number(value: object) -> float | None:
-    """A figure of a result as a float, or None when it is missing or not a number."""
-    return None if isinstance(value, bool) or not isinstance(value, int | float) else float(value)
+    """A figure of a result as a float, or None when it is missing or not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def target(r: dict[str, Any]) -> str:
+    """The result's target without its explanation in brackets, `<=` and `>=` spelled so
+    whichever way it was written: `value <= baseline_value (the median run's ...)` reads
+    `value <= baseline_value`."""
+    text = str(r.get("target") or "").replace("≤", "<=").replace("≥", ">=")
+    return re.sub(r"\s*\([^)]*\)", "", text).strip()
 
 
 def area(path: Path) -> str:
@@ -74,11 +84,11 @@ def ratio_better(r: dict[str, Any]) -> str | None:
     the value is (`lower is better`), turned over when the ratio is baseline / value; a result
     that does not say is read from its target (`ratio >= 1.0`, `value <= 2 s`); None if neither."""
     said = _BETTER.search(str(r.get("metric", "")))
-    target = _TARGET.match(str(r.get("target", "")))
+    bound = _TARGET.match(target(r))
     if said:
         better, subject = said[1], "value"
-    elif target:
-        better, subject = ("lower" if target[2] == "<=" else "higher"), target[1] or "value"
+    elif bound:
+        better, subject = ("lower" if bound[2].startswith("<") else "higher"), bound[1] or "value"
     else:
         return None
     if subject == "ratio":
@@ -108,6 +118,6 @@ def ratio_text(r: dict[str, Any]) -> str:
 
 
 def target_text(r: dict[str, Any]) -> str:
-    """The target without its explanation in brackets, then met or missed."""
-    target = re.sub(r"\s*\([^)]*\)", "", str(r.get("target") or "")).strip()
-    return f"{target}: {met(r)}" if target else met(r)
+    """The target, then met or missed."""
+    bare = target(r)
+    return f"{bare}: {met(r)}" if bare else met(r)

@@ -93,7 +93,7 @@ def table(results: Path) -> str:
     header = ["benchmark", "value", "baseline", "ratio", "target", "met", "spread (value vs baseline)", "p50 / p99",
               "load", "measured"]
     return _table(results, header, lambda path, r: [
-        f"`{path.stem}`: {r['metric']}", _value(r),
+        f"`{path.stem}`: {r.get('metric', '')}", _value(r),
         f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')})", _ratio(r), _fmt(r.get("target")), met(r),
         _spread(r), _latency(r), _load(r), str(r.get("date", ""))[:10],
     ])

@@ -37,6 +37,11 @@ def test_the_ratio_is_read_from_the_metric_then_from_the_figures() -> None:
     assert benchrows.inverted(result(ratio=None)) is None
 
 
+def test_a_figure_that_is_no_finite_number_is_none() -> None:
+    assert [benchrows.number(v) for v in (1, 2.5, float("nan"), float("inf"), True, "3", None)] == [
+        1.0, 2.5, None, None, None, None, None]
+
+
 @pytest.mark.parametrize(("fields", "better"), [
     ({}, "higher"),
     ({"metric": "gap; lower is better, ratio = baseline / value"}, "higher"),
@@ -67,6 +72,8 @@ def test_the_ratio_says_what_it_divides_and_which_way_is_better() -> None:
     ({"target": "value <= 2 s", "unit": "s"}, 2.0),
     ({"target": "value <= 1 s and value_max <= 2 s", "unit": "s"}, 1.0),
     ({"target": "<= 250 MiB", "unit": "MiB"}, 250.0),
+    ({"target": "≤ 250MiB", "unit": "MiB"}, 250.0),
+    ({"target": "value < 2 s (the session timeout's fifth)", "unit": "s"}, 2.0),
     ({"target": "<= 0.10", "unit": "ratio"}, 0.1),
     ({"target": "p99 <= 1 s", "unit": "s", "value": 2.0, "p99_s": 2.0}, 1.0),
     ({"target": "p99 <= 1 s", "unit": "s", "value": 0.5, "p99_s": 2.0}, None),
