@@ -3,12 +3,13 @@
 Every result is Floe against a baseline measured in the same run, so what a reader needs at a
 glance is the two side by side, how far the runs scattered, and where the target lies. Each
 result is a pair of horizontal bars: Floe's median and the baseline's, each with a whisker from
-the fastest to the slowest run (when the result records its runs), and the target as a dashed
+the lowest run to the highest (when the result records its runs), and the target as a dashed
 line where it falls on the value's axis: a ratio target (`ratio >= 0.9`) drawn at that multiple of
 the baseline, a target on the value in its own unit (`value <= 2 s`, `<= 250 MiB`) at that
 figure. A target this cannot place (`median 0`, a bound on another field) is only written, with
-met or missed, in the result's label. The results of an area differ in unit and size (939,053
-cached gets a second beside 3.6 ms per fenced batch), so each pair has its own axis from 0.
+met or missed, in the result's label. The results of an area differ in unit and size (cached
+gets by the hundred thousand a second beside milliseconds per fenced batch), so each pair has
+its own axis from 0.
 
 Written by hand, not with a plotting library: a few rectangles and lines need no dependency,
 and the output must be the same bytes for the same JSON (no timestamps, no generated ids) so
