@@ -1,9 +1,15 @@
-"""The README's benchmark table, generated from bench/results/*.json so it never drifts.
+"""The benchmark tables and plots, generated from bench/results/*.json so they never drift.
 
-`make bench` runs every benchmark and then this; tests/unit/stack checks the README holds the
-table these files give. Docs that quote results hold a short table of them between
-`<!-- bench:rows <prefix> ... -->` and `<!-- bench:rows:end -->` (the results whose file name
-starts with one of the prefixes), generated here too, so no figure of a result is typed by hand.
+`make bench` runs every benchmark and then this. It writes:
+- docs/benchmarks.md's full table (between `<!-- bench:table -->` and `<!-- bench:table:end -->`):
+  every result with its metric in full, spreads, target and load, for whoever checks a figure;
+- the README's headline (between `<!-- bench:start -->` and `<!-- bench:end -->`): one line per
+  result (Floe, baseline, the ratio and which way is better, target met or missed) and a plot
+  per area (`floe_stack.benchplot`, SVG under docs/img/bench/), for whoever wants the picture;
+- the short tables of the docs that quote results, between `<!-- bench:rows <prefix> ... -->`
+  and `<!-- bench:rows:end -->` (the results whose file name starts with one of the prefixes).
+So no figure of a result is typed by hand. `generated` gives every one of these files as it
+should read; tests/unit/stack compares it with what is committed.
 """
 
 from __future__ import annotations
@@ -15,18 +21,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from floe_stack import benchplot
+from floe_stack.benchrows import files, met, ratio_text, target_text
+from floe_stack.benchrows import fmt as _fmt
+
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+FULL_START, FULL_END = "<!-- bench:table -->", "<!-- bench:table:end -->"
+DOC = Path("docs") / "benchmarks.md"
+IMG = Path("docs") / "img" / "bench"
 ROWS = re.compile(r"(<!-- bench:rows ([^>]*?) -->)\n.*?(<!-- bench:rows:end -->)", re.DOTALL)
-AREAS = ("store", "operator", "handover", "scaleout", "autoscale", "throughput", "lag")
-
-
-def _fmt(value: object) -> str:
-    """Four significant digits, never in exponent form: 10,363.2 reads 10,363, and 0.0473 stays."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if abs(value) >= 1000:
-        return f"{round(value):,}"
-    return f"{value:.4g}"
 
 
 def _spread(r: dict[str, object]) -> str:
@@ -52,6 +55,8 @@ def _ratio(r: dict[str, object]) -> str:
 def _value(r: dict[str, Any]) -> str:
     """The value with its unit, and the worst run beside it when the result records one
     (`value_max`): a median that meets its target must not hide a run that did not."""
+    if r.get("value") is None:
+        return "—"
     text = f"{_fmt(r['value'])} {r.get('unit', '')}"
     worst = r.get("value_max")
     return text if worst is None or worst == r["value"] else f"{text} (median; max {_fmt(worst)})"
@@ -69,47 +74,61 @@ def _load(r: dict[str, object]) -> str:
     return "—"
 
 
-def _files(results: Path) -> list[Path]:
-    def order(path: Path) -> tuple[int, str]:
-        area = path.stem.split("-")[0]
-        return (AREAS.index(area) if area in AREAS else len(AREAS), path.stem)
-
-    return sorted(results.glob("*.json"), key=order)
-
-
-def _met(r: dict[str, object]) -> str:
-    met = r.get("target_met")
-    return "—" if met is None else ("met" if met else "**missed**")
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def _table(results: Path, header: list[str], cells: Callable[[Path, dict[str, Any]], list[str]],
            prefixes: Sequence[str] = ("",)) -> str:
     """A markdown table with a row of `cells` per result whose file name starts with a prefix."""
     rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for path in _files(results):
+    for path in files(results):
         if any(path.stem.startswith(prefix) for prefix in prefixes):
-            rows.append("| " + " | ".join(cells(path, json.loads(path.read_text()))) + " |")
+            rows.append("| " + " | ".join(map(_cell, cells(path, json.loads(path.read_text())))) + " |")
     return "\n".join(rows)
 
 
 def table(results: Path) -> str:
+    """Every result in full: docs/benchmarks.md's table."""
     header = ["benchmark", "value", "baseline", "ratio", "target", "met", "spread (value vs baseline)", "p50 / p99",
-              "measured"]
+              "load", "measured"]
     return _table(results, header, lambda path, r: [
-        f"`{path.stem}`: {r['metric']}", _value(r),
-        f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')})", _ratio(r), _fmt(r.get("target")), _met(r),
-        _spread(r), _latency(r), str(r.get("date", ""))[:10],
+        f"`{path.stem}`: {r.get('metric', '')}", _value(r),
+        f"{_fmt(r.get('baseline_value'))} ({r.get('baseline', '')})", _ratio(r), _fmt(r.get("target")), met(r),
+        _spread(r), _latency(r), _load(r), str(r.get("date", ""))[:10],
     ])
 
 
 def short_table(results: Path, prefixes: list[str]) -> str:
-    """The results a doc quotes, without the metric's text (the README's table has it)."""
+    """The results a doc quotes, without the metric's text (docs/benchmarks.md's table has it)."""
     header = ["result", "value", "baseline", "ratio", "target", "met", "spread (value vs baseline)", "p50 / p99",
               "load", "measured"]
     return _table(results, header, lambda path, r: [
         f"`{path.stem}`", _value(r), _fmt(r.get("baseline_value")), _ratio(r),
-        _fmt(r.get("target")), _met(r), _spread(r), _latency(r), _load(r), str(r.get("date", ""))[:10],
+        _fmt(r.get("target")), met(r), _spread(r), _latency(r), _load(r), str(r.get("date", ""))[:10],
     ], prefixes)
+
+
+def _with_unit(value: object, unit: object) -> str:
+    return "—" if value is None else f"{_fmt(value)} {unit or ''}".strip()
+
+
+def headline(results: Path) -> str:
+    """The README's table: one line per result, no metric text (docs/benchmarks.md has it)."""
+    header = ["benchmark", "Floe", "baseline", "ratio", "target"]
+    return _table(results, header, lambda path, r: [
+        f"`{path.stem}`", _value(r).strip(), _with_unit(r.get("baseline_value"), r.get("unit")), ratio_text(r),
+        target_text(r),
+    ])
+
+
+# -- the files ---------------------------------------------------------------------------------
+
+
+def _between(text: str, start: str, end: str, body: str) -> str:
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    return f"{head}{start}\n{body}\n{end}{tail}"
 
 
 def render_doc(text: str, results: Path) -> str:
@@ -118,26 +137,68 @@ def render_doc(text: str, results: Path) -> str:
 
 
 def render(readme: str, results: Path) -> str:
-    head, _, rest = readme.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{table(results)}\n{END}{tail}"
+    """The README with its headline table and a plot per area."""
+    plots = "\n\n".join(f"![{area}: Floe against its baseline]({(IMG / f'{area}.svg').as_posix()})"
+                        for area in benchplot.areas(results))
+    return _between(readme, START, END, f"{headline(results)}\n\n{plots}")
+
+
+def render_full(doc: str, results: Path) -> str:
+    """docs/benchmarks.md with its full table."""
+    return _between(doc, FULL_START, FULL_END, table(results))
+
+
+def generated(root: Path) -> dict[Path, str]:
+    """Every file this module writes (relative to the checkout), as it should read for the
+    results under bench/results/."""
+    results = root / "bench" / "results"
+    out: dict[Path, str] = {}
+    for path, (start, end), render_one in ((Path("README.md"), (START, END), render),
+                                           (DOC, (FULL_START, FULL_END), render_full)):
+        text = (root / path).read_text(encoding="utf-8")
+        if not 0 <= text.find(start) < text.find(end):
+            raise ValueError(f"{path} needs {start} and then {end} around its generated part")
+        out[path] = render_one(text, results)
+    for doc in sorted((root / "docs").glob("*.md")):
+        path = doc.relative_to(root)
+        text = out.get(path) or doc.read_text(encoding="utf-8")
+        if ROWS.search(text):
+            out[path] = render_doc(text, results)
+    for area, svg in benchplot.plots(results).items():
+        out[IMG / f"{area}.svg"] = svg
+    return out
+
+
+def _orphans(root: Path, files: dict[Path, str]) -> list[Path]:
+    """Plots of an area that no longer has a result."""
+    return [svg.relative_to(root) for svg in sorted((root / IMG).glob("*.svg")) if svg.relative_to(root) not in files]
+
+
+def stale(root: Path) -> list[Path]:
+    """The generated files that do not read as the results give, and plots of areas with no
+    result left: what `python -m floe_stack.benchtable` would write or remove."""
+    files = generated(root)
+    wrong = [path for path, text in files.items()
+             if not (root / path).is_file() or (root / path).read_text(encoding="utf-8") != text]
+    return wrong + _orphans(root, files)
 
 
 def main() -> int:
     root = Path.cwd()
-    results = root / "bench" / "results"
-    readme = root / "README.md"
-    text = readme.read_text()
-    if START not in text:
-        print(f"benchtable: README.md has no {START} marker", file=sys.stderr)
+    try:
+        files = generated(root)
+    except ValueError as e:
+        print(f"benchtable: {e}", file=sys.stderr)
         return 1
-    readme.write_text(render(text, results))
-    print("benchtable: README.md benchmark table updated")
-    for doc in sorted((root / "docs").glob("*.md")):
-        before = doc.read_text()
-        if ROWS.search(before):
-            doc.write_text(render_doc(before, results))
-            print(f"benchtable: {doc.relative_to(root)} figures updated")
+    for orphan in _orphans(root, files):
+        (root / orphan).unlink()
+        print(f"benchtable: {orphan} removed (no result of its area left)")
+    for path, text in files.items():
+        target = root / path
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            print(f"benchtable: {path} updated")
     return 0
 
 
