@@ -15,6 +15,11 @@ murmur2 partitioner), with the variants alternated within each run:
   commit. Its parts are timed too, and after the commit returns, how long until a
   read_committed reader's end (the last stable offset) covers the batch on every partition.
 
+Each timed batch follows `--gap` seconds of idle (0.2 by default), standing for the read and
+state work that separates two writes of a stage: back to back (`--gap 0`, rows named
+`batch-<n>-back-to-back`), a transaction's AddPartitionsToTxn meets the last one's markers still
+being written (CONCURRENT_TRANSACTIONS, retried by librdkafka every 20 ms).
+
 and, per run, the takeover's costs:
 - init: `init_transactions` of a transactional.id never used (a new producer's first call);
 - fence: `init_transactions` of an id whose previous producer left a transaction open with
@@ -290,12 +295,14 @@ class Bench:
         return {"init": t1 - t0, "stable_after_init": stable, "old_fenced": float(fenced)}
 
 
-def alternate(variants: list[tuple[str, Callable[[], Any]]], runs: int) -> dict[str, list[Any]]:
-    """Each variant once per run, the order rotated run to run."""
+def alternate(variants: list[tuple[str, Callable[[], Any]]], runs: int, gap: float = 0.0) -> dict[str, list[Any]]:
+    """Each variant once per run, the order rotated run to run, `gap` seconds of idle before
+    each (not timed)."""
     out: dict[str, list[Any]] = {name: [] for name, _ in variants}
     for r in range(runs):
         order = variants[r % len(variants) :] + variants[: r % len(variants)]
         for name, fn in order:
+            time.sleep(gap)
             out[name].append(fn())
     return out
 
@@ -304,6 +311,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.2,
+        help="idle seconds before each timed batch, standing for the read and state work between two writes "
+        "of a stage (0: back to back, the next transaction starts as the last one's markers are written)",
+    )
     parser.add_argument("--dry", action="store_true", help="measure, print, write no result files")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -326,6 +340,7 @@ def main() -> None:
                     ("txn_marker", lambda k=keys, v=values: bench.run_txn_marker(k, v)),
                 ],
                 args.runs,
+                args.gap,
             )
             idem = [g["total"] for g in got["idempotent"]]
             txn = [g["total"] for g in got["txn"]]
@@ -333,7 +348,7 @@ def main() -> None:
             value, baseline = statistics.median(marked), statistics.median(idem)
             paired = statistics.median(m / i for m, i in zip(marked, idem, strict=True))
             parts = {k: spread([g[k] for g in got["txn_marker"]]) for k in got["txn_marker"][0]}
-            label = f"{n // 1000}k"
+            label = f"{n // 1000}k" + ("" if args.gap else "-back-to-back")
             results.append(
                 (
                     f"batch-{label}",
@@ -358,6 +373,7 @@ def main() -> None:
                         "p99_s": round(percentile(marked, 0.99), 6),
                         "added_ms_per_batch": round((value - baseline) * 1000, 2),
                         "records": n,
+                        "gap_s": args.gap,
                         "partitions": PARTITIONS,
                         "txn_without_marker": spread(txn),
                         "txn_without_marker_ratio": round(statistics.median(txn) / baseline, 4),
