@@ -17,14 +17,17 @@ murmur2 partitioner), with the variants alternated within each run:
 
 Each timed batch follows `--gap` seconds of idle (0.2 by default), standing for the read and
 state work that separates two writes of a stage: back to back (`--gap 0`, rows named
-`batch-<n>-back-to-back`), a transaction's AddPartitionsToTxn meets the last one's markers still
-being written (CONCURRENT_TRANSACTIONS, retried by librdkafka every 20 ms).
+`batch-<n>-back-to-back`), a transaction's AddPartitionsToTxn can meet the last one still
+completing (CONCURRENT_TRANSACTIONS, which librdkafka retries after 20 ms).
 
 and, per run, the takeover's costs:
 - init: `init_transactions` of a transactional.id never used (a new producer's first call);
 - fence: `init_transactions` of an id whose previous producer left a transaction open with
   records in it (an owner that died or paused mid-batch): the broker aborts that transaction
-  before the call returns; then how long until the last stable offset passes its records.
+  before the call returns; then how long until the last stable offset passes its records;
+- fence_idle: `init_transactions` of an id whose previous producer committed its last
+  transaction (an owner killed after its claim or in its state: nothing open);
+- settled: a takeover's first step, the markers of 6 partitions (one OffsetFetch).
 
 Writes bench/results/eos-<name>.json (min/median/max of the runs, load average). The Cassandra
 side of the design adds no round trip (docs/runtime.md says why); its existing cost is
@@ -193,11 +196,16 @@ class Bench:
             {"bootstrap.servers": bootstrap, "group.id": self.marker_group, "enable.auto.commit": False}
         )
         self.ends = Ends(bootstrap, self.out)
+        # a takeover's marker read: committed offsets without waiting for stable ones
+        self.marker_reader = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": self.marker_group, "isolation.level": "read_uncommitted"}
+        )
         self.seq = 0
 
     def close(self) -> None:
         self.idem.flush(10)
         self.marker_consumer.close()
+        self.marker_reader.close()
         delete_topics(self.bootstrap, [self.out, self.src, self.fence_topic])
 
     # -- per-batch variants -----------------------------------------------------------------
@@ -262,6 +270,32 @@ class Bench:
         p.init_transactions(30)
         t1 = time.perf_counter()
         del p
+        return t1 - t0
+
+    def run_settled_check(self) -> float:
+        """A takeover's first step: the markers of 6 partitions, one OffsetFetch."""
+        tps = [TopicPartition(self.src, p) for p in range(PARTITIONS)]
+        t0 = time.perf_counter()
+        got = self.marker_reader.committed(tps, timeout=10)
+        t1 = time.perf_counter()
+        assert all(tp.offset >= 0 for tp in got), got
+        return t1 - t0
+
+    def run_fence_idle(self, keys: list[str], values: list[str]) -> float:
+        """init_transactions of an id whose previous producer committed its last transaction
+        (a plan in flight with nothing written yet: killed after its claim or in its state)."""
+        tid = f"eos-bench-{self.tag}-idle-{uuid.uuid4().hex[:8]}"
+        old = Producer({**sink_settings(self.bootstrap, "eos-bench-old"), "transactional.id": tid})
+        old.init_transactions(30)
+        old.begin_transaction()
+        produce_all(old, self.fence_topic, keys, values)
+        old.commit_transaction(30)
+        time.sleep(0.2)  # its markers written, as when a takeover comes seconds later
+        new = Producer({**sink_settings(self.bootstrap, "eos-bench-new"), "transactional.id": tid})
+        t0 = time.perf_counter()
+        new.init_transactions(60)
+        t1 = time.perf_counter()
+        del old, new
         return t1 - t0
 
     def run_fence(self, keys: list[str], values: list[str]) -> dict[str, float]:
@@ -383,7 +417,15 @@ def main() -> None:
                 )
             )
         keys, values = records(1000, 1)
-        takeover = alternate([("init", bench.run_init), ("fence", lambda: bench.run_fence(keys, values))], args.runs)
+        takeover = alternate(
+            [
+                ("init", bench.run_init),
+                ("fence", lambda: bench.run_fence(keys, values)),
+                ("fence_idle", lambda: bench.run_fence_idle(keys, values)),
+                ("settled", bench.run_settled_check),
+            ],
+            args.runs,
+        )
         inits = takeover["init"]
         fence_init = [g["init"] for g in takeover["fence"]]
         stable = [g["stable_after_init"] for g in takeover["fence"]]
@@ -393,7 +435,8 @@ def main() -> None:
                 "takeover",
                 {
                     "metric": (
-                        "seconds a takeover adds before its first exactly-once batch: init_transactions of the "
+                        "seconds the fence of a takeover after a crash or a pause takes (not on a graceful handover's "
+                        "path): init_transactions of the "
                         "previous owner's transactional.id while that owner left a transaction of 1,000 records open "
                         "(the broker aborts it first) vs the handover budget of the target (exactly-once within "
                         "0.5 s of at-least-once); lower is better"
@@ -409,6 +452,8 @@ def main() -> None:
                     "p50_s": round(percentile(fence_init, 0.5), 6),
                     "p99_s": round(percentile(fence_init, 0.99), 6),
                     "init_new_id": spread(inits),
+                    "fence_no_open_transaction": spread(takeover["fence_idle"]),
+                    "settled_check_offsetfetch": spread(takeover["settled"]),
                     "stable_after_fence": spread(stable),
                     "old_producer_fenced": all(g["old_fenced"] for g in takeover["fence"]),
                     "spread": {"value": spread(fence_init)},
