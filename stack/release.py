@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from floe_stack import artifacts, helm, images
 from floe_stack.layout import Layout
 
