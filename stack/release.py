@@ -255,7 +255,8 @@ def sbom(*, image: str, ref: str, version: str, digest: str, packages: Sequence[
     ``packages``. The serial number is derived from the image's digest, so rebuilding a release
     from the same images writes the same file."""
     repository, _, _tag = ref.rpartition(":")
-    image_purl = f"pkg:oci/floe-{image}@{digest}?repository_url={repository}&tag={version}"
+    # purl's oci type: the version is the manifest digest, its colon percent-encoded.
+    image_purl = f"pkg:oci/floe-{image}@{digest.replace(':', '%3A')}?repository_url={repository}&tag={version}"
     components: list[dict[str, Any]] = [{
         "type": "application", "bom-ref": f"floe@{version}", "name": "floe", "version": version,
         "licenses": [{"license": {"id": "Apache-2.0"}}],

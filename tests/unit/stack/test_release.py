@@ -202,6 +202,8 @@ def test_the_operator_sbom_has_its_own_lock_without_pyspark_or_jars() -> None:
     assert not any(p.startswith("pkg:maven/") or "pyspark" in p for p in purls)
     meta = doc["metadata"]["component"]  # type: ignore[index]
     assert meta["type"] == "container" and meta["name"] == "floe-operator"
+    assert meta["purl"] == ("pkg:oci/floe-operator@sha256%3A" + "0" * 64
+                            + f"?repository_url=ghcr.io/floe-dev/floe-operator&tag={VERSION}")
 
 
 def test_a_locked_name_is_normalised_and_its_version_read_without_hashes() -> None:
