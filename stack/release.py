@@ -291,6 +291,16 @@ def image_packages(root: Path, image: str) -> list[Package]:
 
 # -- the build ---------------------------------------------------------------------------------------
 
+# What a release folder holds, so that rebuilding one never removes anything else.
+RELEASE_NAME = re.compile(r"floe-.+|streamingapp-crd-.+\.yaml|index\.yaml|" + re.escape(SUMS))
+
+
+def replaceable(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but what a release writes (an earlier or interrupted
+    build of one), and may be emptied."""
+    return all(RELEASE_NAME.fullmatch(p.name) for p in folder.iterdir())
+
+
 def _run(cmd: Sequence[str], *, what: str) -> None:
     proc = subprocess.run(list(cmd), capture_output=True, text=True)
     if proc.returncode != 0:
@@ -324,6 +334,8 @@ def build(layout: Layout, *, registry: str = REGISTRY, chart_url: str = CHART_UR
     version = project_version(root)
     out = out or root / "build" / "release" / version
     if out.exists():
+        if not replaceable(out):
+            raise ReleaseError(f"{out} holds files no release writes; remove it or choose another --out")
         shutil.rmtree(out)
     out.mkdir(parents=True)
     helm.build(layout)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from floe_stack import images, release
+from floe_stack.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -228,3 +229,13 @@ def test_the_sums_verify_and_name_what_changed(tmp_path: Path) -> None:
     (tmp_path / "x.oci" / "blobs" / "b").unlink()
     assert sorted(release.verify_sums(tmp_path, sums)) == ["a.tgz: sha256 differs", "extra: not listed",
                                                            "x.oci/blobs/b: missing"]
+
+
+def test_only_a_release_folder_is_emptied_for_a_new_build(tmp_path: Path) -> None:
+    for name in ("floe-1.2.3.tgz", "floe-1.2.3.oci", "index.yaml", "streamingapp-crd-1.2.3.yaml", release.SUMS):
+        (tmp_path / name).touch()
+    assert release.replaceable(tmp_path)
+    (tmp_path / "notes.txt").touch()
+    assert not release.replaceable(tmp_path)
+    with pytest.raises(release.ReleaseError, match="holds files no release writes"):
+        release.build(Layout(root=ROOT, cache=tmp_path / "cache"), out=tmp_path)
