@@ -41,10 +41,11 @@ import tarfile
 import tempfile
 import tomllib
 import uuid
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from floe_stack import artifacts, helm, images
@@ -222,17 +223,28 @@ def rename_archive(src: Path, dest: Path, ref: str) -> str:
 
 @dataclass(frozen=True)
 class Package:
-    """One component of an image: a PyPI package or a Maven artifact."""
+    """One component of an image: a PyPI package, a Maven artifact, or a jar that does not say
+    its Maven coordinates (named after its file)."""
 
     name: str
     version: str
-    group: str = ""  # Maven's groupId; empty for PyPI
+    group: str = ""  # Maven's groupId; empty for PyPI and for a jar without coordinates
+    kind: str = "pypi"  # pypi, maven or jar
+    classifier: str = ""  # a Maven artifact's classifier (jline-3.27.1-jdk8.jar: jdk8)
 
     @property
-    def purl(self) -> str:
-        if self.group:
-            return f"pkg:maven/{self.group}/{self.name}@{self.version}?type=jar"
-        return f"pkg:pypi/{self.name}@{self.version}"
+    def purl(self) -> str | None:
+        """The package URL; None for a jar whose group is unknown (purl's maven type needs one)."""
+        if self.kind == "maven":
+            classifier = f"classifier={self.classifier}&" if self.classifier else ""
+            return f"pkg:maven/{self.group}/{self.name}@{self.version}?{classifier}type=jar"
+        if self.kind == "pypi":
+            return f"pkg:pypi/{self.name}@{self.version}"
+        return None
+
+    @property
+    def ref(self) -> str:
+        return self.purl or f"jar:{self.name}@{self.version}"
 
 
 LOCK_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;]+)", re.MULTILINE)
@@ -246,8 +258,63 @@ def locked_packages(lock: str) -> list[Package]:
 
 def maven_jars(dockerfile: str) -> list[Package]:
     """The Maven artifacts a Dockerfile ADDs from ``${MAVEN}/<group path>/<artifact>/<version>/``."""
-    return [Package(artifact, version, group=path.replace("/", "."))
+    return [Package(artifact, version, group=path.replace("/", "."), kind="maven")
             for path, artifact, version in MAVEN_ADD.findall(dockerfile)]
+
+
+JAR_FILE = re.compile(r"(.+?)-(\d[^/]*)\.jar")
+
+
+def _properties(text: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith("#"))
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def jar_package(path: str, data: bytes) -> Package:
+    """The component a jar file is: its Maven coordinates from the ``pom.properties`` that names
+    this very file (a shaded jar carries its dependencies' too), else name and version from the
+    file name."""
+    base = path.rsplit("/", 1)[-1]
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as jar:
+            poms = [n for n in jar.namelist() if n.startswith("META-INF/maven/") and n.endswith("/pom.properties")]
+            for name in poms:
+                props = _properties(jar.read(name).decode("utf-8", errors="replace"))
+                group, artifact, version = (props.get(k, "") for k in ("groupId", "artifactId", "version"))
+                stem = f"{artifact}-{version}"
+                if group and artifact and version and (base == f"{stem}.jar" or base.startswith(f"{stem}-")):
+                    classifier = base[len(stem) + 1:-len(".jar")] if base != f"{stem}.jar" else ""
+                    return Package(artifact, version, group=group, kind="maven", classifier=classifier)
+    except zipfile.BadZipFile:
+        pass
+    m = JAR_FILE.fullmatch(base)
+    return Package(m.group(1), m.group(2), kind="jar") if m else Package(base.removesuffix(".jar"), "", kind="jar")
+
+
+def image_jars(archive: Path) -> list[Package]:
+    """Every jar in the layers of the one image of the OCI archive ``archive`` (pyspark's, the
+    Kafka connector's), as components."""
+    found: set[Package] = set()
+    with tarfile.open(archive) as outer:
+
+        def blob(digest: str) -> IO[bytes]:
+            f = outer.extractfile(f"blobs/sha256/{digest.split(':', 1)[1]}")
+            if f is None:
+                raise ReleaseError(f"{archive} lacks the blob {digest}")
+            return f
+
+        index_file = outer.extractfile("index.json")
+        if index_file is None:
+            raise ReleaseError(f"{archive} has no index.json: not an OCI archive")
+        manifest = json.load(blob(json.load(index_file)["manifests"][0]["digest"]))
+        for layer in manifest["layers"]:
+            with tarfile.open(fileobj=blob(layer["digest"]), mode="r|*") as tar:
+                for member in tar:
+                    if member.isfile() and member.name.endswith(".jar"):
+                        f = tar.extractfile(member)
+                        assert f is not None
+                        found.add(jar_package(member.name, f.read()))
+    return sorted(found, key=lambda p: (p.group, p.name, p.version))
 
 
 def sbom(*, image: str, ref: str, version: str, digest: str, packages: Sequence[Package]) -> dict[str, Any]:
@@ -262,11 +329,15 @@ def sbom(*, image: str, ref: str, version: str, digest: str, packages: Sequence[
         "licenses": [{"license": {"id": "Apache-2.0"}}],
         "description": "the operator and the job runtime, installed in the image from this release's sources",
     }]
-    for p in sorted(packages, key=lambda p: (p.group, p.name, p.version)):
-        component: dict[str, Any] = {"type": "library", "bom-ref": p.purl, "name": p.name, "version": p.version,
-                                     "purl": p.purl}
+    unique = {p.ref: p for p in packages}
+    for p in sorted(unique.values(), key=lambda p: (p.kind, p.group, p.name, p.version)):
+        component: dict[str, Any] = {"type": "library", "bom-ref": p.ref, "name": p.name}
+        if p.version:
+            component["version"] = p.version
         if p.group:
             component["group"] = p.group
+        if p.purl:
+            component["purl"] = p.purl
         components.append(component)
     return {
         "bomFormat": "CycloneDX", "specVersion": "1.5",
@@ -282,7 +353,8 @@ def sbom(*, image: str, ref: str, version: str, digest: str, packages: Sequence[
 
 
 def image_packages(root: Path, image: str) -> list[Package]:
-    """What goes into an image's SBOM: its lock's pins, and the job image's Maven jars."""
+    """What an image's SBOM lists from the sources: its lock's pins, and the Maven jars the job
+    image's Dockerfile adds (``build`` adds every jar found in the built image)."""
     packages = locked_packages((root / LOCKS[image]).read_text())
     if image == "job":
         packages += maven_jars((root / "images" / "job.Dockerfile").read_text())
@@ -353,7 +425,8 @@ def build(layout: Layout, *, registry: str = REGISTRY, chart_url: str = CHART_UR
         image = built.dockerfile(name, base, prune=False)
         archive = out / f"floe-{name}-{version}.oci.tar"
         digest = rename_archive(image.archive, archive, refs[name])
-        doc = sbom(image=name, ref=refs[name], version=version, digest=digest, packages=image_packages(root, name))
+        packages = image_packages(root, name) + image_jars(archive)
+        doc = sbom(image=name, ref=refs[name], version=version, digest=digest, packages=packages)
         (out / f"floe-{name}-{version}.cdx.json").write_text(json.dumps(doc, indent=2) + "\n")
         say(f"release: {archive.name} ({refs[name]}, {digest}), {len(doc['components'])} SBOM components")
     (out / SUMS).write_text(sha256sums(out))
