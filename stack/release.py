@@ -329,7 +329,9 @@ def sbom(*, image: str, ref: str, version: str, digest: str, packages: Sequence[
         "licenses": [{"license": {"id": "Apache-2.0"}}],
         "description": "the operator and the job runtime, installed in the image from this release's sources",
     }]
-    unique = {p.ref: p for p in packages}
+    # A jar without coordinates of its own that the Dockerfile adds by its coordinates is that artifact.
+    known = {(p.name, p.version) for p in packages if p.kind == "maven"}
+    unique = {p.ref: p for p in packages if p.kind != "jar" or (p.name, p.version) not in known}
     for p in sorted(unique.values(), key=lambda p: (p.kind, p.group, p.name, p.version)):
         component: dict[str, Any] = {"type": "library", "bom-ref": p.ref, "name": p.name}
         if p.version:

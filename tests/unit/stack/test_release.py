@@ -247,6 +247,7 @@ def test_the_jars_of_an_image_archive_are_found_in_its_layers(tmp_path: Path) ->
              _jar({"META-INF/maven/org.apache.kafka/kafka-clients/pom.properties":
                    _pom("org.apache.kafka", "kafka-clients", "3.9.0")})),
             ("usr/lib/pyspark/jars/RoaringBitmap-1.3.0.jar", _jar({})),
+            ("opt/floe/jars/commons-pool2-2.12.0.jar", _jar({})),
             ("usr/lib/readme.txt", b"not a jar"),
         ):
             raw = data if isinstance(data, bytes) else data.encode()
@@ -257,13 +258,15 @@ def test_the_jars_of_an_image_archive_are_found_in_its_layers(tmp_path: Path) ->
     images.write_oci_archive(archive, ref="localhost/floe/job:abc", layers=[layer], config={}, created_by="test")
     found = release.image_jars(archive)
     kafka = "pkg:maven/org.apache.kafka/kafka-clients@3.9.0?type=jar"
-    assert [p.ref for p in found] == ["jar:RoaringBitmap@1.3.0", kafka]
-    added = release.maven_jars("ADD ${MAVEN}/org/apache/kafka/kafka-clients/3.9.0/kafka-clients-3.9.0.jar /x/\n")
-    assert [p.ref for p in added] == [kafka]
+    assert [p.ref for p in found] == ["jar:RoaringBitmap@1.3.0", "jar:commons-pool2@2.12.0", kafka]
+    added = release.maven_jars("ADD ${MAVEN}/org/apache/kafka/kafka-clients/3.9.0/kafka-clients-3.9.0.jar /x/\n"
+                               "ADD ${MAVEN}/org/apache/commons/commons-pool2/2.12.0/commons-pool2-2.12.0.jar /x/\n")
+    assert [p.ref for p in added] == [kafka, "pkg:maven/org.apache.commons/commons-pool2@2.12.0?type=jar"]
     doc = release.sbom(image="job", ref="x/floe-job:1", version="1", digest="sha256:" + "0" * 64,
                        packages=[*found, *added])
     refs = [c["bom-ref"] for c in doc["components"]]
-    assert len(refs) == len(set(refs)) == 3, "a jar the Dockerfile adds and the image holds is listed once"
+    assert len(refs) == len(set(refs)) == 4, "a jar the Dockerfile adds and the image holds is listed once"
+    assert "jar:commons-pool2@2.12.0" not in refs, "a jar the Dockerfile adds is listed by its coordinates"
 
 
 # -- checksums ----------------------------------------------------------------------------------------
