@@ -35,7 +35,7 @@ ifeq ($(NODE),0)
 export FLOE_NODE := 0
 endif
 
-.PHONY: help venv lock up down status lint test test-all test-fast wing unit budget bench demo clean
+.PHONY: help venv lock up down status lint test test-all test-fast wing unit budget bench demo release clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -124,6 +124,15 @@ bench: venv up ## Benchmarks; JSON results under bench/results/
 
 demo: venv up ## Floe end to end: chart, operator, word-count StreamingApp, replicas, counts and lag
 	@$(BIN)/python -m floe_stack.demo
+
+# A release of this tree's version (pyproject.toml) under build/release/<version>/: the chart
+# (.tgz, index.yaml, OCI layout), the job and operator images as OCI archives named as the chart
+# and the examples expect, an SBOM of each and SHA256SUMS (docs/releasing.md). It builds helm and
+# the images when they are missing, as `make up` does, and needs no running stack.
+# REGISTRY=… names the images (and the chart's default operator repository) for another
+# registry; CHART_URL=… is where the .tgz will be served, for index.yaml ({version} is replaced).
+release: venv ## Build the release artifacts of this version under build/release/<version>/
+	$(BIN)/python -m floe_stack.release $(if $(REGISTRY),--registry '$(REGISTRY)',) $(if $(CHART_URL),--chart-url '$(CHART_URL)',)
 
 clean: ## Stop the stack and remove this checkout's data and runtime files (downloads and builds stay cached)
 	@if [ -x $(BIN)/floe-stack ]; then $(BIN)/floe-stack clean; else rm -rf .floe; fi

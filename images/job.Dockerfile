@@ -27,6 +27,9 @@ COPY requirements/runtime.lock /tmp/
 RUN pip wheel --no-cache-dir --require-hashes --no-build-isolation --wheel-dir /deps -r /tmp/runtime.lock
 COPY pyproject.toml ./
 COPY README.md ./
+# Apache-2.0 asks that the license and the notice travel with the software: the wheel
+# carries them (setuptools picks up LICENSE and NOTICE), in its dist-info/licenses/.
+COPY LICENSE NOTICE ./
 COPY operator/ operator/
 COPY jobs/ jobs/
 # The product only: the wheel leaves out the local stack (floe_stack), which nothing in the

@@ -40,7 +40,7 @@ DEBIAN_KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What the Dockerfiles COPY from the repository (the build context is its root).
-CONTEXT = ("pyproject.toml", "README.md", ".dockerignore", "operator", "jobs", "examples",
+CONTEXT = ("pyproject.toml", "README.md", "LICENSE", "NOTICE", ".dockerignore", "operator", "jobs", "examples",
            "images/product_pyproject.py", "requirements")
 
 PAUSE_C = r"""
@@ -280,9 +280,11 @@ class Images:
         return ["buildah", "--root", str(self.buildah_root / "storage"), "--runroot", str(self.buildah_root / "run"),
                 *args]
 
-    def dockerfile(self, name: str, base: Image) -> Image:
+    def dockerfile(self, name: str, base: Image, *, prune: bool = True) -> Image:
         """Build ``images/NAME.Dockerfile`` FROM ``base`` (cached by the Dockerfile, the base and
-        the build context's files)."""
+        the build context's files). ``prune`` drops the older builds of the image, which is right
+        for the stack's own build; a release (floe_stack.release) builds from its checkout's tree
+        next to the stack's images and leaves them be."""
         root = self.layout.root
         dockerfile = root / "images" / f"{name}.Dockerfile"
         img = self._archive(name, key(dockerfile.read_bytes(), base.ref, tree_key(root, CONTEXT)))
@@ -299,7 +301,8 @@ class Images:
         tmp.unlink(missing_ok=True)
         _run(self._buildah("push", img.ref, f"oci-archive:{tmp}:{img.ref}"), what=f"exporting {img.ref}")
         os.replace(tmp, img.archive)
-        self._prune(img)
+        if prune:
+            self._prune(img)
         return img
 
     def _prune(self, keep: Image) -> None:
