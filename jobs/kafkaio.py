@@ -298,6 +298,7 @@ class KafkaSink:
         }
         if cfg.kafka.idempotent_output:
             conf["enable.idempotence"] = True
+        self.max_message_bytes = int(conf.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES))
         self._producer = Producer(conf, logger=log)
 
     def write(
@@ -320,7 +321,8 @@ class KafkaSink:
         `positions`: the rows get source-position headers made from the first four of them.
         `table`: a combining re-key's rows as Arrow (`floe_jobs.api.Emit.table`), which go out
         as runs (`floe_jobs.runs`).
-        Returns the number of rows written. `dry_run`: everything but producing (a warm-up).
+        Returns the number of rows written. `dry_run`: everything but producing (a warm-up, a
+        trial), down to refusing a record above the producer's message.max.bytes as a write would.
         `rows`: the rows of `df.select("key", "value", *order)` when the driver already holds
         them (`floe_jobs.api.Emit.rows`); they are produced without a Spark job."""
         if table is not None and topic is not None:
@@ -346,6 +348,11 @@ class KafkaSink:
                 # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
                 collected.sort(key=lambda r: tuple(r[len(cols) :]))
             if dry_run:
+                self._check_sizes(OutputColumns(
+                    keys=[r[0] for r in collected],
+                    values=[r[1] for r in collected],
+                    headers=[position_headers(*r[2:6]) for r in collected] if positions else None,
+                ), topic)
                 return len(collected)
             return self.write_rows(
                 (r[0], r[1], position_headers(*r[2:6]) if positions else None, topic) for r in collected
@@ -354,12 +361,26 @@ class KafkaSink:
         # tuple per row before the producer's call (docs/runtime.md, "Where a replica's Python
         # CPU goes")
         table = df.select(*cols, *order).toArrow()
-        if dry_run:
-            return int(table.num_rows)
         out = output_columns(table, cols, order=order, positions=positions)
+        if dry_run:
+            self._check_sizes(out, topic)
+            return int(table.num_rows)
         targets = out.topics if out.topics is not None else topic
         assert targets is not None  # no topic: `cols` has the topic column (checked above)
         return self._produce_columns(targets, out)
+
+    def _check_sizes(self, out: OutputColumns, topic: str | None) -> None:
+        """Raise the error a write of `out` would fail with on a record above the producer's
+        message.max.bytes (`oversized`), without producing anything."""
+        found = oversized(out, self.max_message_bytes)
+        if found is not None:
+            i, size = found
+            target = topic if topic is not None else (out.topics or ["?"] * (i + 1))[i]
+            raise WriteError(
+                f"an output record for topic {target} is {size:,} bytes, above the producer's "
+                f"message.max.bytes {self.max_message_bytes:,}: Kafka refuses it; make the stage's "
+                "output for this record smaller"
+            )
 
     def write_runs(self, topic: str, rows: Any) -> int:
         """Produce re-keyed rows (an Arrow table of key, value, src topic, src partition, src
@@ -487,6 +508,52 @@ class OutputColumns:
     values: list[Any]
     headers: list[Any] | None = None
     topics: list[str] | None = None
+
+
+# librdkafka refuses a record before sending it when its size on the wire is above the
+# producer's message.max.bytes (default 1,000,000): its key, value and headers plus at most 36
+# bytes of v2 record framing (length, attributes, timestamp and offset deltas, key and value
+# lengths and header count, as varints of their widest)
+RECORD_OVERHEAD = 36
+DEFAULT_MESSAGE_MAX_BYTES = 1_000_000
+
+
+def _varint_size(n: int) -> int:
+    """Bytes of Kafka's zig-zag varint encoding of `n`."""
+    z = (n << 1) ^ (n >> 63)
+    size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+def _field_size(x: Any) -> int:
+    if x is None:
+        return 0
+    return len(x.encode()) if isinstance(x, str) else len(x)
+
+
+def record_size(key: Any, value: Any, headers: Sequence[tuple[str, Any]] | None = None) -> int:
+    """The most a record takes on the wire as librdkafka counts it against message.max.bytes."""
+    size = RECORD_OVERHEAD + _field_size(key) + _field_size(value)
+    for name, header in headers or ():
+        n, v = _field_size(name), _field_size(header)
+        size += _varint_size(n) + n + _varint_size(v) + v
+    return size
+
+
+def oversized(out: OutputColumns, limit: int) -> tuple[int, int] | None:
+    """(index, size) of the first row of `out` that a producer with `message.max.bytes` `limit`
+    refuses, or None. A dry run checks this, so that narrowing a batch whose write failed on
+    such a record finds the input record that made it (producing is the only other way to
+    learn it, and a trial produces nothing)."""
+    headers = out.headers or [None] * len(out.keys)
+    for i, (key, value, hdrs) in enumerate(zip(out.keys, out.values, headers, strict=True)):
+        size = record_size(key, value, hdrs)
+        if size > limit:
+            return i, size
+    return None
 
 
 def output_columns(

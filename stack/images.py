@@ -115,7 +115,8 @@ def tree_key(root: Path, paths: Iterable[str]) -> str:
     return h.hexdigest()[:16]
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The hex SHA-256 of a file, read a MiB at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -129,7 +130,7 @@ def write_oci_archive(
     """Write an OCI image archive (the layout of the OCI image spec, as one tar) holding one image
     named ``ref`` with uncompressed tar ``layers`` and the runtime ``config`` (Env, Entrypoint …).
     Each layer gets a history entry (builders that add layers, buildah among them, need one)."""
-    digests = [_sha256_file(p) for p in layers]
+    digests = [sha256_file(p) for p in layers]
     epoch = "1970-01-01T00:00:00Z"
     image_config = json.dumps({
         "architecture": "amd64", "os": "linux", "created": epoch, "config": dict(config),

@@ -98,21 +98,13 @@ def image_refs(registry: str, version: str) -> dict[str, str]:
 
 # -- checksums ------------------------------------------------------------------------------------
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != SUMS)
 
 
 def sha256sums(folder: Path) -> str:
     """``sha256sum``'s format over every file under ``folder`` but SHA256SUMS, by relative path."""
-    return "".join(f"{sha256_file(folder / rel)}  {rel}\n" for rel in _files(folder))
+    return "".join(f"{images.sha256_file(folder / rel)}  {rel}\n" for rel in _files(folder))
 
 
 def verify_sums(folder: Path, text: str) -> list[str]:
@@ -123,7 +115,7 @@ def verify_sums(folder: Path, text: str) -> list[str]:
         listed[rel] = digest
     problems = [f"{rel}: missing" for rel in listed if not (folder / rel).is_file()]
     problems += [f"{rel}: sha256 differs" for rel, d in listed.items()
-                 if (folder / rel).is_file() and sha256_file(folder / rel) != d]
+                 if (folder / rel).is_file() and images.sha256_file(folder / rel) != d]
     problems += [f"{rel}: not listed" for rel in _files(folder) if rel not in listed]
     return problems
 

@@ -45,15 +45,15 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import runtime_bench  # run as a script: its own folder is on the path
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from runtime_bench import percentile
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
 PARTITIONS = 6
 DISTINCT_WORDS = 20_000
 
@@ -154,26 +154,12 @@ class Ends:
 
 
 def spread(values: list[float]) -> dict[str, float]:
-    return {
-        "min": round(min(values), 6),
-        "median": round(statistics.median(values), 6),
-        "max": round(max(values), 6),
-        "runs": len(values),
-    }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    """A row's spread to the microsecond (a batch's write costs milliseconds)."""
+    return runtime_bench.spread(values, digits=6)
 
 
 def write_result(name: str, result: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"eos-{name}.json"
-    result = {"name": name, **result, "date": datetime.now(UTC).isoformat(timespec="seconds")}
-    path.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    return path
+    return runtime_bench.write_result("eos", name, result)
 
 
 class Bench:

@@ -151,12 +151,12 @@ def keep_logs(workdir: Path, dest: Path | None, tag: str) -> None:
         shutil.copy(log, dest / f"{tag}-{log.name}")
 
 
-def spread(values: list[float]) -> dict[str, float]:
+def spread(values: list[float], digits: int = 3) -> dict[str, float]:
     """min / median / max of a row's runs, as the README shows them."""
     return {
-        "min": round(min(values), 3),
-        "median": round(statistics.median(values), 3),
-        "max": round(max(values), 3),
+        "min": round(min(values), digits),
+        "median": round(statistics.median(values), digits),
+        "max": round(max(values), digits),
         "runs": len(values),
     }
 
