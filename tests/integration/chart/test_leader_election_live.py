@@ -103,15 +103,22 @@ def test_lease_is_the_charts_limited_to_its_name_and_gone_after_uninstall(
     assert get_json(run, kubectl, "lease", fullname, "-n", ns) is None
     for kind in ("role", "rolebinding"):
         assert get_json(run, kubectl, kind, f"{fullname}-leader-election", "-n", ns) is None, kind
-    left = run(
-        kubectl,
-        "get",
-        "all,lease,role,rolebinding",
-        "-n",
-        ns,
-        "-l",
-        f"app.kubernetes.io/instance={release}",
-        "-o",
-        "name",
-    )
+    # the Deployment's ReplicaSets and pods go by garbage collection, after `helm uninstall
+    # --wait` has seen the Deployment deleted: gone means gone within the collector's time
+    deadline = time.monotonic() + 60
+    while True:
+        left = run(
+            kubectl,
+            "get",
+            "all,lease,role,rolebinding",
+            "-n",
+            ns,
+            "-l",
+            f"app.kubernetes.io/instance={release}",
+            "-o",
+            "name",
+        )
+        if not left.stdout.strip() or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert not left.stdout.strip(), left.stdout
