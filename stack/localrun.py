@@ -83,29 +83,29 @@ def produce(bootstrap: str, topic: str, values: Iterable[str | tuple[str, str]],
     return n
 
 
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Partition → (log start, end offset) of `topic`, as the brokers hold them now."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("floe-probe")})
     try:
         md = consumer.list_topics(topic, timeout=10)
-        out = {}
-        for p in md.topics[topic].partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            out[p] = high
-        return out
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            for p in md.topics[topic].partitions
+        }
     finally:
         consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    return {p: high for p, (_, high) in watermarks(bootstrap, topic).items()}
 
 
 def read_topic(bootstrap: str, topic: str, *, timeout: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
     """Every record of `topic` still in its log (from each partition's log start, past what
     retention or a deletion removed) up to its current end, in partition order."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("floe-read"), "enable.auto.commit": False})
-    md = consumer.list_topics(topic, timeout=10)
-    marks = {
-        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-        for p in md.topics[topic].partitions
-    }
+    marks = watermarks(bootstrap, topic)
     ends = {p: high for p, (_, high) in marks.items()}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("floe-read"), "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in marks])
     remaining = {p for p, (low, high) in marks.items() if high > low}
     out: list[tuple[bytes | None, bytes | None]] = []
