@@ -164,6 +164,20 @@ class App:
         committed = [n for (topic, _), n in list(self.last.items()) if topic == self.topic_in]
         return produced - sum(committed) if len(committed) == PARTITIONS else None
 
+    def backlog(self, produced: int) -> int | None:
+        """Records not committed yet by either stage: the input's lag and the repartition topic's
+        (its end offsets against the counting stage's commits); None until every watched
+        partition has committed. The counts are final only when this is 0 and the feed stopped."""
+        from floe_stack import localrun
+
+        lag = self.lag(produced)
+        repartition = next(t for t in self.watched if t != self.topic_in)
+        committed = {p: n for (topic, p), n in list(self.last.items()) if topic == repartition}
+        if lag is None or len(committed) < PARTITIONS:
+            return None
+        ends = localrun.end_offsets(self.env["FLOE_KAFKA_BOOTSTRAP"], repartition)
+        return lag + sum(max(0, end - committed.get(p, 0)) for p, end in ends.items())
+
     def steady(self, pods: list[dict[str, Any]], since: float) -> bool:
         """Every pod Ready and owning partitions, every watched partition committed since `since`."""
         names = {p["metadata"]["name"] for p in pods}
@@ -317,9 +331,9 @@ def react(app: App, feed: Feed, *, native: bool, surge_rate: float, steady_s: fl
          and app_object(app)["spec"]["replicas"] == one, timeout=600,
          what=f"{app.name}: spec.replicas {one} and {one} pod, none terminating", app=app)
     _, before = settle(app, steady_s)
-    wait(lambda: (lag := app.lag(feed.produced)) is not None and lag <= near_zero, timeout=300,
-         what=f"{app.name}: lag at most {near_zero:.0f} records", app=app,
-         detail=lambda: f"lag {app.lag(feed.produced)}")
+    wait(lambda: (lag := app.backlog(feed.produced)) is not None and lag <= near_zero, timeout=300,
+         what=f"{app.name}: both stages' lag at most {near_zero:.0f} records", app=app,
+         detail=lambda: f"backlog {app.backlog(feed.produced)}")
     lag_before = app.lag(feed.produced)
     capacity_before = (app_object(app).get("status", {}).get("autoscaling") or {}).get("capacityPerReplica")
     watches = {kind: podphases.Follower(kubectl_command(env, "get", kind, app.name, "-n", ns, "-w", "-o",
@@ -377,9 +391,9 @@ def react(app: App, feed: Feed, *, native: bool, surge_rate: float, steady_s: fl
     }
     # Back to one replica once the backlog is worked off and the autoscaler's rate window no longer
     # holds the surge (else it would take the surge's input for the current load and scale up again).
-    wait(lambda: (lag := app.lag(feed.produced)) is not None and lag <= near_zero, timeout=900,
-         what=f"{app.name}: the surge's backlog worked off (lag at most {near_zero:.0f} records)", app=app,
-         detail=lambda: f"lag {app.lag(feed.produced)}")
+    wait(lambda: (lag := app.backlog(feed.produced)) is not None and lag <= near_zero, timeout=900,
+         what=f"{app.name}: the surge's backlog worked off in both stages (at most {near_zero:.0f} records)",
+         app=app, detail=lambda: f"backlog {app.backlog(feed.produced)}")
     options = loop.Options()
     time.sleep(max(0.0, t_steady + options.rate_seconds + 2 * options.interval_seconds - time.monotonic()))
     kubectl(env, "scale", "streamingapp", app.name, "-n", ns, f"--replicas={one}")
@@ -524,6 +538,19 @@ class Feed:
 Step = Callable[[App, int, Feed], dict[str, Any]]
 
 
+def drained(app: App, produced: int, *, stalled_s: float = 120) -> None:
+    """Wait until both stages have committed everything produced, for as long as the backlog keeps
+    shrinking: a backlog that has not shrunk for `stalled_s` fails, with what is left."""
+    best, since = None, time.monotonic()
+    while (left := app.backlog(produced)) != 0:
+        if left is not None and (best is None or left < best):
+            best, since = left, time.monotonic()
+        if time.monotonic() - since > stalled_s:
+            raise TimeoutError(f"{app.name}: {left} records not committed, none for {stalled_s:.0f} s; "
+                               f"pods: {pod_states(app)}; owners: {sorted(set(app.owners()))}")
+        time.sleep(1)
+
+
 def side_by_side(env: dict[str, str], apps: list[App], step: Step, runs: int) -> dict[str, list[dict[str, Any]]]:
     """Run the apps under the same steady load, `step(app, i, feed)` alternated between them `runs`
     times; then check every app's counts are exact. Results by app name."""
@@ -562,6 +589,7 @@ def side_by_side(env: dict[str, str], apps: list[App], step: Step, runs: int) ->
         feed.check()
         truth = dict(feed.truth())
         for app in apps:
+            drained(app, feed.produced)
             exact = wait(lambda app=app: localrun.read_store(session, app.keyspace, "word-count", key_serde="str",
                                                            value_serde="long") == truth,
                          timeout=300, what=f"{app.name}: counts in Cassandra equal to the text produced")
