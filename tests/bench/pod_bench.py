@@ -538,11 +538,15 @@ class Feed:
 Step = Callable[[App, int, Feed], dict[str, Any]]
 
 
-def drained(app: App, produced: int, *, stalled_s: float = 120) -> None:
+def drained(app: App, session: Any, produced: int, *, stalled_s: float = 120) -> None:
     """Wait until both stages have committed everything produced, for as long as the backlog keeps
-    shrinking: a backlog that has not shrunk for `stalled_s` fails, with what is left."""
+    shrinking: a backlog that has not shrunk for `stalled_s` fails, with what is left. Polls the
+    offsets itself: the watcher has stopped with the feed."""
     best, since = None, time.monotonic()
-    while (left := app.backlog(produced)) != 0:
+    while True:
+        app.poll(session, time.monotonic())
+        if (left := app.backlog(produced)) == 0:
+            return
         if left is not None and (best is None or left < best):
             best, since = left, time.monotonic()
         if time.monotonic() - since > stalled_s:
@@ -589,7 +593,7 @@ def side_by_side(env: dict[str, str], apps: list[App], step: Step, runs: int) ->
         feed.check()
         truth = dict(feed.truth())
         for app in apps:
-            drained(app, feed.produced)
+            drained(app, session, feed.produced)
             exact = wait(lambda app=app: localrun.read_store(session, app.keyspace, "word-count", key_serde="str",
                                                            value_serde="long") == truth,
                          timeout=300, what=f"{app.name}: counts in Cassandra equal to the text produced")

@@ -34,7 +34,7 @@ from .kube import Kubectl, condition
 
 # exclusive: a burst of 50 app writes and 20 operator SIGKILLs floods the API server and controller-manager
 pytestmark = [
-    pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow, pytest.mark.proof,
+    pytest.mark.k8s, pytest.mark.cassandra, pytest.mark.kafka, pytest.mark.slow,
     pytest.mark.exclusive,
 ]
 

@@ -23,7 +23,7 @@ from .test_word_count import check_counts, topics_of, wait_ready
 
 # exclusive: three more Cassandra JVMs (on 127.0.0.2-4) beside the stack, one SIGKILLed
 pytestmark = [
-    pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow, pytest.mark.proof,
+    pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow,
     pytest.mark.exclusive,
 ]
 
