@@ -97,16 +97,16 @@ class RangeReader:
         self._consumer = Consumer(
             with_properties(
                 {
-                **client_settings(cfg),
-                # never subscribes: the id only names the client, no group is joined
-                "group.id": f"{cfg.group_id}-reader",
-                "client.id": f"{client_id}-reader",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "error",
-                # also makes the watermark queries answer the last stable offset as the end
-                "isolation.level": ISOLATION,
-                "fetch.wait.max.ms": 50,
+                    **client_settings(cfg),
+                    # never subscribes: the id only names the client, no group is joined
+                    "group.id": f"{cfg.group_id}-reader",
+                    "client.id": f"{client_id}-reader",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "auto.offset.reset": "error",
+                    # also makes the watermark queries answer the last stable offset as the end
+                    "isolation.level": ISOLATION,
+                    "fetch.wait.max.ms": 50,
                 },
                 cfg,
                 "consumer",

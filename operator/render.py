@@ -133,7 +133,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records,
     repartition_rows_per_record and group_protocol (when set), session_timeout_ms,
     heartbeat_interval_ms, leave_group_on_close, security_protocol,
-    sasl_mechanism (with SASL), extra (spec.kafka.properties, when any)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
+    sasl_mechanism (with SASL), extra (spec.kafka.properties, when any)},
+    cassandra.{hosts, port, local_datacenter, keyspace, tls (when
     on), consistency, serial_consistency, request_timeout, connect_timeout, protocol_version
     (each when set)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
     spark.{master, conf, driver_batch_max_records (when set)}, shutdown.drain_timeout_seconds,

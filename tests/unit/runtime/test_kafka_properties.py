@@ -57,7 +57,7 @@ def test_denied_keys_are_named_with_what_to_use_instead(key: str, expected: str)
     assert f"spec.kafka.properties.{key} " in reason
 
 
-@pytest.mark.parametrize("key", sorted(PROPS) + ["linger.ms", "debug", "topic.metadata.refresh.interval.ms"])
+@pytest.mark.parametrize("key", [*sorted(PROPS), "linger.ms", "debug", "topic.metadata.refresh.interval.ms"])
 def test_client_properties_floe_leaves_to_the_app_pass(key: str) -> None:
     assert kafkaprops.refusal(key) is None
 
