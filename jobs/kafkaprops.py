@@ -230,7 +230,10 @@ def cel_rules() -> list[dict[str, str]]:
                 f"self.filter(k, k.lowerAscii() in {owned}).map(k, 'spec.kafka.properties.' + k + "
                 f"' is owned by Floe: ' + {owned}[k.lowerAscii()]).join('; ')"
             ),
-            "message": f"spec.kafka.properties may not set a key Floe owns: {', '.join(DENIED)}",
+            "message": (
+                "spec.kafka.properties may not set a key Floe owns (the refusal says what to set instead): "
+                + ", ".join(DENIED)
+            ),
         }
     ]
     patterns: dict[str, list[tuple[str, str]]] = {}
