@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from floe_jobs import pem
+from floe_jobs import kafkaprops, pem
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
@@ -217,8 +217,9 @@ class KafkaSettings(_Model):
     extra: dict[str, str] = setting(
         default_factory=dict,
         env="FLOE_KAFKA_EXTRA",
-        description="JSON object of extra librdkafka settings for every client of the job (never credentials: "
-        "those come from Secrets, below)",
+        description="JSON object of librdkafka client properties (the StreamingApp's spec.kafka.properties), "
+        "each given to the clients it applies to (floe_jobs.kafkaprops); never a key Floe owns or a security "
+        "setting: credentials come from Secrets, below",
     )
     security_protocol: SecurityProtocol = setting(
         default="PLAINTEXT",
@@ -319,15 +320,12 @@ class KafkaSettings(_Model):
 
     @field_validator("extra")
     @classmethod
-    def _committed_reads(cls, value: dict[str, str]) -> dict[str, str]:
-        # every reader is read_committed (floe_jobs.kafkaio.ISOLATION): records of aborted
-        # upstream transactions would otherwise be applied to state
-        level = value.get("isolation.level")
-        if level is not None and str(level) != "read_committed":
-            raise ValueError(
-                f"isolation.level {level!r} is not allowed: Floe reads committed records only "
-                "(records of aborted transactions are never applied); remove it from kafka.extra"
-            )
+    def _properties_allowed(cls, value: dict[str, str]) -> dict[str, str]:
+        # the same list the CRD's CEL rules are generated from (floe_jobs.kafkaprops): what Floe's
+        # guarantees rest on (isolation, idempotence, the group) and every security setting
+        refused = kafkaprops.refusals(value)
+        if refused:
+            raise ValueError("; ".join(refused))
         return value
 
     @field_validator("topics")
@@ -998,8 +996,10 @@ def own_variable(env: dict[str, str], name: str, value: str) -> None:
 
 def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None) -> FloeConfig:
     """Check the FLOE_ names of the environment (`foreign_variables`), read the YAML file (if
-    any), overlay the `FLOE_*` environment, validate. Errors name the Secret and key of each
-    variable set from one (FLOE_SECRET_REFS)."""
+    any), overlay the `FLOE_*` environment, validate, and have librdkafka check the Kafka client
+    properties (`floe_jobs.kafkaprops.problems`: an unknown key fails here, named, not as a
+    traceback from the first client). Errors name the Secret and key of each variable set from
+    one (FLOE_SECRET_REFS)."""
     env = os.environ if environ is None else environ
     foreign = foreign_variables(env)
     if foreign:
@@ -1009,7 +1009,12 @@ def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, st
         unset = _unset_secrets(env, refs)
         if unset is not None:
             raise ConfigError(unset)
-        return _load(path=path, env=env)
+        cfg = _load(path=path, env=env)
+        refused = kafkaprops.problems(cfg.kafka.extra)
+        if refused:
+            where = f"kafka.extra ({env_name('kafka', 'extra')})"
+            raise ConfigError("invalid configuration:\n  " + "\n  ".join(f"{where}: {p}" for p in refused))
+        return cfg
     except ConfigError as exc:
         raise ConfigError(sourced(str(exc), refs)) from None
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from floe_jobs import runs
+from floe_jobs import kafkaprops, runs
 from floe_jobs.config import FloeConfig
 from floe_jobs.planning import PartitionPlan, Watermarks
 from floe_jobs.records import (
@@ -52,7 +52,6 @@ from floe_jobs.records import (
 
 log = logging.getLogger(__name__)
 
-SECURITY_PREFIXES = ("security.", "sasl.", "ssl.")
 # what every reader of the runtime reads: committed records only (DESIGN contract 9: upstream
 # aborted transactions are never read)
 ISOLATION = "read_committed"
@@ -70,11 +69,20 @@ def _brokers_answer(client: Consumer | Producer) -> None:
 
 
 def client_settings(cfg: FloeConfig) -> dict[str, Any]:
-    """Connection settings every librdkafka client of the runtime shares: bootstrap, then the
-    security settings (`floe_jobs.kafkasec`), then security settings of `kafka.extra`."""
-    conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
-    conf.update({k: v for k, v in cfg.kafka.extra.items() if k.startswith(SECURITY_PREFIXES)})
-    return conf
+    """Connection settings every librdkafka client of the runtime shares: bootstrap and the
+    security settings (`floe_jobs.kafkasec`)."""
+    return {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
+
+
+def with_properties(conf: Mapping[str, Any], cfg: FloeConfig, role: kafkaprops.Role) -> dict[str, Any]:
+    """`conf` (a client's settings, its `client.id` Floe's own) with the app's Kafka client
+    properties of its `role` over Floe's tuning (`floe_jobs.kafkaprops`); the keys Floe owns
+    are never among them (refused at admission and by the config)."""
+    props = cfg.kafka.extra
+    out = {**conf, **kafkaprops.for_client(props, role)}
+    if "client.id" in conf:
+        out["client.id"] = kafkaprops.client_id(props, str(conf["client.id"]))
+    return out
 
 
 class ReadError(RuntimeError):
@@ -87,18 +95,22 @@ class RangeReader:
     def __init__(self, cfg: FloeConfig, *, client_id: str, timeout: float = 120.0) -> None:
         self.timeout = timeout
         self._consumer = Consumer(
-            {
-                **client_settings(cfg),
-                # never subscribes: the id only names the client, no group is joined
-                "group.id": f"{cfg.group_id}-reader",
-                "client.id": f"{client_id}-reader",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "error",
-                # also makes the watermark queries answer the last stable offset as the end
-                "isolation.level": ISOLATION,
-                "fetch.wait.max.ms": 50,
-            },
+            with_properties(
+                {
+                    **client_settings(cfg),
+                    # never subscribes: the id only names the client, no group is joined
+                    "group.id": f"{cfg.group_id}-reader",
+                    "client.id": f"{client_id}-reader",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "auto.offset.reset": "error",
+                    # also makes the watermark queries answer the last stable offset as the end
+                    "isolation.level": ISOLATION,
+                    "fetch.wait.max.ms": 50,
+                },
+                cfg,
+                "consumer",
+            ),
             logger=log,
         )
 
@@ -218,20 +230,19 @@ class WriteError(RuntimeError):
 def spark_connection_options(cfg: FloeConfig) -> dict[str, str]:
     """The driver clients' connection settings as options of Spark's Kafka source and sink, as
     the Java client spells them (the JAAS line for SASL, PEM trust and key stores for TLS)."""
-    opts = {"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.java()}
-    opts.update({f"kafka.{k}": str(v) for k, v in cfg.kafka.extra.items() if k.startswith(SECURITY_PREFIXES)})
-    return opts
+    return {"kafka.bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.java()}
 
 
 def spark_source_options(cfg: FloeConfig) -> dict[str, str]:
     """Options of Spark's Kafka source: the connection, and committed records only, as the
     driver's reader (the Java consumer's default is read_uncommitted)."""
-    return {**spark_connection_options(cfg), "kafka.isolation.level": ISOLATION}
+    props = kafkaprops.java(cfg.kafka.extra, "consumer")
+    return {**spark_connection_options(cfg), **props, "kafka.isolation.level": ISOLATION}
 
 
 def spark_sink_options(cfg: FloeConfig) -> dict[str, str]:
     """Options of Spark's Kafka sink equal to the driver producer's settings."""
-    opts = {**spark_connection_options(cfg), "kafka.acks": "all"}
+    opts = {**spark_connection_options(cfg), **kafkaprops.java(cfg.kafka.extra, "producer"), "kafka.acks": "all"}
     if cfg.kafka.idempotent_output:
         opts["kafka.enable.idempotence"] = "true"
     return opts
@@ -298,6 +309,7 @@ class KafkaSink:
         }
         if cfg.kafka.idempotent_output:
             conf["enable.idempotence"] = True
+        conf = with_properties(conf, cfg, "producer")
         self.max_message_bytes = int(conf.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES))
         self._producer = Producer(conf, logger=log)
 

@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from floe_jobs.config import FloeConfig
-from floe_jobs.kafkaio import ISOLATION
+from floe_jobs.kafkaio import ISOLATION, with_properties
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +189,7 @@ class Membership:
                 conf["heartbeat.interval.ms"] = k.heartbeat_interval_ms
         if k.instance_id:
             conf["group.instance.id"] = k.instance_id
-        conf.update(k.extra)
-        self._consumer = Consumer(conf, logger=log)
+        self._consumer = Consumer(with_properties(conf, cfg, "consumer"), logger=log)
         self._consumer.subscribe(
             self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from floe_jobs import kafkasec
+from floe_jobs import kafkaprops, kafkasec
 from floe_operator import model
 
 
@@ -39,13 +39,22 @@ class Target:
 
     bootstrap_servers: str
     security: kafkasec.KafkaSecurity = field(default_factory=kafkasec.KafkaSecurity)
+    # the app's spec.kafka.properties that concern reaching the brokers (`kafkaprops.for_client`
+    # "operator": socket.*, broker.address.family, ...), sorted pairs: a Target stays hashable,
+    # and apps that set none share one client per cluster
+    properties: tuple[tuple[str, str], ...] = ()
 
     def client_config(self) -> dict[str, Any]:
         """Settings of the operator's clients of this cluster. librdkafka logs only critical
         lines: a cluster that cannot be reached would otherwise log a line per broker and
         reconnect for as long as the operator runs. What goes wrong reaches the app's status
         (KafkaUnavailable and the credential and TLS reasons) through errors and `error_cb`."""
-        return {"bootstrap.servers": self.bootstrap_servers, "log_level": 2, **self.security.librdkafka()}
+        return {
+            "bootstrap.servers": self.bootstrap_servers,
+            "log_level": 2,
+            **dict(self.properties),
+            **self.security.librdkafka(),
+        }
 
 
 def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]]) -> Target:
@@ -65,6 +74,7 @@ def target_of(app: model.StreamingApp, secrets: Mapping[str, Mapping[str, str]])
             key = secrets.get(cc.name, {}).get(cc.key_key)
     return Target(
         bootstrap_servers=kafka.bootstrap_servers,
+        properties=tuple(sorted(kafkaprops.for_client(kafka.properties, "operator").items())),
         security=kafkasec.KafkaSecurity(
             protocol=sec.protocol,
             sasl_mechanism=sec.sasl.mechanism if sec.sasl else None,

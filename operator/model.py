@@ -90,6 +90,8 @@ class KafkaSpec(_Model):
     spark_read_min_records: int | None = None
     repartition_rows_per_record: int | None = None
     security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    # Kafka client properties (floe_jobs.kafkaprops): the CRD refuses the keys Floe owns
+    properties: dict[str, str] = Field(default_factory=dict)
 
 
 class Replication(_Model):

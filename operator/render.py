@@ -133,7 +133,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records,
     repartition_rows_per_record and group_protocol (when set), session_timeout_ms,
     heartbeat_interval_ms, leave_group_on_close, security_protocol,
-    sasl_mechanism (with SASL)}, cassandra.{hosts, port, local_datacenter, keyspace, tls (when
+    sasl_mechanism (with SASL), extra (spec.kafka.properties, when any)},
+    cassandra.{hosts, port, local_datacenter, keyspace, tls (when
     on), consistency, serial_consistency, request_timeout, connect_timeout, protocol_version
     (each when set)}, stores[{name, type, ttl_seconds, table_options}], state.cache_max_keys (when set),
     spark.{master, conf, driver_batch_max_records (when set)}, shutdown.drain_timeout_seconds,
@@ -159,6 +160,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     protocol = {} if kafka.group_protocol == "auto" else {"group_protocol": kafka.group_protocol}
     rows = kafka.repartition_rows_per_record
     rekeyed = {} if rows is None else {"repartition_rows_per_record": rows}
+    # the runtime's kafka.extra; only when set, so adding spec.kafka.properties rolled no running app
+    props = {"extra": dict(sorted(kafka.properties.items()))} if kafka.properties else {}
     cache = spec.state.cache_max_keys
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
     # rendered only when not the default, so adding the setting rolled no running app
@@ -183,6 +186,7 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
             "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
             "leave_group_on_close": spec.shutdown.leave_group_on_close,
             **security,
+            **props,
         },
         "cassandra": {
             "hosts": list(cass.hosts),

@@ -93,7 +93,7 @@ def test_config_env_var_names_the_file(tmp_path: Path) -> None:
         ),
         (
             {"FLOE_KAFKA_EXTRA": '{"isolation.level": "read_uncommitted"}'},
-            ["kafka.extra", "isolation.level 'read_uncommitted' is not allowed", "remove it from kafka.extra"],
+            ["kafka.extra (FLOE_KAFKA_EXTRA)", "spec.kafka.properties.isolation.level is owned by Floe"],
         ),
         ({"FLOE_CASSANDRA_DDL_TIMEOUT": "-1"}, ["cassandra.ddl_timeout (FLOE_CASSANDRA_DDL_TIMEOUT)"]),
         ({"FLOE_CASSANDRA_PROTOCOL_VERSION": "v5"}, ["cassandra.protocol_version"]),
