@@ -50,7 +50,7 @@ def test_a_converged_app_is_ready_and_neither_reconciling_nor_stalled(
     kube.apply(body)
     obj = _current(kube, "kstatus-current", ns)
     assert obj["metadata"]["generation"] == 2
-    assert all(c["observedGeneration"] == 2 for c in obj["status"]["conditions"] if c["type"] != "PodSecurity")
+    assert [condition(obj, t)["observedGeneration"] for t in ("Ready", "Reconciling", "Stalled")] == [2, 2, 2]
 
 
 def test_a_missing_secret_stalls_the_app_until_it_exists(
