@@ -728,6 +728,13 @@ class SecretRef(_Model):
 
 class FloeConfig(_Model):
     app_id: str = setting(env="FLOE_APP_ID", description="the StreamingApp name; group id, topic and table prefix")
+    app_name: str | None = setting(
+        default=None,
+        min_length=1,
+        env="FLOE_APP_NAME",
+        description="the StreamingApp's name: the `app` label of the replica's series, as the operator's series "
+        "have it (the scrape adds `namespace`); default: app_id",
+    )
     kafka: KafkaSettings
     cassandra: CassandraSettings
     stores: list[StoreSettings] = setting(default_factory=list, env="FLOE_STORES", description="JSON list")
@@ -744,6 +751,11 @@ class FloeConfig(_Model):
         description="JSON object: each variable the pod sets from a Secret → {name, key} of that Secret (names "
         "only), so that an error names the Secret key to fix; a variable listed here but not set stops the start",
     )
+
+    @property
+    def metrics_app(self) -> str:
+        """The `app` label of the replica's series."""
+        return self.app_name or self.app_id
 
     @field_validator("app_id")
     @classmethod

@@ -4,6 +4,11 @@ Pure: the reconciler hands in what it saw (the Deployment, a fault, provisioning
 partition count) and gets the whole status back. `lastTransitionTime` moves only when a
 condition's status flips, so recomputing an unchanged app yields an identical status and
 no write.
+
+Reconciling and Stalled are the abnormal-true pair that kstatus (Flux, kpt, cli-utils) reads
+beside Ready; `kstatus` derives both from Ready, Progressing and Degraded after those are set,
+so the two vocabularies cannot disagree. Progressing and Degraded stay for the tools and
+alerts that already read them.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ Condition = dict[str, Any]
 READY = "Ready"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
+# kstatus: True while the app is on its way to Ready; True when it will not get there unaided.
+RECONCILING = "Reconciling"
+STALLED = "Stalled"
 STATE_PROVISIONED = "StateProvisioned"
 REPLICAS_WITHIN_PARTITIONS = "ReplicasWithinPartitions"
-OWNED_TYPES = (READY, PROGRESSING, DEGRADED, STATE_PROVISIONED, REPLICAS_WITHIN_PARTITIONS)
+OWNED_TYPES = (READY, PROGRESSING, DEGRADED, RECONCILING, STALLED, STATE_PROVISIONED, REPLICAS_WITHIN_PARTITIONS)
 # Written by the lag loop, from the offsets rows it reads (`partitions_stopped`): present once a
 # poison record stopped a partition (spec.errors: stop); True while one is stopped.
 PARTITIONS_STOPPED = "PartitionsStopped"
@@ -68,6 +76,14 @@ EXECUTORS_UNSCHEDULABLE = "ExecutorsUnschedulable"
 # certificate (theirs, the app's CA or its client certificate) has expired or names another host.
 KAFKA_TLS_FAILED = "KafkaTLSFailed"
 CASSANDRA_TLS_FAILED = "CassandraTLSFailed"
+
+# Degraded reasons that clear by waiting, with no change to the app, its Secrets or the
+# cluster: an outage ends, a node is added (a cluster autoscaler). The Deployment's progress
+# deadline turns pods that wait for a node for too long into ProgressDeadlineExceeded, which
+# stalls. Every other Degraded reason stalls the app: a spec, a Secret, an image, RBAC or a
+# certificate must change first.
+UNSCHEDULABLE = "Unschedulable"  # podfaults.UNSCHEDULABLE (podfaults imports this module)
+TRANSIENT_FAULTS = frozenset({KAFKA_UNAVAILABLE, CASSANDRA_UNAVAILABLE, UNSCHEDULABLE, EXECUTORS_UNSCHEDULABLE})
 
 PROVISIONING_FAULTS = (CASSANDRA_UNAVAILABLE, PROVISIONING_FAILED, CASSANDRA_CREDENTIALS_REJECTED, CASSANDRA_TLS_FAILED)
 
@@ -238,6 +254,11 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         put(POD_SECURITY, *observed.pod_security)
     _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)
     _reconcile_pause(app, was_annotated=find(conds, RECONCILE_PAUSED) is not None, put=put)
+    # While paused, a spec changed since the last pass is not acted on (observedGeneration stays).
+    stale = app.reconcile_paused and app.status.get("observedGeneration") != gen
+    reconciling, stalled = kstatus(conds, paused_generation=gen if stale else None)
+    put(RECONCILING, *reconciling)
+    put(STALLED, *stalled)
 
     order = {t: i for i, t in enumerate(OWNED_TYPES)}
     conds.sort(key=lambda c: (order.get(str(c.get("type")), len(order)), str(c.get("type"))))
@@ -260,6 +281,61 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     status.update(_kept_facts(app, observed))
     status["suspension"] = suspension_status(app, now=now)
     return status
+
+
+def kstatus(conds: Sequence[Mapping[str, Any]], *, paused_generation: int | None = None) -> tuple[Verdict, Verdict]:
+    """Reconciling and Stalled, as kstatus reads them, from the Ready, Progressing and Degraded
+    in `conds` (already computed for this pass); `paused_generation`: a generation that
+    reconciliation, paused by its annotation, does not act on.
+
+    Stalled is True exactly when Degraded is True for a reason waiting does not clear (not in
+    TRANSIENT_FAULTS): a missing Secret, a refused spec, a crash loop, a rollout past its
+    deadline. Reconciling is True when the app is not stalled and not yet converged: Ready is
+    not True, a rollout is under way (Progressing True), a transient fault is being retried,
+    or a changed spec waits for reconciliation to be resumed. Both False: Ready, and nothing
+    left to do. Never both True, as kstatus expects."""
+    ready, progressing, degraded = find(conds, READY) or {}, find(conds, PROGRESSING) or {}, find(conds, DEGRADED) or {}
+
+    def said(cond: Mapping[str, Any]) -> tuple[str, str]:
+        return str(cond.get("reason") or ""), str(cond.get("message") or "")
+
+    fault = said(degraded) if degraded.get("status") == "True" else None
+    if fault is not None and fault[0] not in TRANSIENT_FAULTS:
+        reason, message = fault
+        return ("False", STALLED, f"Stalled by {reason}: {message}"), ("True", reason, message)
+    not_stalled: Verdict = (
+        ("False", fault[0], f"Retrying, no change needed: {fault[1]}")
+        if fault is not None
+        else ("False", AS_EXPECTED, "No fault that needs a change to the app")
+    )
+    if paused_generation is not None:
+        reconciling: Verdict = (
+            "True",
+            RECONCILE_PAUSED,
+            f"Generation {paused_generation} is not acted on while reconciliation is paused by "
+            f"{model.RECONCILE_ANNOTATION}",
+        )
+    elif fault is not None:
+        reconciling = ("True", *fault)
+    elif progressing.get("status") == "True":
+        reconciling = ("True", *said(progressing))
+    elif ready.get("status") != "True":
+        reason, message = said(ready)
+        reconciling = ("True", reason or PENDING, message or "Ready is not reported yet")
+    else:
+        reconciling = ("False", *said(ready))
+    return reconciling, not_stalled
+
+
+def with_kstatus(conds: Sequence[Condition], *, generation: int, now: str) -> list[Condition]:
+    """`conds` with Reconciling and Stalled set from their Ready, Progressing and Degraded."""
+    reconciling, stalled = kstatus(conds)
+    result = list(conds)
+    for type_, (status, reason, message) in ((RECONCILING, reconciling), (STALLED, stalled)):
+        result = set_condition(
+            result, type_=type_, status=status, reason=reason, message=message, generation=generation, now=now
+        )
+    return result
 
 
 def pod_security(namespace: str, labels: Mapping[str, str] | None) -> Verdict:

@@ -662,6 +662,7 @@ def _invalid(body: Mapping[str, Any], exc: pydantic.ValidationError) -> Outcome:
         generation=int(meta.get("generation", 1)),
         now=now(),
     )
+    conds = conditions.with_kstatus(conds, generation=int(meta.get("generation", 1)), now=now())
     app_id = appids.app_id_of(str(meta.get("namespace", "")), str(meta.get("name", "")), current)
     target = {"observedGeneration": int(meta.get("generation", 1)), "appId": app_id, "conditions": conds}
     events = conditions.transitions(current.get("conditions") or [], conds)

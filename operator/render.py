@@ -129,7 +129,7 @@ def object_meta(app: model.StreamingApp, name: str, *, labels: Mapping[str, str]
 def job_config(app: model.StreamingApp) -> dict[str, Any]:
     """The runtime's configuration (`floe_jobs.config`), mounted as floe.yaml; never a secret.
 
-    Keys: app_id, kafka.{bootstrap_servers, topics, output_topics, group_id,
+    Keys: app_id, app_name, kafka.{bootstrap_servers, topics, output_topics, group_id,
     starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records,
     repartition_rows_per_record and group_protocol (when set), session_timeout_ms,
     heartbeat_interval_ms, leave_group_on_close, security_protocol,
@@ -171,6 +171,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     driver_batches = {} if limit is None else {"driver_batch_max_records": limit}
     rendered: dict[str, Any] = {
         "app_id": app.app_id,
+        # the `app` label of the replicas' series: the name the operator's series carry
+        "app_name": app.name,
         "kafka": {
             "bootstrap_servers": kafka.bootstrap_servers,
             "topics": list(kafka.topics),

@@ -8,7 +8,9 @@ Per partition (labels namespace, app, topic, partition):
   floe_consumergroup_partition_status    Burrow-style status, one series per state, 1 for the current one
 Per app (labels namespace, app):
   floe_consumergroup_sum_lag, floe_consumergroup_max_lag, floe_consumergroup_max_lag_seconds,
-  floe_consumergroup_consumption_rate, floe_consumergroup_input_rate (records/s),
+  floe_consumergroup_consumption_records_per_second, floe_consumergroup_input_records_per_second
+  (gauges over the rate window, unit in the name; floe_consumergroup_consumption_rate and
+  floe_consumergroup_input_rate, their names before, are exported too for one release),
   floe_lag_metrics_stale (1 while the app's last scrape failed),
   floe_app_partitions_stopped (partitions a poison record stopped under `spec.errors: stop`),
   floe_autoscaler_desired_replicas, floe_autoscaler_decisions_total{action,reason}
@@ -55,12 +57,18 @@ APP_FAMILIES = {
     "floe_consumergroup_sum_lag": "Lag summed over the app's input partitions",
     "floe_consumergroup_max_lag": "Largest lag of the app's partitions",
     "floe_consumergroup_max_lag_seconds": "Largest time lag of the app's partitions",
-    "floe_consumergroup_consumption_rate": "Records committed per second over the rate window",
-    "floe_consumergroup_input_rate": "Records appended to the input per second over the rate window",
+    "floe_consumergroup_consumption_records_per_second": "Records committed per second over the rate window",
+    "floe_consumergroup_input_records_per_second": "Records appended to the input per second over the rate window",
     "floe_lag_metrics_stale": "1 while the app's lag could not be measured",
     "floe_app_partitions_stopped": "Partitions of the app (input or repartition) a poison record stopped "
     "(spec.errors: stop); 0 when none",
     "floe_autoscaler_desired_replicas": "Replicas the native autoscaler decided last",
+}
+# Deprecated name → the series it repeats: the rates' names before they carried their unit
+# (Prometheus naming); exported for one release, so rules and dashboards can move (CHANGELOG.md).
+DEPRECATED_FAMILIES = {
+    "floe_consumergroup_consumption_rate": "floe_consumergroup_consumption_records_per_second",
+    "floe_consumergroup_input_rate": "floe_consumergroup_input_records_per_second",
 }
 CONDITION_FAMILY = "floe_app_condition"
 CONDITION_HELP = "1 while the app's status condition is True (Ready, Progressing, Degraded), else 0"
@@ -157,8 +165,11 @@ class LagMetrics:
             per_app["floe_consumergroup_sum_lag"].add_metric(ak, app.total)
             per_app["floe_consumergroup_max_lag"].add_metric(ak, app.max_lag)
             per_app["floe_consumergroup_max_lag_seconds"].add_metric(ak, app.max_seconds)
-            per_app["floe_consumergroup_consumption_rate"].add_metric(ak, app.consumption_rate or 0.0)
-            per_app["floe_consumergroup_input_rate"].add_metric(ak, app.input_rate or 0.0)
+            for family, rate in (
+                ("floe_consumergroup_consumption_records_per_second", app.consumption_rate),
+                ("floe_consumergroup_input_records_per_second", app.input_rate),
+            ):
+                per_app[family].add_metric(ak, rate or 0.0)
             per_app["floe_app_partitions_stopped"].add_metric(ak, len(app.stopped))
         for (namespace, name), is_stale in stale.items():
             per_app["floe_lag_metrics_stale"].add_metric([namespace, name], 1 if is_stale else 0)
@@ -172,6 +183,7 @@ class LagMetrics:
         yield from part.values()
         yield status
         yield from per_app.values()
+        yield from _deprecated(per_app)
         yield condition
         yield from health.values()
 
@@ -182,6 +194,15 @@ def _empty_families() -> tuple[dict[str, GaugeMetricFamily], GaugeMetricFamily, 
     status = GaugeMetricFamily(STATUS_FAMILY, STATUS_HELP, labels=[*PARTITION, "status"])
     per_app = {name: GaugeMetricFamily(name, text, labels=APP) for name, text in APP_FAMILIES.items()}
     return part, status, per_app
+
+
+def _deprecated(per_app: dict[str, GaugeMetricFamily]) -> Iterator[GaugeMetricFamily]:
+    """The deprecated families, each with the samples of the one that replaced it."""
+    for old, new in DEPRECATED_FAMILIES.items():
+        family = GaugeMetricFamily(old, f"Deprecated: use {new}", labels=APP)
+        for sample in per_app[new].samples:
+            family.add_metric([sample.labels[k] for k in APP], sample.value)
+        yield family
 
 
 def _health_families() -> tuple[GaugeMetricFamily, dict[str, GaugeMetricFamily]]:
@@ -203,4 +224,5 @@ class _ScrapeCollector(Collector):
         # the families without samples, so registering does not build a collect
         part, status, per_app = _empty_families()
         condition, health = _health_families()
-        return iter([*part.values(), status, *per_app.values(), condition, *health.values()])
+        deprecated = list(_deprecated(per_app))
+        return iter([*part.values(), status, *per_app.values(), *deprecated, condition, *health.values()])

@@ -1,9 +1,11 @@
 -- Argo CD health check for streaming.floe.dev/StreamingApp.
 --
 -- Argo CD does not derive a custom resource's health from its children, so the Floe operator
--- summarises them in status.conditions (Ready, Progressing, Degraded) and this check reads
--- them. A status written for an older generation says nothing about the current spec, so it
--- counts as Progressing until the operator catches up.
+-- summarises them in status.conditions and this check reads them as kstatus (Flux) does:
+-- Stalled=True is Degraded, Reconciling=True is Progressing, Ready=True is Healthy. A status
+-- written by an operator older than the Reconciling and Stalled conditions is read from
+-- Degraded and Progressing instead. A status written for an older generation says nothing
+-- about the current spec, so it counts as Progressing until the operator catches up.
 local hs = {}
 
 local function condition(conditions, type_)
@@ -51,10 +53,24 @@ end
 local ready = condition(status.conditions, "Ready")
 local progressing = condition(status.conditions, "Progressing")
 local degraded = condition(status.conditions, "Degraded")
+local stalled = condition(status.conditions, "Stalled")
+local reconciling = condition(status.conditions, "Reconciling")
 
-if degraded ~= nil and degraded.status == "True" then
+if stalled ~= nil then
+  if stalled.status == "True" then
+    hs.status = "Degraded"
+    hs.message = describe(stalled, "The app is stalled")
+    return hs
+  end
+elseif degraded ~= nil and degraded.status == "True" then
   hs.status = "Degraded"
   hs.message = describe(degraded, "The app is degraded")
+  return hs
+end
+
+if reconciling ~= nil and reconciling.status == "True" then
+  hs.status = "Progressing"
+  hs.message = describe(reconciling, "Reconciling")
   return hs
 end
 

@@ -24,6 +24,7 @@ import re
 import subprocess
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -177,7 +178,8 @@ def scenario(
         cassandra_port=cassandra_port, keyspace=ks_healthy, topics=[healthy_in], output_topics=[healthy_out],
         entrypoint=str(localrun.ROOT / "examples/word-count/word_count.py"),
         stores=[{"name": "word-count", "type": "partitioned"}], spark_jars=spark_jars, workdir=work,
-        extra_env={"FLOE_KAFKA_STARTING_OFFSETS": "earliest"},
+        # the name the operator renders into its pods' floe.yaml (app_name)
+        extra_env={"FLOE_KAFKA_STARTING_OFFSETS": "earliest", "FLOE_APP_NAME": HEALTHY},
     )
     replica = localrun.Replica(app, f"{HEALTHY}-local-0").start()
     targets.replica(replica.name, replica.metrics_port, namespace=ns, service=HEALTHY)
@@ -283,6 +285,30 @@ def test_every_dashboard_query_returns_series(scenario: Scenario, prom: PromAPI)
     for var, series in (("namespace", "floe_consumergroup_sum_lag"), ("app", "floe_consumergroup_sum_lag")):
         values = {r["metric"][var] for r in prom.query(f'{series}{{namespace="{scenario.namespace}"}}')}
         assert values >= ({scenario.namespace} if var == "namespace" else set(apps)), (var, values)
+
+
+def test_the_replicas_and_the_operators_series_carry_one_namespace_and_app(scenario: Scenario, prom: PromAPI) -> None:
+    ns = scenario.namespace
+    # As each target exposes them: the replica names its app, the operator its app and namespace.
+    with urllib.request.urlopen(f"http://127.0.0.1:{scenario.replica.metrics_port}/metrics", timeout=10) as r:
+        replica_text = r.read().decode()
+    assert f'floe_job_owned_partitions{{app="{HEALTHY}"}}' in replica_text
+    assert "namespace=" not in "".join(line for line in replica_text.splitlines() if line.startswith("floe_job_"))
+
+    def labels(query: str) -> set[tuple[str, str]]:
+        rows = prom.query(query)
+        assert all("exported_namespace" not in r["metric"] and "exported_app" not in r["metric"] for r in rows), rows
+        return {(r["metric"].get("namespace", ""), r["metric"].get("app", "")) for r in rows}
+
+    # As Prometheus stores them, scraped with the labels the app's ServiceMonitor gives its targets.
+    replica = wait_for(lambda: labels(f'floe_job_owned_partitions{{namespace="{ns}"}}'), timeout=120,
+                       what="the replica's series in Prometheus")
+    lag = wait_for(lambda: labels(f'floe_consumergroup_sum_lag{{namespace="{ns}",app="{HEALTHY}"}}'), timeout=120,
+                   what="the operator's lag series of the healthy app in Prometheus")
+    assert replica == lag == {(ns, HEALTHY)}
+    joined = prom.query(f'floe_job_owned_partitions{{namespace="{ns}"}} * on(namespace, app) group_left '
+                        f'floe_consumergroup_sum_lag')
+    assert {(r["metric"]["namespace"], r["metric"]["app"]) for r in joined} == {(ns, HEALTHY)}
 
 
 def test_each_app_alert_fires_for_the_stalled_app_and_never_for_the_healthy_one(

@@ -151,7 +151,8 @@ def test_metrics_follow_scrapes_and_drop_gone_series() -> None:
     assert get("floe_consumergroup_partition_status", {**labels, "status": "WARN"}) == 1
     assert get("floe_consumergroup_partition_status", {**labels, "status": "OK"}) == 0
     assert get("floe_consumergroup_sum_lag", {"namespace": "ns", "app": "a"}) == 100
-    assert get("floe_consumergroup_input_rate", {"namespace": "ns", "app": "a"}) == 5.0
+    assert get("floe_consumergroup_input_records_per_second", {"namespace": "ns", "app": "a"}) == 5.0
+    assert get("floe_consumergroup_consumption_records_per_second", {"namespace": "ns", "app": "a"}) == 4.0
     assert get("floe_app_partitions_stopped", {"namespace": "ns", "app": "a"}) == 0
     assert get("floe_lag_last_success_timestamp_seconds") == 1000.0
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from floe_operator import conditions, model
+import pydantic
+import pytest
+from floe_operator import conditions, model, podfaults, reconcile
 
 from .conftest import load_case
 
@@ -52,6 +54,8 @@ def test_first_pass_sets_every_condition() -> None:
         "Ready": ("False", "Creating"),
         "Progressing": ("True", "Creating"),
         "Degraded": ("False", "AsExpected"),
+        "Reconciling": ("True", "Creating"),
+        "Stalled": ("False", "AsExpected"),
         "StateProvisioned": ("Unknown", "Pending"),
         "ReplicasWithinPartitions": ("Unknown", "PartitionsUnknown"),
     }
@@ -195,3 +199,174 @@ def test_the_reconcile_keeps_the_partitions_stopped_condition_the_lag_loop_wrote
     assert stopped is not None
     status = conditions.status_for(_app(conditions=stopped), conditions.Observed(), now=T0)
     assert conditions.find(status["conditions"], "PartitionsStopped") == stopped[0]
+
+
+# --- kstatus: Reconciling and Stalled derived from Ready, Progressing and Degraded -----------
+
+# Every fault reason the reconciler reports (conditions) and every pod fault (podfaults).
+STALLING_FAULTS = (
+    conditions.SECRET_NOT_FOUND,
+    conditions.SECRET_KEY_NOT_FOUND,
+    conditions.SECRET_UNREADABLE,
+    conditions.PROVISIONING_FAILED,
+    conditions.TOPIC_NOT_FOUND,
+    conditions.APPLY_FAILED,
+    conditions.INVALID_SPEC,
+    conditions.STORE_IN_USE,
+    conditions.APP_ID_CONFLICT,
+    conditions.KAFKA_CREDENTIALS_REJECTED,
+    conditions.CASSANDRA_CREDENTIALS_REJECTED,
+    conditions.SPARK_RBAC_MISSING,
+    conditions.KAFKA_TLS_FAILED,
+    conditions.CASSANDRA_TLS_FAILED,
+    conditions.INVALID_POD_TEMPLATE,
+)
+STALLING_POD_FAULTS = (podfaults.IMAGE_UNAVAILABLE, podfaults.CRASH_LOOPING, podfaults.PODS_REJECTED)
+TRANSIENT = (conditions.KAFKA_UNAVAILABLE, conditions.CASSANDRA_UNAVAILABLE)
+
+
+def _kstatus(status: dict[str, Any]) -> tuple[tuple[str, str], tuple[str, str]]:
+    by_type = _by_type(status)
+    return by_type["Reconciling"], by_type["Stalled"]
+
+
+def test_transient_faults_are_the_listed_ones() -> None:
+    assert conditions.UNSCHEDULABLE == podfaults.UNSCHEDULABLE
+    assert {*TRANSIENT, podfaults.UNSCHEDULABLE, conditions.EXECUTORS_UNSCHEDULABLE} == conditions.TRANSIENT_FAULTS
+
+
+@pytest.mark.parametrize("reason", STALLING_FAULTS)
+def test_a_fault_that_needs_a_change_stalls(reason: str) -> None:
+    observed = conditions.Observed(fault=conditions.Fault(reason, "fix it"))
+    status = conditions.status_for(_app(), observed, now=T0)
+    assert _by_type(status)["Degraded"] == ("True", reason)
+    assert _kstatus(status) == (("False", "Stalled"), ("True", reason))
+    assert conditions.find(status["conditions"], "Stalled")["message"] == "fix it"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("reason", STALLING_FAULTS)
+def test_a_fault_on_a_rolled_out_app_stalls_it_although_ready(reason: str) -> None:
+    observed = conditions.Observed(deployment=_deployment(), fault=conditions.Fault(reason, "fix it"))
+    status = conditions.status_for(_app(), observed, now=T0)
+    assert _by_type(status)["Ready"] == ("True", "AllReplicasReady")
+    assert _kstatus(status) == (("False", "Stalled"), ("True", reason))
+
+
+@pytest.mark.parametrize("reason", STALLING_POD_FAULTS)
+def test_pods_that_cannot_run_stall_the_app(reason: str) -> None:
+    observed = conditions.Observed(
+        deployment=_deployment(updated=3, available=1, ready=1), pods_fault=conditions.Fault(reason, "see the pod")
+    )
+    status = conditions.status_for(_app(), observed, now=T0)
+    assert _by_type(status)["Ready"] == ("False", reason)
+    assert _kstatus(status) == (("False", "Stalled"), ("True", reason))
+
+
+@pytest.mark.parametrize("reason", TRANSIENT)
+def test_an_outage_is_retried_not_stalled(reason: str) -> None:
+    status = conditions.status_for(_app(), conditions.Observed(fault=conditions.Fault(reason, "down")), now=T0)
+    assert _by_type(status)["Degraded"] == ("True", reason)
+    assert _kstatus(status) == (("True", reason), ("False", reason))
+
+
+def test_pods_waiting_for_a_node_are_retried_not_stalled() -> None:
+    observed = conditions.Observed(
+        deployment=_deployment(available=1, ready=1), pods_fault=conditions.Fault(podfaults.UNSCHEDULABLE, "no node")
+    )
+    status = conditions.status_for(_app(), observed, now=T0)
+    assert _kstatus(status) == (("True", podfaults.UNSCHEDULABLE), ("False", podfaults.UNSCHEDULABLE))
+
+
+def test_executors_waiting_for_a_node_are_retried_not_stalled() -> None:
+    observed = conditions.Observed(deployment=_deployment(), executors_unschedulable="executor waits")
+    status = conditions.status_for(_app(), observed, now=T0)
+    assert _by_type(status)["Degraded"] == ("True", conditions.EXECUTORS_UNSCHEDULABLE)
+    assert _kstatus(status) == (
+        ("True", conditions.EXECUTORS_UNSCHEDULABLE),
+        ("False", conditions.EXECUTORS_UNSCHEDULABLE),
+    )
+
+
+def test_a_rollout_past_its_deadline_stalls() -> None:
+    observed = conditions.Observed(deployment=_deployment(updated=1, available=2, deadline=True))
+    status = conditions.status_for(_app(), observed, now=T0)
+    assert _by_type(status)["Progressing"] == ("False", "ProgressDeadlineExceeded")
+    assert _kstatus(status) == (("False", "Stalled"), ("True", "ProgressDeadlineExceeded"))
+
+
+@pytest.mark.parametrize(
+    ("deployment", "ready_reason"),
+    [
+        (None, "Creating"),
+        (_deployment(updated=1, available=3), "RollingOut"),
+        (_deployment(observed=False), "RollingOut"),
+        (_deployment(available=2, ready=2), "ReplicasNotReady"),
+    ],
+)
+def test_an_app_on_its_way_is_reconciling(deployment: dict[str, Any] | None, ready_reason: str) -> None:
+    status = conditions.status_for(_app(), conditions.Observed(deployment=deployment), now=T0)
+    assert _by_type(status)["Ready"] == ("False", ready_reason)
+    reconciling, stalled = _kstatus(status)
+    assert reconciling[0] == "True" and reconciling[1] in ("Creating", "RollingOut", "ReplicasNotReady")
+    assert stalled == ("False", "AsExpected")
+
+
+@pytest.mark.parametrize(
+    ("spec", "ready_reason"),
+    [({}, "AllReplicasReady"), ({"replicas": 0}, "ScaledToZero"), ({"suspend": True}, "Suspended")],
+)
+def test_a_ready_app_is_neither_reconciling_nor_stalled(spec: dict[str, Any], ready_reason: str) -> None:
+    body = load_case("minimal")
+    body["spec"].update({"replicas": 3, **spec})
+    app = model.StreamingApp.from_body(body)
+    desired = app.spec.running_replicas
+    deployment = _deployment(replicas=desired, updated=desired, available=desired, ready=desired)
+    deployment["spec"]["replicas"] = desired
+    status = conditions.status_for(app, conditions.Observed(deployment=deployment), now=T0)
+    assert _by_type(status)["Ready"] == ("True", ready_reason)
+    assert _kstatus(status) == (("False", ready_reason), ("False", "AsExpected"))
+    assert status["observedGeneration"] == app.generation
+
+
+def test_a_changed_spec_under_the_pause_annotation_is_reconciling() -> None:
+    body = load_case("minimal")
+    body["spec"]["replicas"] = 3
+    body["metadata"]["generation"] = 5
+    body["metadata"].setdefault("annotations", {})[model.RECONCILE_ANNOTATION] = model.RECONCILE_PAUSED
+    body["status"] = {"observedGeneration": 4}
+    app = model.StreamingApp.from_body(body)
+    status = conditions.status_for(app, conditions.Observed(deployment=_deployment()), now=T0)
+    assert status["observedGeneration"] == 4
+    assert _kstatus(status) == (("True", conditions.RECONCILE_PAUSED), ("False", "AsExpected"))
+
+
+def test_reconciling_and_stalled_are_never_both_true() -> None:
+    states = [None, "True", "False", "Unknown"]
+    reasons = [conditions.SECRET_NOT_FOUND, conditions.KAFKA_UNAVAILABLE]
+    for ready in states:
+        for progressing in states:
+            for degraded in states:
+                for reason in reasons:
+                    conds = [
+                        {"type": t, "status": s, "reason": reason}
+                        for t, s in (("Ready", ready), ("Progressing", progressing), ("Degraded", degraded))
+                        if s is not None
+                    ]
+                    (reconciling, *_), (stalled, *_) = conditions.kstatus(conds)
+                    assert (reconciling, stalled) != ("True", "True"), conds
+                    converged = ready == "True" and progressing != "True" and degraded != "True"
+                    assert (reconciling == "False" and stalled == "False") == converged, conds
+
+
+def test_a_spec_the_operator_cannot_read_stalls_the_app() -> None:
+    body = load_case("minimal")
+    body["spec"]["replicas"] = "many"
+    with pytest.raises(pydantic.ValidationError) as caught:
+        model.StreamingApp.from_body(body)
+    outcome = reconcile._invalid(body, caught.value)
+    conds = outcome.status_patch["conditions"]
+    assert {c["type"]: (c["status"], c["reason"]) for c in conds if c["type"] in ("Reconciling", "Stalled")} == {
+        "Reconciling": ("False", "Stalled"),
+        "Stalled": ("True", "InvalidSpec"),
+    }
+    assert outcome.status_patch["observedGeneration"] == body["metadata"].get("generation", 1)
