@@ -65,19 +65,7 @@ def narrow(ctx: ReplicaContext, lane: Lane, stage: Stage) -> bool:
     # held like a batch: the partitions cannot be revoked while their records are tried
     with ctx.membership.batch(lane.topics) as owned:
         rows = ctx.offsets.read(topics, stage=stage.name)
-        plans = [
-            planning.PartitionPlan(
-                row.topic,
-                row.partition,
-                row.planned_seq,
-                row.planned_from if row.planned_from is not None else row.next_offset,
-                row.planned_to if row.planned_to is not None else row.next_offset,
-                replay=True,
-                stamp=row.planned_ts or 0,
-            )
-            for tp, row in sorted(rows.items())
-            if tp in owned and row.in_flight and row.owner == ctx.owner and not row.stopped
-        ]
+        plans = _in_flight(ctx, rows, owned)
         if not plans:
             log.warning("Not narrowing stage=%s: no batch in flight held by this replica", stage.name)
             return False
@@ -118,18 +106,51 @@ def narrow(ctx: ReplicaContext, lane: Lane, stage: Stage) -> bool:
                 stage.name,
             )
             return False
-        acted = False
-        for p in plans:
-            first = found.first_failure(p.topic, p.partition)
-            if first is None:
-                continue
-            acted = True
-            if ctx.cfg.job.errors == "deadLetter":
-                _dead_letter(ctx, lane, stage, p, found, by_item, before_offset=_unresolved_start(found, p))
-            if ctx.cfg.job.errors == "stop" or _unresolved_start(found, p) is not None:
-                at, error = first if ctx.cfg.job.errors == "stop" else _unresolved_first(found, p)
-                _stop(ctx, lane, stage, p, at=at, error=error)
-        return acted
+        return _act(ctx, lane, stage, plans, found, by_item)
+
+
+def _in_flight(
+    ctx: ReplicaContext, rows: dict[tuple[str, int], planning.OffsetRow], owned: list[tuple[str, int]]
+) -> list[planning.PartitionPlan]:
+    """The plans in flight of the stage's offsets `rows` that this process holds, on partitions it
+    owns and that are not stopped: what narrowing replays as trials."""
+    return [
+        planning.PartitionPlan(
+            row.topic,
+            row.partition,
+            row.planned_seq,
+            row.planned_from if row.planned_from is not None else row.next_offset,
+            row.planned_to if row.planned_to is not None else row.next_offset,
+            replay=True,
+            stamp=row.planned_ts or 0,
+        )
+        for tp, row in sorted(rows.items())
+        if tp in owned and row.in_flight and row.owner == ctx.owner and not row.stopped
+    ]
+
+
+def _act(
+    ctx: ReplicaContext,
+    lane: Lane,
+    stage: Stage,
+    plans: list[planning.PartitionPlan],
+    found: poison.Isolation,
+    by_item: dict[tuple[str, int, int], records.Record],
+) -> bool:
+    """Deal with the poison records `found` in each plan by `job.errors`; False when no plan had
+    any."""
+    acted = False
+    for p in plans:
+        first = found.first_failure(p.topic, p.partition)
+        if first is None:
+            continue
+        acted = True
+        if ctx.cfg.job.errors == "deadLetter":
+            _dead_letter(ctx, lane, stage, p, found, by_item, before_offset=_unresolved_start(found, p))
+        if ctx.cfg.job.errors == "stop" or _unresolved_start(found, p) is not None:
+            at, error = first if ctx.cfg.job.errors == "stop" else _unresolved_first(found, p)
+            _stop(ctx, lane, stage, p, at=at, error=error)
+    return acted
 
 
 def _unresolved_start(found: poison.Isolation, p: planning.PartitionPlan) -> int | None:

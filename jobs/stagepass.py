@@ -95,19 +95,7 @@ def run(ctx: ReplicaContext, passes: PassState, stage: api.Stage, tps: list[tupl
     parts, size = got.parts, got.size
     lane.narrowed.claimed(stage.name, parts, taken_from_another=others)
     df = _without(got.df, leave_out, stage=stage.name)
-    assignments = ctx.membership.assignments(p.tp for p in parts)
-    batch = batch_for(
-        ctx,
-        lane,
-        stage,
-        df,
-        clock,
-        seqs={p.tp: p.seq for p in parts},
-        stamps={p.tp: p.stamp for p in parts},
-        records=size,
-        where=got.where,
-        owned=statecache.Ownership(ctx.state_cache, {p: n for (_t, p), n in assignments.items()}),
-    )
+    batch = _batch_of(ctx, lane, stage, df, got, clock)
     batch.on_effect = lambda: lane.narrowed.dirty(stage.name, parts)
     result = stage.fn(batch)
     clock.lap("fn")
@@ -133,6 +121,29 @@ def run(ctx: ReplicaContext, passes: PassState, stage: api.Stage, tps: list[tupl
     replay = any(p.replay for p in plan.partitions)
     _committed(ctx, stage, parts, mirrored, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
     return size
+
+
+def _batch_of(
+    ctx: ReplicaContext, lane: LaneIO, stage: api.Stage, df: Any, got: StageRead, clock: api.BatchClock
+) -> api.Batch:
+    """What the stage function receives for the batch read as `got` (its frame `df`): the
+    sequences and stamps of its plans, where it runs, and the assignments of its partitions, so
+    that what the state cache keeps of them is dropped if they change hands (`statecache`)."""
+    assert ctx.membership is not None
+    parts = got.parts
+    assignments = ctx.membership.assignments(p.tp for p in parts)
+    return batch_for(
+        ctx,
+        lane,
+        stage,
+        df,
+        clock,
+        seqs={p.tp: p.seq for p in parts},
+        stamps={p.tp: p.stamp for p in parts},
+        records=got.size,
+        where=got.where,
+        owned=statecache.Ownership(ctx.state_cache, {p: n for (_t, p), n in assignments.items()}),
+    )
 
 
 def _without(df: Any, leave_out: dict[tuple[str, int], set[int]], *, stage: str) -> Any:
