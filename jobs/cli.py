@@ -82,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     # the configuration holds them now: Spark's JVM and Python workers, started below, must not
     config_mod.scrub_secrets(os.environ)
 
-    from floe_jobs import api, runner
+    from floe_jobs import api, runner, startup
     from floe_jobs.stores.errors import StoreConfigError
 
     try:
-        target, _ = runner.load_entrypoint(cfg.job.entrypoint)
+        target, _ = startup.load_entrypoint(cfg.job.entrypoint)
         job = api.as_job(target)
         if args.check:
             print(f"floe-job: configuration valid; job stages: {[s.name for s in job.stages]}")
@@ -94,10 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         r = runner.Runner(cfg, job)
         r.install_signals()
         r.start()
-    except (runner.StartupError, StoreConfigError, TypeError, ValueError) as exc:
+    except (startup.StartupError, StoreConfigError, TypeError, ValueError) as exc:
         # a refused credential or certificate names its variable: say which Secret key it came from
         print(f"floe-job: {cfg.sourced(str(exc))}", file=sys.stderr)
-        return EXIT_UNREACHABLE if isinstance(exc, runner.StartupError) else EXIT_CONFIG
+        return EXIT_UNREACHABLE if isinstance(exc, startup.StartupError) else EXIT_CONFIG
     return r.run()
 
 

@@ -16,6 +16,10 @@ failed batch is retried with a backoff; an outage of a dependency is waited out 
 counted (`floe_jobs.outages`). A batch that keeps failing otherwise is narrowed to the records
 it fails on (`floe_jobs.quarantine`), which are dead-lettered or stop their partitions; the lane
 gives up, stopping the replica, only when the failure is in no record.
+
+The lanes receive the replica context (`floe_jobs.replica`), the stop flags (`stopping.Stops`)
+and the stage passes' state (`stagepass.PassState`); the readiness they keep together lives here
+(`Readiness`).
 """
 
 from __future__ import annotations
@@ -24,13 +28,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from floe_jobs import api, health, kafkaio, offsets, outages, poison, quarantine, stagepass
 from floe_jobs.config import FloeConfig
-
-if TYPE_CHECKING:
-    from floe_jobs.runner import Runner
+from floe_jobs.replica import ReplicaContext
+from floe_jobs.stopping import Stops
 
 log = logging.getLogger("floe_jobs")
 
@@ -62,6 +64,15 @@ class Lane:
     narrowed_streak: bool = False
     # poison records found in this lane's batches, for the replays of their plans
     narrowed: poison.Narrowed = field(default_factory=poison.Narrowed)
+
+
+@dataclass
+class Readiness:
+    """What the lanes keep together for the replica's readiness: the assignment last counted,
+    under the lock that guards it and every lane's `passed_generation` (`_passed`)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last_owned: list[tuple[str, int]] = field(default_factory=list)
 
 
 def group_lanes(
@@ -101,12 +112,20 @@ def build(
     return lanes
 
 
-def run_all(r: Runner) -> None:
+def run_all(
+    ctx: ReplicaContext, lanes: list[Lane], *, ready: Readiness, passes: stagepass.PassState, stops: Stops
+) -> None:
     """Run every lane in its own thread until SIGTERM or a lane gives up. The calling thread
     only waits, so signals are handled at once."""
     threads = [
-        threading.Thread(target=run_lane, args=(r, lane), name=f"floe-lane-{lane.name}", daemon=True)
-        for lane in r.lanes
+        threading.Thread(
+            target=run_lane,
+            args=(ctx, lane),
+            kwargs={"lanes": lanes, "ready": ready, "passes": passes, "stops": stops},
+            name=f"floe-lane-{lane.name}",
+            daemon=True,
+        )
+        for lane in lanes
     ]
     for t in threads:
         t.start()
@@ -115,32 +134,40 @@ def run_all(r: Runner) -> None:
             t.join(0.2)
 
 
-def run_lane(r: Runner, lane: Lane) -> None:
+def run_lane(
+    ctx: ReplicaContext,
+    lane: Lane,
+    *,
+    lanes: list[Lane],
+    ready: Readiness,
+    passes: stagepass.PassState,
+    stops: Stops,
+) -> None:
     """The loop of one lane: a pass over its stages, one batch each, until the replica stops."""
-    assert r.membership is not None
+    assert ctx.membership is not None
     # jobs of this thread go to the lane's pool: FAIR scheduling between lanes
-    r.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
-    idle = r.cfg.kafka.poll_interval_ms / 1000
-    outage = outages.Wait(lane.name, readiness=r.health)
-    while not r.should_stop():
-        r.health.beat(lane.name)
+    ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
+    idle = ctx.cfg.kafka.poll_interval_ms / 1000
+    outage = outages.Wait(lane.name, readiness=ctx.health)
+    while not stops.should_stop():
+        ctx.health.beat(lane.name)
         worked = 0
-        generation = r.membership.rebalances
+        generation = ctx.membership.rebalances
         try:
             for stage in lane.stages:
-                if r.should_stop():
+                if stops.should_stop():
                     break
                 lane.current = stage
                 # one batch per stage; between two of them is a boundary for revocations
-                with r.membership.batch(lane.topics) as owned:
-                    tps = [tp for tp in owned if tp[0] in set(r.stage_topics(stage))]
+                with ctx.membership.batch(lane.topics) as owned:
+                    tps = [tp for tp in owned if tp[0] in set(ctx.stage_topics(stage))]
                     if tps:
-                        worked += stagepass.run(r, stage, tps, lane)
+                        worked += stagepass.run(ctx, passes, stage, tps, lane)
             lane.failures = 0
             lane.narrowings = 0
             lane.narrowed_streak = False
             outage.succeeded()
-            _passed(r, lane, generation)
+            _passed(ctx, lane, generation, lanes=lanes, ready=ready)
         except offsets.OwnershipLost as lost:
             # not a failure: this replica was paused past its session and another one owns
             # the partitions now; the next pass plans only what the group gives it
@@ -150,34 +177,36 @@ def run_lane(r: Runner, lane: Lane) -> None:
                 lost.stage,
                 lost.tps,
             )
-            stagepass.forget_state_of(r, lost.tps)
+            stagepass.forget_state_of(ctx, lost.tps)
             continue
         except Exception as exc:
-            if not _failed(r, lane, exc, outage):
+            if not _failed(ctx, lane, exc, outage, ready=ready, stops=stops):
                 return
             continue
         if not worked:
             # nothing to read: sleep until new records are likely, or new partitions arrive
-            r.membership.wait(idle)
+            ctx.membership.wait(idle)
 
 
-def _passed(r: Runner, lane: Lane, generation: int) -> None:
+def _passed(ctx: ReplicaContext, lane: Lane, generation: int, *, lanes: list[Lane], ready: Readiness) -> None:
     """A lane completed a pass over what it owned at `generation`: ready once every lane has
     done so since the last assignment change."""
-    assert r.membership is not None
-    owned = r.membership.owned
-    with r.lock:
+    assert ctx.membership is not None
+    owned = ctx.membership.owned
+    with ready.lock:
         lane.passed_generation = generation
-        if owned != r.last_owned:
-            r.last_owned = owned
-            health.OWNED.labels(r.app).set(len(owned))
-            health.REBALANCES.labels(r.app).set(r.membership.rebalances)
-        r.health.owned = len(owned)
-        current = r.membership.rebalances
-        r.health.batch_since_assignment = all(ln.passed_generation == current for ln in r.lanes)
+        if owned != ready.last_owned:
+            ready.last_owned = owned
+            health.OWNED.labels(ctx.app).set(len(owned))
+            health.REBALANCES.labels(ctx.app).set(ctx.membership.rebalances)
+        ctx.health.owned = len(owned)
+        current = ctx.membership.rebalances
+        ctx.health.batch_since_assignment = all(ln.passed_generation == current for ln in lanes)
 
 
-def _failed(r: Runner, lane: Lane, exc: Exception, outage: outages.Wait) -> bool:
+def _failed(
+    ctx: ReplicaContext, lane: Lane, exc: Exception, outage: outages.Wait, *, ready: Readiness, stops: Stops
+) -> bool:
     """A lane's pass failed with `exc`: wait before the next pass; False when the lane gives up
     (the other lanes stop too). A dependency's outage is waited out and not counted: a restart
     would only add a Spark start to it. Otherwise the lane is not ready until a pass completes
@@ -185,12 +214,12 @@ def _failed(r: Runner, lane: Lane, exc: Exception, outage: outages.Wait) -> bool
     up a rollout that brought it."""
     dependency = outages.unavailable(exc)
     if dependency is not None:
-        r.stop_requested.wait(outage.failed(dependency, exc))
+        stops.stop_requested.wait(outage.failed(dependency, exc))
         return True
     lane.failures += 1
-    with r.lock:
+    with ready.lock:
         lane.passed_generation = -1
-        r.health.batch_since_assignment = False
+        ctx.health.batch_since_assignment = False
     log.exception(
         "Batch failed lane=%s failures=%d; its plan stays in flight and is replayed",
         lane.name,
@@ -206,7 +235,7 @@ def _failed(r: Runner, lane: Lane, exc: Exception, outage: outages.Wait) -> bool
         # once they are dead-lettered or their partitions stopped, the next pass goes on
         lane.narrowed_streak = True
         try:
-            found = quarantine.narrow(r, lane, lane.current)
+            found = quarantine.narrow(ctx, lane, lane.current)
         except Exception:
             log.exception("Narrowing the failing batch of lane=%s failed; it is retried as a whole", lane.name)
             found = False
@@ -216,7 +245,7 @@ def _failed(r: Runner, lane: Lane, exc: Exception, outage: outages.Wait) -> bool
             lane.narrowed_streak = False
             return True
     if lane.failures >= MAX_FAILURES:
-        r.halt.set()
+        stops.halt.set()
         return False
-    r.stop_requested.wait(min(2**lane.failures, 30))
+    stops.stop_requested.wait(min(2**lane.failures, 30))
     return True

@@ -42,7 +42,7 @@ class OffsetRow:
     source_positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
     # write timestamp (µs) of the latest planned batch's effects, None before any was stamped
     planned_ts: int | None = None
-    # the claimer of the latest planned batch (`Runner.owner`: member name and process token)
+    # the claimer of the latest planned batch (`ReplicaContext.owner`: member name and process token)
     owner: str = ""
     # where a poison record stopped the partition (`floe_jobs.quarantine`), and its error
     stopped_at: int | None = None

@@ -38,39 +38,34 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from floe_jobs import health, planning, poison, records, stagepass
+from floe_jobs.replica import ReplicaContext
 
 if TYPE_CHECKING:
     from floe_jobs.api import Stage
-    from floe_jobs.lanes import Lane
-    from floe_jobs.runner import Runner
 
 log = logging.getLogger("floe_jobs")
 
 
-def narrow(r: Runner, lane: Lane, stage: Stage) -> bool:
+class Lane(stagepass.LaneIO, Protocol):
+    """What narrowing uses of a lane (`lanes.Lane`): what a pass uses, and the topics it holds
+    in the group while it tries the records."""
+
+    @property
+    def topics(self) -> frozenset[str]: ...
+
+
+def narrow(ctx: ReplicaContext, lane: Lane, stage: Stage) -> bool:
     """Narrow `stage`'s failing batch (its plans in flight that this process holds) to its poison
     records and deal with them by `job.errors`; False when nothing was found to act on."""
-    assert r.offsets is not None and r.membership is not None and lane.reader is not None
-    topics = r.stage_topics(stage)
+    assert ctx.offsets is not None and ctx.membership is not None and lane.reader is not None
+    topics = ctx.stage_topics(stage)
     # held like a batch: the partitions cannot be revoked while their records are tried
-    with r.membership.batch(lane.topics) as owned:
-        rows = r.offsets.read(topics, stage=stage.name)
-        plans = [
-            planning.PartitionPlan(
-                row.topic,
-                row.partition,
-                row.planned_seq,
-                row.planned_from if row.planned_from is not None else row.next_offset,
-                row.planned_to if row.planned_to is not None else row.next_offset,
-                replay=True,
-                stamp=row.planned_ts or 0,
-            )
-            for tp, row in sorted(rows.items())
-            if tp in owned and row.in_flight and row.owner == r.owner and not row.stopped
-        ]
+    with ctx.membership.batch(lane.topics) as owned:
+        rows = ctx.offsets.read(topics, stage=stage.name)
+        plans = _in_flight(ctx, rows, owned)
         if not plans:
             log.warning("Not narrowing stage=%s: no batch in flight held by this replica", stage.name)
             return False
@@ -85,7 +80,7 @@ def narrow(r: Runner, lane: Lane, stage: Stage) -> bool:
 
         def trial(items: Sequence[poison.Item]) -> str | None:
             chosen = [by_item[i] for i in items]
-            return stagepass.trial(r, lane, stage, chosen, seqs=seqs, stamps=stamps)
+            return stagepass.trial(ctx, lane, stage, chosen, seqs=seqs, stamps=stamps)
 
         found = poison.isolate(sorted(by_item), trial)
         log.warning(
@@ -111,18 +106,51 @@ def narrow(r: Runner, lane: Lane, stage: Stage) -> bool:
                 stage.name,
             )
             return False
-        acted = False
-        for p in plans:
-            first = found.first_failure(p.topic, p.partition)
-            if first is None:
-                continue
-            acted = True
-            if r.cfg.job.errors == "deadLetter":
-                _dead_letter(r, lane, stage, p, found, by_item, before_offset=_unresolved_start(found, p))
-            if r.cfg.job.errors == "stop" or _unresolved_start(found, p) is not None:
-                at, error = first if r.cfg.job.errors == "stop" else _unresolved_first(found, p)
-                _stop(r, lane, stage, p, at=at, error=error)
-        return acted
+        return _act(ctx, lane, stage, plans, found, by_item)
+
+
+def _in_flight(
+    ctx: ReplicaContext, rows: dict[tuple[str, int], planning.OffsetRow], owned: list[tuple[str, int]]
+) -> list[planning.PartitionPlan]:
+    """The plans in flight of the stage's offsets `rows` that this process holds, on partitions it
+    owns and that are not stopped: what narrowing replays as trials."""
+    return [
+        planning.PartitionPlan(
+            row.topic,
+            row.partition,
+            row.planned_seq,
+            row.planned_from if row.planned_from is not None else row.next_offset,
+            row.planned_to if row.planned_to is not None else row.next_offset,
+            replay=True,
+            stamp=row.planned_ts or 0,
+        )
+        for tp, row in sorted(rows.items())
+        if tp in owned and row.in_flight and row.owner == ctx.owner and not row.stopped
+    ]
+
+
+def _act(
+    ctx: ReplicaContext,
+    lane: Lane,
+    stage: Stage,
+    plans: list[planning.PartitionPlan],
+    found: poison.Isolation,
+    by_item: dict[tuple[str, int, int], records.Record],
+) -> bool:
+    """Deal with the poison records `found` in each plan by `job.errors`; False when no plan had
+    any."""
+    acted = False
+    for p in plans:
+        first = found.first_failure(p.topic, p.partition)
+        if first is None:
+            continue
+        acted = True
+        if ctx.cfg.job.errors == "deadLetter":
+            _dead_letter(ctx, lane, stage, p, found, by_item, before_offset=_unresolved_start(found, p))
+        if ctx.cfg.job.errors == "stop" or _unresolved_start(found, p) is not None:
+            at, error = first if ctx.cfg.job.errors == "stop" else _unresolved_first(found, p)
+            _stop(ctx, lane, stage, p, at=at, error=error)
+    return acted
 
 
 def _unresolved_start(found: poison.Isolation, p: planning.PartitionPlan) -> int | None:
@@ -140,7 +168,7 @@ def _unresolved_first(found: poison.Isolation, p: planning.PartitionPlan) -> tup
 
 
 def _dead_letter(
-    r: Runner,
+    ctx: ReplicaContext,
     lane: Lane,
     stage: Stage,
     p: planning.PartitionPlan,
@@ -163,7 +191,7 @@ def _dead_letter(
     for (topic, partition, offset), error in chosen:
         rec = by_item[(topic, partition, offset)]
         headers = poison.dead_letter_headers(stage.name, topic, partition, offset, error)
-        rows.append((rec.key, rec.value, headers, r.cfg.dlq_topic))
+        rows.append((rec.key, rec.value, headers, ctx.cfg.dlq_topic))
         log.error(
             "Dead-lettered stage=%s topic=%s partition=%d offset=%d error=%s",
             stage.name,
@@ -173,7 +201,7 @@ def _dead_letter(
             error,
         )
     lane.sink.write_rows(rows)
-    health.RECORDS_DLQ.labels(r.app).inc(len(rows))
+    health.RECORDS_DLQ.labels(ctx.app).inc(len(rows))
     key = (stage.name, *p.tp)
     kept = lane.narrowed.skip.get(key)
     offsets = dict(kept[1]) if kept is not None and kept[0] == p.seq else {}
@@ -181,10 +209,10 @@ def _dead_letter(
     lane.narrowed.skip[key] = (p.seq, offsets)
 
 
-def _stop(r: Runner, lane: Lane, stage: Stage, p: planning.PartitionPlan, *, at: int, error: str) -> None:
+def _stop(ctx: ReplicaContext, lane: Lane, stage: Stage, p: planning.PartitionPlan, *, at: int, error: str) -> None:
     """Stop the partition just before offset `at`: by cutting the replay there when the plan had
     no effect, else where the plan starts, with the plan left in flight (see the module)."""
-    assert r.offsets is not None
+    assert ctx.offsets is not None
     if lane.narrowed.is_clean(stage.name, p):
         lane.narrowed.cut[(stage.name, *p.tp)] = (p.seq, at, error)
         log.error(
@@ -197,5 +225,5 @@ def _stop(r: Runner, lane: Lane, stage: Stage, p: planning.PartitionPlan, *, at:
         f"record at offset {at} fails: {error} (its batch from offset {p.start} may have had effects, so it "
         "is kept whole, in flight)"
     )
-    if r.offsets.stop(p, at=p.start, error=held, stage=stage.name):
+    if ctx.offsets.stop(p, at=p.start, error=held, stage=stage.name):
         log.error("Stopped stage=%s %s", stage.name, poison.stop_message(p.topic, p.partition, p.start, held))

@@ -1,8 +1,12 @@
 """The batch loop of one replica, from start-up checks to a graceful exit.
 
-`Runner` owns what a replica's parts share (the configuration and the job, the Spark session,
-Cassandra's session and the offsets table, the group member, the lanes, the known state rows,
-the flags that stop it) and hands the work to the modules named for it:
+`Runner` composes a replica from its parts and runs them in order. What the parts share is the
+replica context (`floe_jobs.replica`: the configuration and the job, the Spark session, Cassandra's
+session and the offsets table, the group member, the known state rows, health), which `Runner`
+sets up and hands to each part; each part's own state lives with it (the stop flags in
+`stopping.Stops`, the lanes' readiness in `lanes.Readiness`, the passes' budget statistics and
+positions in `stagepass.PassState`). No part imports this module. The work is done by the modules
+named for it:
 
 - `floe_jobs.startup`: the entry point, the topics, the tables, the query endpoint, and the
   `StartupError` that keeps a replica from starting;
@@ -26,9 +30,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
-import threading
-import uuid
 from types import FrameType
 from typing import Any
 
@@ -36,79 +37,33 @@ from confluent_kafka.admin import AdminClient
 from floe_jobs import (
     api,
     health,
-    kafkaio,
     kafkasec,
     lanes,
     offsets,
     sparkio,
+    stagepass,
     startup,
-    statecache,
     stopping,
     warmup,
 )
 from floe_jobs.config import FloeConfig
 from floe_jobs.exitcodes import EXIT_FAILED
-from floe_jobs.lanes import Lane, group_lanes
-from floe_jobs.stagepass import StageRead
-from floe_jobs.startup import StartupError, ensure_topics, load_entrypoint
+from floe_jobs.replica import ReplicaContext
+from floe_jobs.startup import ensure_topics
 from floe_jobs.startup import retry as _retry
-from floe_jobs.warmup import WARM_UP_RECORDS
-
-__all__ = [
-    "WARM_UP_RECORDS",
-    "Lane",
-    "Runner",
-    "StageRead",
-    "StartupError",
-    "ensure_topics",
-    "group_lanes",
-    "load_entrypoint",
-]
 
 log = logging.getLogger("floe_jobs")
 
 
 class Runner:
-    """A replica: what its parts share, the order they run in, and where each is done."""
+    """A replica: its parts, the order they run in, and where each is done."""
 
     def __init__(self, cfg: FloeConfig, job: api.Job, *, member_name: str | None = None) -> None:
-        self.cfg = cfg
-        self.job = job
-        self.member = member_name or cfg.pod.name or socket.gethostname()
-        # who claims this process's batches in the offsets table: the member name for people, and
-        # a token of this process, so that a replica restarted under the same name is not taken
-        # for its former self (`floe_jobs.offsets`)
-        self.owner = f"{self.member}/{uuid.uuid4().hex[:8]}"
-        self.app = cfg.app_id
-        self.health = health.Health(stall_seconds=cfg.metrics.stall_seconds, app=cfg.app_id)
-        self.stop_requested = threading.Event()
-        self.deadline: float | None = None
-        self.aborting = False
-        self.shutting_down = False
-        # set when a lane gave up (batches kept failing): the other lanes stop too
-        self.halt = threading.Event()
-        # per stage, what its last read taught of its records (`stagepass.budget`)
-        self.avg_bytes: dict[str, float] = {}
-        self.rows_per_record: dict[str, float] = {}
-        self.spark: Any = None
-        # Spark's Kafka source may read large batches of input topics: its connector is on
-        # spark.jars and the batch cap lets a batch be that large (`floe_jobs.placement`)
-        self.spark_reads = (
-            kafkaio.spark_connector(cfg) and cfg.kafka.spark_read_min_records <= cfg.kafka.max_records_per_batch
-        )
-        self.session: Any = None
-        self.membership: Any = None
-        self.lanes: list[Lane] = []
-        self.offsets: offsets.OffsetsTable | None = None
-        # guards the lanes' readiness bookkeeping (`lanes._passed`)
-        self.lock = threading.Lock()
-        self.last_owned: list[tuple[str, int]] = []
-        self.state_cache = statecache.StateCache(cfg.state.cache_max_keys)
-        # store → the stage that writes it (`api.Batch.writers`)
-        self.store_writers: dict[str, str] = {}
-        # (stage, (topic, partition)) → the stage's committed position as last read or committed
-        # here: the group mirrors the lowest of a partition's stages (`stagepass.group_positions`)
-        self.positions: dict[tuple[str, tuple[str, int]], int] = {}
+        self.ctx = ReplicaContext.of(cfg, job, member_name=member_name)
+        self.stops = stopping.Stops()
+        self.passes = stagepass.PassState()
+        self.ready = lanes.Readiness()
+        self.lanes: list[lanes.Lane] = []
 
     # -- signals ---------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -116,11 +71,11 @@ class Runner:
         signal.signal(signal.SIGINT, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        stopping.on_signal(self, signum)
+        stopping.on_signal(self.ctx, self.stops, signum)
 
     def abort(self, reason: str) -> None:
         """Stop without committing (`floe_jobs.stopping.abort`)."""
-        stopping.abort(self, reason)
+        stopping.abort(self.ctx, self.stops, reason)
 
     # -- start-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -130,84 +85,62 @@ class Runner:
         from floe_jobs.stores import config as store_config
         from floe_jobs.stores import floor
 
-        cfg = self.cfg
+        ctx = self.ctx
+        cfg = ctx.cfg
         if cfg.metrics.port:
-            health.serve(self.health, port=cfg.metrics.port)
+            health.serve(ctx.health, port=cfg.metrics.port)
         refused = kafkasec.ErrorWatch()
         conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
         admin = AdminClient({**conf, **cfg.kafka.extra}, error_cb=refused)
         kafkasec.check_access(admin, refused, cfg.kafka.security, bootstrap=cfg.kafka.bootstrap_servers, timeout=10.0)
-        ensure_topics(cfg, admin, self.job)
+        ensure_topics(cfg, admin, ctx.job)
         c = cfg.cassandra
         ccfg = c.connection()
-        self.session = _retry(
+        ctx.session = _retry(
             f"Cassandra at {','.join(c.hosts)}:{c.port} (cassandra.hosts)",
             lambda: store_config.connect(ccfg),
         )
         # before any read or table: levels that cannot keep the fence for the keyspace's real
         # replication stop the replica (exit 2, `floe_jobs.stores.floor`)
         floor.check_keyspace(
-            self.session,
+            ctx.session,
             keyspace=c.keyspace,
             consistency=ccfg.consistency,
             serial_consistency=ccfg.serial_consistency,
             datacenter=ccfg.local_datacenter,
         )
-        self._provision()
-        self.offsets = offsets.OffsetsTable(
-            self.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=self.owner, readers=self.readers()
+        startup.provision(cfg, ctx.session)
+        ctx.offsets = offsets.OffsetsTable(
+            ctx.session, keyspace=c.keyspace, app_id=cfg.app_id, owner=ctx.owner, readers=ctx.readers()
         )
         protocol = membership.choose_protocol(admin, cfg)
         log.info(
             "Starting app=%s member=%s protocol=%s stages=%s",
-            self.app,
-            self.member,
+            ctx.app,
+            ctx.member,
             protocol,
-            [s.name for s in self.job.stages],
+            [s.name for s in ctx.job.stages],
         )
-        self.spark = sparkio.build_session(cfg, app_name=f"floe-{self.app}")
-        client_id = f"{self.app}-{self.member}"
-        self.lanes = lanes.build(cfg, self.job.stages, self.stage_topics, client_id=client_id)
-        warmup.warm_up(self)
-        self.membership = membership.Membership(cfg, topics=self._all_topics(), client_id=client_id, protocol=protocol)
-        self.health.in_group = True
-        if self.job.queries and cfg.metrics.query_port:
-            startup.serve_queries(cfg, self.job, self.session)
-
-    def _provision(self) -> None:
-        startup.provision(self.cfg, self.session)
-
-    def stage_topics(self, stage: api.Stage) -> list[str]:
-        """The topics a stage reads: the input topics, or its source's repartition topic."""
-        if stage.source is None:
-            return list(self.cfg.kafka.topics)
-        return [self.cfg.repartition_topic(stage.source)]
-
-    def readers(self) -> dict[str, list[str]]:
-        """Topic → the stages that read it, each with a position of its own (`floe_jobs.offsets`)."""
-        out: dict[str, list[str]] = {}
-        for s in self.job.stages:
-            for topic in self.stage_topics(s):
-                out.setdefault(topic, []).append(s.name)
-        return out
-
-    def _all_topics(self) -> list[str]:
-        return sorted({t for s in self.job.stages for t in self.stage_topics(s)})
+        ctx.spark = sparkio.build_session(cfg, app_name=f"floe-{ctx.app}")
+        client_id = f"{ctx.app}-{ctx.member}"
+        self.lanes = lanes.build(cfg, ctx.job.stages, ctx.stage_topics, client_id=client_id)
+        warmup.warm_up(ctx, self.lanes)
+        ctx.membership = membership.Membership(cfg, topics=ctx.all_topics(), client_id=client_id, protocol=protocol)
+        ctx.health.in_group = True
+        if ctx.job.queries and cfg.metrics.query_port:
+            startup.serve_queries(cfg, ctx.job, ctx.session)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> int:
         """Run every lane until SIGTERM (or a lane gives up), then shut down."""
-        assert self.membership is not None
-        lanes.run_all(self)
-        if self.halt.is_set():
+        assert self.ctx.membership is not None
+        lanes.run_all(self.ctx, self.lanes, ready=self.ready, passes=self.passes, stops=self.stops)
+        if self.stops.halt.is_set():
             return EXIT_FAILED
         return self.shutdown()
-
-    def should_stop(self) -> bool:
-        """Whether the lanes should stop: a signal, or a lane that gave up."""
-        return self.stop_requested.is_set() or self.halt.is_set()
 
     # -- shutdown -----------------------------------------------------------------------------
     def shutdown(self) -> int:
         """Leave the group and close every client (`floe_jobs.stopping.shutdown`)."""
-        return stopping.shutdown(self)
+        clients = [c for lane in self.lanes for c in (lane.reader, lane.sink)]
+        return stopping.shutdown(self.ctx, self.stops, clients)

@@ -9,25 +9,54 @@ same sequence.
 
 Where the batch runs (driver or Spark) is decided once per batch (`floe_jobs.placement`); the
 read, the stage's helpers and the sink follow that decision.
+
+A pass receives the replica context (`floe_jobs.replica`), what it uses of its lane (`LaneIO`) and
+the state the passes keep between batches (`PassState`: what the last reads taught of a stage's
+records, and the positions mirrored into the group), which lives here, with its only user.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from floe_jobs import api, faults, health, kafkaio, offsets, outages, placement, planning, poison, records, statecache
+from floe_jobs.replica import ReplicaContext
 
 if TYPE_CHECKING:
     from floe_jobs.config import FloeConfig
-    from floe_jobs.lanes import Lane
-    from floe_jobs.runner import Runner
 
 log = logging.getLogger("floe_jobs")
 
 Positions = dict[tuple[str, int], dict[str, tuple[int, int]]]
+
+
+class LaneIO(Protocol):
+    """What a pass uses of its lane (`lanes.Lane`): the lane's Kafka clients, and the poison
+    records found in its batches (`floe_jobs.quarantine`)."""
+
+    @property
+    def reader(self) -> kafkaio.RangeReader | None: ...
+
+    @property
+    def sink(self) -> kafkaio.KafkaSink | None: ...
+
+    @property
+    def narrowed(self) -> poison.Narrowed: ...
+
+
+@dataclass
+class PassState:
+    """What a replica's stage passes keep between batches."""
+
+    # per stage, what its last read taught of its records (`budget`)
+    avg_bytes: dict[str, float] = field(default_factory=dict)
+    rows_per_record: dict[str, float] = field(default_factory=dict)
+    # (stage, (topic, partition)) → the stage's committed position as last read or committed
+    # here: the group mirrors the lowest of a partition's stages (`group_positions`)
+    positions: dict[tuple[str, tuple[str, int]], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -43,67 +72,78 @@ class StageRead:
     where: placement.Placement
 
 
-def run(r: Runner, stage: api.Stage, tps: list[tuple[str, int]], lane: Lane) -> int:
+def run(ctx: ReplicaContext, passes: PassState, stage: api.Stage, tps: list[tuple[str, int]], lane: LaneIO) -> int:
     """One pass of `stage` over the partitions `tps`: plan, read, apply, emit, commit. The
     records of the batch; 0 when there was nothing to read."""
-    assert r.offsets is not None and r.membership is not None
+    assert ctx.offsets is not None and ctx.membership is not None
     assert lane.reader is not None and lane.sink is not None
     clock = api.BatchClock()
-    planned = _plan(r, stage, tps, lane.reader)
+    planned = _plan(ctx, passes, stage, tps, lane.reader)
     if planned is None:
         return 0
     plan, rows = planned
     # a replay this lane narrowed to its poison records: cut where its partition stops, without
     # the records it dead-lettered (`floe_jobs.quarantine`)
-    others = {tp for tp, row in rows.items() if row.owner != r.owner}
+    others = {tp for tp, row in rows.items() if row.owner != ctx.owner}
     lane.narrowed.taken(stage.name, others)
     narrowed, leave_out, stops = lane.narrowed.apply(stage.name, plan.partitions)
     plan = replace(plan, partitions=narrowed)
     clock.lap("plan")
-    held = r.membership.assignments(p.tp for p in plan.partitions)
+    held = ctx.membership.assignments(p.tp for p in plan.partitions)
     # a cut replay is claimed only if no other process took its plan since this one held it
-    got = _read(r, stage, plan, rows, lane.reader, clock, own=set(stops))
+    got = _read(ctx, passes, stage, plan, rows, lane.reader, clock, own=set(stops))
     parts, size = got.parts, got.size
     lane.narrowed.claimed(stage.name, parts, taken_from_another=others)
     df = _without(got.df, leave_out, stage=stage.name)
-    assignments = r.membership.assignments(p.tp for p in parts)
-    batch = batch_for(
-        r,
+    batch = _batch_of(ctx, lane, stage, df, got, clock)
+    batch.on_effect = lambda: lane.narrowed.dirty(stage.name, parts)
+    result = stage.fn(batch)
+    clock.lap("fn")
+    faults.point(f"{stage.name}:after-state")
+    check_owned(ctx, stage, parts, held, ask_cassandra=True)
+    outputs = emitted(ctx.cfg, result)
+    if outputs:
+        lane.narrowed.dirty(stage.name, parts)
+    out = sum(write(lane.sink, e, large=got.where.spark_sink) for e in outputs)
+    clock.lap("emit")
+    faults.point(f"{stage.name}:after-emit")
+    check_owned(ctx, stage, parts, held, ask_cassandra=False)
+    if not ctx.offsets.commit(parts, got.positions, stops=stops, stage=stage.name):
+        raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
+    lane.narrowed.committed(stage.name, parts)
+    clock.lap("commit")
+    mirrored = group_positions(ctx, passes, stage, parts)
+    ctx.membership.commit(mirrored)
+    clock.lap("group")
+    for (topic, partition), error in sorted(stops.items()):
+        at = next(p.end for p in parts if p.tp == (topic, partition))
+        log.error("Stopped stage=%s %s", stage.name, poison.stop_message(topic, partition, at, error))
+    replay = any(p.replay for p in plan.partitions)
+    _committed(ctx, stage, parts, mirrored, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
+    return size
+
+
+def _batch_of(
+    ctx: ReplicaContext, lane: LaneIO, stage: api.Stage, df: Any, got: StageRead, clock: api.BatchClock
+) -> api.Batch:
+    """What the stage function receives for the batch read as `got` (its frame `df`): the
+    sequences and stamps of its plans, where it runs, and the assignments of its partitions, so
+    that what the state cache keeps of them is dropped if they change hands (`statecache`)."""
+    assert ctx.membership is not None
+    parts = got.parts
+    assignments = ctx.membership.assignments(p.tp for p in parts)
+    return batch_for(
+        ctx,
         lane,
         stage,
         df,
         clock,
         seqs={p.tp: p.seq for p in parts},
         stamps={p.tp: p.stamp for p in parts},
-        records=size,
+        records=got.size,
         where=got.where,
-        owned=statecache.Ownership(r.state_cache, {p: n for (_t, p), n in assignments.items()}),
+        owned=statecache.Ownership(ctx.state_cache, {p: n for (_t, p), n in assignments.items()}),
     )
-    batch.on_effect = lambda: lane.narrowed.dirty(stage.name, parts)
-    result = stage.fn(batch)
-    clock.lap("fn")
-    faults.point(f"{stage.name}:after-state")
-    check_owned(r, stage, parts, held, ask_cassandra=True)
-    outputs = emitted(r.cfg, result)
-    if outputs:
-        lane.narrowed.dirty(stage.name, parts)
-    out = sum(write(lane.sink, e, large=got.where.spark_sink) for e in outputs)
-    clock.lap("emit")
-    faults.point(f"{stage.name}:after-emit")
-    check_owned(r, stage, parts, held, ask_cassandra=False)
-    if not r.offsets.commit(parts, got.positions, stops=stops, stage=stage.name):
-        raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
-    lane.narrowed.committed(stage.name, parts)
-    clock.lap("commit")
-    mirrored = group_positions(r, stage, parts)
-    r.membership.commit(mirrored)
-    clock.lap("group")
-    for (topic, partition), error in sorted(stops.items()):
-        at = next(p.end for p in parts if p.tp == (topic, partition))
-        log.error("Stopped stage=%s %s", stage.name, poison.stop_message(topic, partition, at, error))
-    replay = any(p.replay for p in plan.partitions)
-    _committed(r, stage, parts, mirrored, size=size, out=out, dlq=batch.dlq_records, replay=replay, clock=clock)
-    return size
 
 
 def _without(df: Any, leave_out: dict[tuple[str, int], set[int]], *, stage: str) -> Any:
@@ -132,8 +172,8 @@ def _without(df: Any, leave_out: dict[tuple[str, int], set[int]], *, stage: str)
 
 
 def trial(
-    r: Runner,
-    lane: Lane,
+    ctx: ReplicaContext,
+    lane: LaneIO,
     stage: api.Stage,
     batch_records: list[records.Record],
     *,
@@ -145,12 +185,12 @@ def trial(
     the error (an outage of a dependency is raised: it says nothing of the records)."""
     assert lane.sink is not None
     clock = api.BatchClock()
-    df = records.to_dataframe(r.spark, batch_records)
+    df = records.to_dataframe(ctx.spark, batch_records)
     batch = batch_for(
-        r, lane, stage, df, clock, seqs=seqs, stamps=stamps, records=records.row_count(batch_records), trial=True
+        ctx, lane, stage, df, clock, seqs=seqs, stamps=stamps, records=records.row_count(batch_records), trial=True
     )
     try:
-        for e in emitted(r.cfg, stage.fn(batch)):
+        for e in emitted(ctx.cfg, stage.fn(batch)):
             write(lane.sink, e, dry_run=True)
     except Exception as exc:
         if outages.unavailable(exc) is not None:
@@ -159,73 +199,77 @@ def trial(
     return None
 
 
-def group_positions(r: Runner, stage: api.Stage, parts: list[planning.PartitionPlan]) -> dict[tuple[str, int], int]:
+def group_positions(
+    ctx: ReplicaContext, passes: PassState, stage: api.Stage, parts: list[planning.PartitionPlan]
+) -> dict[tuple[str, int], int]:
     """What to mirror into the Kafka group once `stage` committed `parts`: per partition, the
     lowest position known here among the stages that read its topic (each keeps its own,
     `floe_jobs.offsets`; the group has one offset per partition, and the tools that read it should
     see the lag of the stage furthest behind). Stages that read a common topic share a lane
     (`floe_jobs.lanes`), so no other thread changes these entries meanwhile."""
     for p in parts:
-        r.positions[(stage.name, p.tp)] = p.end
-    readers = r.readers()
+        passes.positions[(stage.name, p.tp)] = p.end
+    readers = ctx.readers()
     out = {}
     for p in parts:
-        known = [r.positions[(s, p.tp)] for s in readers.get(p.topic, [stage.name]) if (s, p.tp) in r.positions]
+        known = [
+            passes.positions[(s, p.tp)] for s in readers.get(p.topic, [stage.name]) if (s, p.tp) in passes.positions
+        ]
         out[p.tp] = min(known)
     return out
 
 
-def row_cap(r: Runner, stage: api.Stage) -> int:
+def row_cap(ctx: ReplicaContext, stage: api.Stage) -> int:
     """Rows one batch of `stage` may read: the batch cap, times `repartition_rows_per_record` for
     a stage fed by a repartition topic."""
-    k = r.cfg.kafka
+    k = ctx.cfg.kafka
     return k.max_records_per_batch * (k.repartition_rows_per_record if stage.source else 1)
 
 
-def budget(r: Runner, stage: api.Stage) -> int:
+def budget(ctx: ReplicaContext, passes: PassState, stage: api.Stage) -> int:
     """Records the stage's next batch may plan: the caps, over what its last read taught of the
     records' size and rows per record."""
-    k = r.cfg.kafka
+    k = ctx.cfg.kafka
     return planning.record_budget(
-        max_records=row_cap(r, stage),
+        max_records=row_cap(ctx, stage),
         max_bytes=k.max_bytes_per_batch,
-        avg_record_bytes=r.avg_bytes.get(stage.name),
-        rows_per_record=r.rows_per_record.get(stage.name),
+        avg_record_bytes=passes.avg_bytes.get(stage.name),
+        rows_per_record=passes.rows_per_record.get(stage.name),
     )
 
 
 def _plan(
-    r: Runner, stage: api.Stage, tps: list[tuple[str, int]], reader: kafkaio.RangeReader
+    ctx: ReplicaContext, passes: PassState, stage: api.Stage, tps: list[tuple[str, int]], reader: kafkaio.RangeReader
 ) -> tuple[planning.BatchPlan, dict[tuple[str, int], planning.OffsetRow]] | None:
     """The stage's next batch over `tps` (an in-flight plan replayed exactly, or a new capped
     range) and the offsets rows it was planned from; None when there is nothing to read."""
-    assert r.offsets is not None and r.membership is not None
-    topics = r.stage_topics(stage)
-    r.state_cache.retain(set(r.membership.assignments(r.membership.owned).values()))
-    rows = r.offsets.read(topics, stage=stage.name)
-    r.positions.update({(stage.name, tp): row.next_offset for tp, row in rows.items()})
+    assert ctx.offsets is not None and ctx.membership is not None
+    topics = ctx.stage_topics(stage)
+    ctx.state_cache.retain(set(ctx.membership.assignments(ctx.membership.owned).values()))
+    rows = ctx.offsets.read(topics, stage=stage.name)
+    passes.positions.update({(stage.name, tp): row.next_offset for tp, row in rows.items()})
     # partitions a poison record stopped in this process wait for a fix or an offset reset;
     # another process (a new pod, a fixed image) tries them again (`floe_jobs.quarantine`)
-    tps = [tp for tp in tps if not ((row := rows.get(tp)) is not None and row.stopped and row.owner == r.owner)]
+    tps = [tp for tp in tps if not ((row := rows.get(tp)) is not None and row.stopped and row.owner == ctx.owner)]
     if not tps:
         return None
     # rows another process claimed last: what this replica kept of their state may be stale
-    forget_state_of(r, [tp for tp, row in rows.items() if tp in tps and row.owner != r.owner])
+    forget_state_of(ctx, [tp for tp, row in rows.items() if tp in tps and row.owner != ctx.owner])
     marks = reader.watermarks(tps)
     for (topic, partition), m in marks.items():
-        health.END_OFFSET.labels(r.app, topic, str(partition)).set(m.high)
+        health.END_OFFSET.labels(ctx.app, topic, str(partition)).set(m.high)
     plan = planning.plan_batch(
         owned=tps,
         rows=rows,
         watermarks=marks,
-        starting_offsets=r.cfg.kafka.starting_offsets,
-        budget=budget(r, stage),
+        starting_offsets=ctx.cfg.kafka.starting_offsets,
+        budget=budget(ctx, passes, stage),
         now_us=faults.clock_us(),
     )
     for warning in plan.warnings:
         log.warning(warning)
     if plan.new_rows:
-        r.offsets.create(plan.new_rows, stage=stage.name)
+        ctx.offsets.create(plan.new_rows, stage=stage.name)
     if not plan.partitions:
         return None
     replays = [p for p in plan.partitions if p.replay]
@@ -239,7 +283,8 @@ def _plan(
 
 
 def _read(
-    r: Runner,
+    ctx: ReplicaContext,
+    passes: PassState,
     stage: api.Stage,
     plan: planning.BatchPlan,
     rows: dict[tuple[str, int], planning.OffsetRow],
@@ -258,18 +303,21 @@ def _read(
     where = None
     if stage.source is None:
         # an input topic's batch is sized by its plan, before its read (`floe_jobs.placement`)
-        where = placement.decide(r.cfg, records=plan.records, spark_source=r.spark_reads)
+        where = placement.decide(ctx.cfg, records=plan.records, spark_source=ctx.spark_reads)
         if where.spark_read:
             # records read are not counted (that would be a job): the plan's size is what is read
-            _claim(r, stage, plan.partitions, expected, own=own)
-            df = kafkaio.read_with_spark(r.spark, r.cfg, plan.partitions)
+            _claim(ctx, stage, plan.partitions, expected, own=own)
+            df = kafkaio.read_with_spark(ctx.spark, ctx.cfg, plan.partitions)
             clock.lap("read")
             return StageRead(df=df, parts=plan.partitions, size=plan.records, positions={}, where=where)
-    return _read_in_driver(r, stage, plan, reader, clock, where=where, before=before, expected=expected, own=own)
+    return _read_in_driver(
+        ctx, passes, stage, plan, reader, clock, where=where, before=before, expected=expected, own=own
+    )
 
 
 def _read_in_driver(
-    r: Runner,
+    ctx: ReplicaContext,
+    passes: PassState,
     stage: api.Stage,
     plan: planning.BatchPlan,
     reader: kafkaio.RangeReader,
@@ -285,38 +333,38 @@ def _read_in_driver(
     effects, the rows whose source position was already applied are dropped, and where the batch
     runs is decided from the rows read (`where` None)."""
     parts = plan.partitions
-    limits = planning.row_limits(parts, row_cap(r, stage)) if stage.source else None
+    limits = planning.row_limits(parts, row_cap(ctx, stage)) if stage.source else None
     batch_records, stopped = reader.read_rows(parts, limits)
     parts = planning.cut(parts, stopped)
-    _claim(r, stage, parts, expected, own=own)
+    _claim(ctx, stage, parts, expected, own=own)
     size = records.row_count(batch_records)
     average = records.average_bytes(batch_records)
     if average is not None:
-        r.avg_bytes[stage.name] = average
-        r.rows_per_record[stage.name] = size / len(batch_records)
+        passes.avg_bytes[stage.name] = average
+        passes.rows_per_record[stage.name] = size / len(batch_records)
     if stage.source is None:
         assert where is not None  # decided from the plan (`_read`)
         clock.lap("read")
-        df = records.to_dataframe(r.spark, batch_records)
+        df = records.to_dataframe(ctx.spark, batch_records)
         clock.lap("frame")
         return StageRead(df=df, parts=parts, size=size, positions={}, where=where)
     read = len(batch_records)
     batch_records, seen = records.drop_applied(batch_records, before)
     skipped = read - len(batch_records)
     clock.lap("read")
-    df = records.to_dataframe(r.spark, batch_records)
+    df = records.to_dataframe(ctx.spark, batch_records)
     clock.lap("frame")
     if skipped > 0:
-        health.RECORDS_DEDUPED.labels(r.app).inc(skipped)
+        health.RECORDS_DEDUPED.labels(ctx.app).inc(skipped)
         log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
     positions = {p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in parts}
     if where is None:  # a repartition topic's batch is sized by the rows it read
-        where = placement.for_rows(r.cfg, size)
+        where = placement.for_rows(ctx.cfg, size)
     return StageRead(df=df, parts=parts, size=size, positions=positions, where=where)
 
 
 def _committed(
-    r: Runner,
+    ctx: ReplicaContext,
     stage: api.Stage,
     parts: list[planning.PartitionPlan],
     mirrored: dict[tuple[str, int], int],
@@ -329,7 +377,7 @@ def _committed(
 ) -> None:
     """The metrics and the log line of a committed batch; the committed offset gauge shows, like
     the group, the lowest position of the partition's stages (`mirrored`)."""
-    app = r.app
+    app = ctx.app
     for (topic, partition), offset in mirrored.items():
         health.COMMITTED.labels(app, topic, str(partition)).set(offset)
     health.RECORDS_IN.labels(app, stage.name).inc(size)
@@ -339,7 +387,7 @@ def _committed(
     health.BATCH_SECONDS.labels(app, stage.name).observe(clock.total)
     health.BATCH_RECORDS.labels(app, stage.name).observe(size)
     health.LAST_BATCH.labels(app).set(time.time())
-    health.STATE_CACHE_KEYS.labels(app).set(r.state_cache.keys)
+    health.STATE_CACHE_KEYS.labels(app).set(ctx.state_cache.keys)
     log.info(
         "Committed stage=%s partitions=%d records=%d out=%d seconds=%.2f %s",
         stage.name,
@@ -352,7 +400,7 @@ def _committed(
 
 
 def _claim(
-    r: Runner,
+    ctx: ReplicaContext,
     stage: api.Stage,
     parts: list[planning.PartitionPlan],
     expected: dict[tuple[str, int], planning.OffsetRow],
@@ -360,14 +408,14 @@ def _claim(
     own: set[tuple[str, int]] | None = None,
 ) -> None:
     """Claim the batch's partitions before it has any effect (`OffsetsTable.claim`)."""
-    assert r.offsets is not None
-    if not r.offsets.claim(parts, expected, stage=stage.name, own=own):
+    assert ctx.offsets is not None
+    if not ctx.offsets.claim(parts, expected, stage=stage.name, own=own):
         raise offsets.OwnershipLost([p.tp for p in parts], stage=stage.name)
     faults.point(f"{stage.name}:after-claim")
 
 
 def check_owned(
-    r: Runner,
+    ctx: ReplicaContext,
     stage: api.Stage,
     parts: list[planning.PartitionPlan],
     held: dict[tuple[str, int], int],
@@ -377,24 +425,24 @@ def check_owned(
     """Give the batch up if its partitions changed hands since it started: the group took them
     (`held`: their assignments then), or, `ask_cassandra`, another replica claimed them. The
     group's word can come late to a replica that was paused; Cassandra's cannot."""
-    assert r.offsets is not None and r.membership is not None
-    now = r.membership.assignments(held)
+    assert ctx.offsets is not None and ctx.membership is not None
+    now = ctx.membership.assignments(held)
     lost = [tp for tp, number in held.items() if now.get(tp) != number]
     if not lost and ask_cassandra:
-        lost = r.offsets.lost(parts, stage=stage.name)
+        lost = ctx.offsets.lost(parts, stage=stage.name)
     if lost:
         raise offsets.OwnershipLost(lost, stage=stage.name)
 
 
-def forget_state_of(r: Runner, tps: list[tuple[str, int]]) -> None:
+def forget_state_of(ctx: ReplicaContext, tps: list[tuple[str, int]]) -> None:
     """Drop what this replica kept of the state of these input partitions' store partitions."""
     for _topic, partition in tps:
-        r.state_cache.forget_partition(partition)
+        ctx.state_cache.forget_partition(partition)
 
 
 def batch_for(
-    r: Runner,
-    lane: Lane,
+    ctx: ReplicaContext,
+    lane: LaneIO,
     stage: api.Stage,
     df: Any,
     clock: api.BatchClock,
@@ -412,11 +460,11 @@ def batch_for(
     batches need, not the driver-side ones of small batches."""
     assert lane.sink is not None
     return api.Batch(
-        spark=r.spark,
+        spark=ctx.spark,
         df=df,
         stage=stage.name,
-        cfg=r.cfg,
-        args=list(r.cfg.job.args),
+        cfg=ctx.cfg,
+        args=list(ctx.cfg.job.args),
         seqs=seqs,
         stamps=stamps or {},
         sink=lane.sink,
@@ -425,7 +473,7 @@ def batch_for(
         records=records,
         where=where,
         owned=owned,
-        writers=r.store_writers,
+        writers=ctx.store_writers,
         trial=trial,
     )
 

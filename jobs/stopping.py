@@ -6,6 +6,9 @@ SIGTERM: no new plan; the running batch finishes and commits within
 closed first, so nothing of the running batch is written after the replica leaves the group;
 then the consumer leaves and the process exits 4. The batch's plan stays in flight and the next
 owner replays it.
+
+The stop flags live here (`Stops`): the lanes read them between batches and the drain's
+watchdog, the abort and the shutdown set them.
 """
 
 from __future__ import annotations
@@ -15,47 +18,63 @@ import logging
 import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from floe_jobs import state
+from floe_jobs import kafkaio, state
 from floe_jobs.exitcodes import EXIT_ABORTED, EXIT_OK
-
-if TYPE_CHECKING:
-    from floe_jobs.runner import Runner
+from floe_jobs.replica import ReplicaContext
 
 log = logging.getLogger("floe_jobs")
 
 
-def on_signal(r: Runner, signum: int) -> None:
+@dataclass
+class Stops:
+    """Whether and how the replica stops: a signal asked for a drain (with its deadline), a lane
+    gave up, an abort or the shutdown began."""
+
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    deadline: float | None = None
+    aborting: bool = False
+    shutting_down: bool = False
+    # set when a lane gave up (batches kept failing): the other lanes stop too
+    halt: threading.Event = field(default_factory=threading.Event)
+
+    def should_stop(self) -> bool:
+        """Whether the lanes should stop: a signal, or a lane that gave up."""
+        return self.stop_requested.is_set() or self.halt.is_set()
+
+
+def on_signal(ctx: ReplicaContext, stops: Stops, signum: int) -> None:
     """The first signal starts a drain with a deadline; a second one aborts."""
-    if r.stop_requested.is_set():
+    if stops.stop_requested.is_set():
         log.warning("Received second signal=%d; aborting the running batch", signum)
-        abort(r, "second signal")
+        abort(ctx, stops, "second signal")
         return
-    drain = r.cfg.shutdown.drain_timeout_seconds
+    drain = ctx.cfg.shutdown.drain_timeout_seconds
     log.info("Received signal=%d; draining deadline_seconds=%.1f", signum, drain)
-    r.deadline = time.monotonic() + drain
-    r.stop_requested.set()
-    r.health.stopping = True
-    threading.Thread(target=_watchdog, args=(r,), name="floe-drain-watchdog", daemon=True).start()
+    stops.deadline = time.monotonic() + drain
+    stops.stop_requested.set()
+    ctx.health.stopping = True
+    threading.Thread(target=_watchdog, args=(ctx, stops), name="floe-drain-watchdog", daemon=True).start()
 
 
-def _watchdog(r: Runner) -> None:
-    assert r.deadline is not None
-    while time.monotonic() < r.deadline:
-        if r.shutting_down:
+def _watchdog(ctx: ReplicaContext, stops: Stops) -> None:
+    assert stops.deadline is not None
+    while time.monotonic() < stops.deadline:
+        if stops.shutting_down:
             return  # the batch committed; closing the consumer and Spark needs no deadline
         time.sleep(0.1)
-    abort(r, "drain deadline passed")
+    abort(ctx, stops, "drain deadline passed")
 
 
-def abort(r: Runner, reason: str) -> None:
+def abort(ctx: ReplicaContext, stops: Stops, reason: str) -> None:
     """Stop without committing: kill Spark's JVM and close the Cassandra sessions first, so
     nothing of the running batch is written after we leave the group."""
-    if r.aborting:
+    if stops.aborting:
         return
-    r.aborting = True
-    busy = r.membership is not None and r.membership.busy
+    stops.aborting = True
+    busy = ctx.membership is not None and ctx.membership.busy
     log.error("Aborting reason=%s in_batch=%s; the in-flight plans will be replayed", reason, busy)
     with contextlib.suppress(Exception):
         from pyspark import SparkContext
@@ -67,36 +86,38 @@ def abort(r: Runner, reason: str) -> None:
             proc.wait(timeout=5)
     with contextlib.suppress(Exception):
         state.shutdown_sessions()
-    if r.session is not None:
+    if ctx.session is not None:
         with contextlib.suppress(Exception):
-            r.session.cluster.shutdown()
-    if r.membership is not None:
+            ctx.session.cluster.shutdown()
+    if ctx.membership is not None:
         with contextlib.suppress(Exception):
-            r.membership.close(leave=r.cfg.kafka.leave_group_on_close)
+            ctx.membership.close(leave=ctx.cfg.kafka.leave_group_on_close)
     logging.shutdown()
     os._exit(EXIT_ABORTED)
 
 
-def shutdown(r: Runner) -> int:
-    """The drain's end, once the lanes stopped: leave the group, close the lanes' clients, stop
-    Spark and close Cassandra's session."""
-    r.shutting_down = True
-    log.info("Shutting down app=%s member=%s", r.app, r.member)
-    r.health.stopping = True
-    leave = r.cfg.kafka.leave_group_on_close
-    if r.membership is not None:
-        r.membership.close(leave=leave)
-    for client in [c for lane in r.lanes for c in (lane.reader, lane.sink)]:
+def shutdown(
+    ctx: ReplicaContext, stops: Stops, clients: Iterable[kafkaio.RangeReader | kafkaio.KafkaSink | None]
+) -> int:
+    """The drain's end, once the lanes stopped: leave the group, close the lanes' clients (each
+    lane's reader and sink), stop Spark and close Cassandra's session."""
+    stops.shutting_down = True
+    log.info("Shutting down app=%s member=%s", ctx.app, ctx.member)
+    ctx.health.stopping = True
+    leave = ctx.cfg.kafka.leave_group_on_close
+    if ctx.membership is not None:
+        ctx.membership.close(leave=leave)
+    for client in clients:
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
-    if r.spark is not None:
+    if ctx.spark is not None:
         with contextlib.suppress(Exception):
-            r.spark.stop()
-    if r.session is not None:
+            ctx.spark.stop()
+    if ctx.session is not None:
         with contextlib.suppress(Exception):
-            r.session.cluster.shutdown()
-    log.info("Stopped app=%s member=%s left_group=%s", r.app, r.member, leave)
+            ctx.session.cluster.shutdown()
+    log.info("Stopped app=%s member=%s left_group=%s", ctx.app, ctx.member, leave)
     if not leave:
         # A closed consumer always leaves; exit before its finaliser can.
         logging.shutdown()

@@ -21,13 +21,11 @@ over no records finds them.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from floe_jobs import api, kafkaio, planning, records, stagepass
-
-if TYPE_CHECKING:
-    from floe_jobs.lanes import Lane
-    from floe_jobs.runner import Runner
+from floe_jobs.lanes import Lane
+from floe_jobs.replica import ReplicaContext
 
 log = logging.getLogger("floe_jobs")
 
@@ -35,21 +33,21 @@ log = logging.getLogger("floe_jobs")
 WARM_UP_RECORDS = 50
 
 
-def warm_up(r: Runner) -> None:
+def warm_up(ctx: ReplicaContext, lanes: list[Lane]) -> None:
     """Run every stage of every lane once as a dry run, in its lane's scheduler pool."""
-    for lane in r.lanes:
+    for lane in lanes:
         assert lane.reader is not None and lane.sink is not None
-        r.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
+        ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
         for stage in lane.stages:
             clock = api.BatchClock()
             try:
-                plans = sample(lane.reader, r.stage_topics(stage))
+                plans = sample(lane.reader, ctx.stage_topics(stage))
                 got = lane.reader.read(plans)
                 clock.lap("read")
-                _dry_run(r, lane, stage, records.to_dataframe(r.spark, got), clock)
-                if r.spark_reads and plans and stage.source is None:
-                    df = kafkaio.read_with_spark(r.spark, r.cfg, plans)
-                    _dry_run(r, lane, stage, df, clock, lap="spark")
+                _dry_run(ctx, lane, stage, records.to_dataframe(ctx.spark, got), clock)
+                if ctx.spark_reads and plans and stage.source is None:
+                    df = kafkaio.read_with_spark(ctx.spark, ctx.cfg, plans)
+                    _dry_run(ctx, lane, stage, df, clock, lap="spark")
                 log.info(
                     "Warmed up stage=%s records=%d seconds=%.2f %s",
                     stage.name,
@@ -61,15 +59,17 @@ def warm_up(r: Runner) -> None:
                 raise
             except Exception as exc:  # a stage that refuses this input only starts cold
                 log.warning("Warm-up of stage=%s failed (it starts cold) error=%s", stage.name, exc)
-    r.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
+    ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
 
 
-def _dry_run(r: Runner, lane: Lane, stage: api.Stage, df: Any, clock: api.BatchClock, *, lap: str = "") -> None:
+def _dry_run(
+    ctx: ReplicaContext, lane: Lane, stage: api.Stage, df: Any, clock: api.BatchClock, *, lap: str = ""
+) -> None:
     """Run `stage` over `df` as a dry run, its phases timed on `clock`."""
     assert lane.sink is not None
-    result = stage.fn(stagepass.batch_for(r, lane, stage, df, clock, seqs={}, dry_run=True))
+    result = stage.fn(stagepass.batch_for(ctx, lane, stage, df, clock, seqs={}, dry_run=True))
     clock.lap(lap + "fn")
-    for e in stagepass.emitted(r.cfg, result):
+    for e in stagepass.emitted(ctx.cfg, result):
         stagepass.write(lane.sink, e, dry_run=True)
     clock.lap(lap + "emit")
 

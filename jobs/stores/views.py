@@ -27,7 +27,7 @@ class PartitionedView(Generic[K, V]):
     """Read-only access to a `PartitionedStore` without knowing which partition holds a key.
 
     `partitions` is the partition count (0..n-1), an explicit list, or None to discover the
-    partitions that hold rows (`SELECT DISTINCT partition`, re-read by `refresh()`).
+    partitions that hold rows (`SELECT DISTINCT partition`, read once, on first use).
     """
 
     def __init__(self, store: PartitionedStore[K, V], partitions: int | Iterable[int] | None = None) -> None:

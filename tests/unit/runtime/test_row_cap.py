@@ -18,8 +18,8 @@ ENV = {
 
 
 def _cap(stage: api.Stage, **env: str) -> int:
-    runner = SimpleNamespace(cfg=config.load(environ={**ENV, **env}))
-    return stagepass.row_cap(runner, stage)  # type: ignore[arg-type]
+    ctx = SimpleNamespace(cfg=config.load(environ={**ENV, **env}))
+    return stagepass.row_cap(ctx, stage)  # type: ignore[arg-type]
 
 
 def test_an_input_stage_reads_the_batch_cap() -> None:

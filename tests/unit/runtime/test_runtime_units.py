@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from floe_jobs import api, records, runner
+from floe_jobs import api, records, startup
 
 
 def _rekeyed(partition: int, offset: int, src: str, off: int, idx: int) -> records.Record:
@@ -60,20 +60,20 @@ def test_average_bytes_counts_key_value_and_overhead() -> None:
 def test_entrypoint_from_file_and_module(tmp_path: Path) -> None:
     f = tmp_path / "my_job.py"
     f.write_text("from floe_jobs.api import Job\njob = Job()\n@job.stage()\ndef s(batch):\n    return None\n")
-    target, _ = runner.load_entrypoint(str(f))
+    target, _ = startup.load_entrypoint(str(f))
     job = api.as_job(target)
     assert [s.name for s in job.stages] == ["s"]
-    fn, _ = runner.load_entrypoint("floe_jobs.planning:plan_batch")
+    fn, _ = startup.load_entrypoint("floe_jobs.planning:plan_batch")
     assert api.as_job(fn).stages[0].source is None
 
 
 def test_entrypoint_errors_name_the_key(tmp_path: Path) -> None:
-    with pytest.raises(runner.StartupError, match=r"job\.entrypoint"):
-        runner.load_entrypoint(str(tmp_path / "missing.py"))
-    with pytest.raises(runner.StartupError, match="cannot import"):
-        runner.load_entrypoint("no_such_module_xyz:fn")
-    with pytest.raises(runner.StartupError, match="no attribute"):
-        runner.load_entrypoint("floe_jobs.planning:nope")
+    with pytest.raises(startup.StartupError, match=r"job\.entrypoint"):
+        startup.load_entrypoint(str(tmp_path / "missing.py"))
+    with pytest.raises(startup.StartupError, match="cannot import"):
+        startup.load_entrypoint("no_such_module_xyz:fn")
+    with pytest.raises(startup.StartupError, match="no attribute"):
+        startup.load_entrypoint("floe_jobs.planning:nope")
 
 
 def test_job_validation() -> None:
