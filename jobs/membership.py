@@ -10,7 +10,7 @@ A thread of its own polls the consumer all the time, so group events are answere
 instead of after the running batch: a rebalance (classic: every member must rejoin) completes
 while batches run, and partitions assigned to this replica are planned by the very next batch
 (`wait` wakes idle loops). Revocations still happen only at a batch boundary: each batch loop
-(one per lane of stages, see `floe_jobs.runner`) holds `batch()` around each batch, and a
+(one per lane of stages, see `floe_jobs.lanes`) holds `batch()` around each batch, and a
 revocation callback waits until no running batch holds a revoked partition before it gives the
 partitions up, so a revoked partition never has a batch of this replica in flight when the next
 owner starts. A partition being revoked is left out of batches that start meanwhile, so the wait

@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient
 from floe_jobs import (
     api,
     health,
+    kafkaio,
     kafkasec,
     lanes,
     offsets,
@@ -91,7 +92,7 @@ class Runner:
             health.serve(ctx.health, port=cfg.metrics.port)
         refused = kafkasec.ErrorWatch()
         conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
-        admin = AdminClient({**conf, **cfg.kafka.extra}, error_cb=refused)
+        admin = AdminClient(kafkaio.with_properties(conf, cfg, "admin"), error_cb=refused)
         kafkasec.check_access(admin, refused, cfg.kafka.security, bootstrap=cfg.kafka.bootstrap_servers, timeout=10.0)
         ensure_topics(cfg, admin, ctx.job)
         c = cfg.cassandra
