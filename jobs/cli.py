@@ -22,7 +22,7 @@ import socket
 import sys
 
 from floe_jobs import config as config_mod
-from floe_jobs import health, logformat
+from floe_jobs import logformat
 from floe_jobs.exitcodes import EXIT_CONFIG, EXIT_OK, EXIT_UNREACHABLE
 
 # Python's cycle collector runs a young collection every 700 net allocations by default; a batch
@@ -77,8 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"floe-job: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     logformat.apply(cfg.logging.format, app=cfg.app_id, pod=cfg.pod.name or socket.gethostname())
-    # the replica's series carry the StreamingApp's name, as the operator's do (`floe_jobs.health`)
-    health.name_app(cfg.app_id, cfg.metrics_app)
     # the configuration holds them now: Spark's JVM and Python workers, started below, must not
     config_mod.scrub_secrets(os.environ)
 

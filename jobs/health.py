@@ -14,8 +14,7 @@ The `app` label of the `floe_job_*` series is the StreamingApp's name, the value
 series (`floe_consumergroup_*`, `floe_app_*`) carry, so that the two join on (namespace, app);
 `namespace` is the scrape target's (a ServiceMonitor's, or the pod's), never exported here, so
 it cannot clash with the target's or be set by the job's own code to another namespace. The
-batch loop labels its series with the app id it runs under; `name_app` (called once the
-configuration is loaded) says which name to export for that id.
+batch loop labels its series with `ReplicaContext.metrics_app` (`FloeConfig.metrics_app`).
 """
 
 from __future__ import annotations
@@ -24,94 +23,54 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 
-_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
-# app id -> the `app` label its series are exported with (`name_app`)
-_APP_LABELS: dict[str, str] = {}
-
-
-def name_app(app_id: str, name: str) -> None:
-    """Export the series labelled with `app_id` as app=`name` (the StreamingApp's name); an id
-    never named is exported as itself (a replica whose configuration names no app_name)."""
-    _APP_LABELS[app_id] = name
-
-
-class _ByApp(Generic[_Metric]):
-    """A metric whose first label is the app: callers pass the app id, the series carry its name."""
-
-    def __init__(self, metric: _Metric) -> None:
-        self.metric: _Metric = metric
-
-    def labels(self, app_id: str, *rest: str) -> _Metric:
-        child: _Metric = self.metric.labels(_APP_LABELS.get(app_id, app_id), *rest)
-        return child
-
-
-RECORDS_IN = _ByApp(
-    Counter(
-        "floe_job_records_in",
-        "Input records read by batches (a run of re-keyed rows counts as its rows)",
-        ["app", "stage"],
-    )
+RECORDS_IN = Counter(
+    "floe_job_records_in", "Input records read by batches (a run of re-keyed rows counts as its rows)", ["app", "stage"]
 )
-RECORDS_OUT = _ByApp(
-    Counter(
-        "floe_job_records_out",
-        "Records written to output and repartition topics (a run of re-keyed rows counts as its rows)",
-        ["app", "stage"],
-    )
+RECORDS_OUT = Counter(
+    "floe_job_records_out",
+    "Records written to output and repartition topics (a run of re-keyed rows counts as its rows)",
+    ["app", "stage"],
 )
-RECORDS_DLQ = _ByApp(
-    Counter("floe_job_records_dead_lettered", "Undecodable records sent to the dead-letter topic", ["app"])
+RECORDS_DLQ = Counter("floe_job_records_dead_lettered", "Undecodable records sent to the dead-letter topic", ["app"])
+RECORDS_DEDUPED = Counter(
+    "floe_job_repartition_records_skipped", "Repartition records dropped as already applied (replays)", ["app"]
 )
-RECORDS_DEDUPED = _ByApp(
-    Counter("floe_job_repartition_records_skipped", "Repartition records dropped as already applied (replays)", ["app"])
+BATCHES = Counter("floe_job_batches", "Completed batches", ["app", "stage", "kind"])
+BATCH_SECONDS = Histogram(
+    "floe_job_batch_duration_seconds",
+    "Duration of a batch from plan to commit",
+    ["app", "stage"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300),
 )
-BATCHES = _ByApp(Counter("floe_job_batches", "Completed batches", ["app", "stage", "kind"]))
-BATCH_SECONDS = _ByApp(
-    Histogram(
-        "floe_job_batch_duration_seconds",
-        "Duration of a batch from plan to commit",
-        ["app", "stage"],
-        buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300),
-    )
+BATCH_RECORDS = Histogram(
+    "floe_job_batch_records",
+    "Records per batch (a run of re-keyed rows counts as its rows)",
+    ["app", "stage"],
+    buckets=(1, 10, 100, 1_000, 10_000, 50_000, 100_000, 500_000, 1_000_000),
 )
-BATCH_RECORDS = _ByApp(
-    Histogram(
-        "floe_job_batch_records",
-        "Records per batch (a run of re-keyed rows counts as its rows)",
-        ["app", "stage"],
-        buckets=(1, 10, 100, 1_000, 10_000, 50_000, 100_000, 500_000, 1_000_000),
-    )
+OWNED = Gauge(
+    "floe_job_owned_partitions",
+    "Partitions this replica owns, of every topic its group reads (input and repartition)",
+    ["app"],
 )
-OWNED = _ByApp(
-    Gauge(
-        "floe_job_owned_partitions",
-        "Partitions this replica owns, of every topic its group reads (input and repartition)",
-        ["app"],
-    )
+COMMITTED = Gauge("floe_job_committed_offset", "Next offset committed in Cassandra", ["app", "topic", "partition"])
+END_OFFSET = Gauge(
+    "floe_job_end_offset", "End offset seen at planning (last stable offset)", ["app", "topic", "partition"]
 )
-COMMITTED = _ByApp(
-    Gauge("floe_job_committed_offset", "Next offset committed in Cassandra", ["app", "topic", "partition"])
+REBALANCES = Gauge("floe_job_rebalances", "Assignment changes seen by this replica", ["app"])
+STATE_CACHE_KEYS = Gauge(
+    "floe_job_state_cache_keys", "State rows kept of owned partitions (state.cache_max_keys)", ["app"]
 )
-END_OFFSET = _ByApp(
-    Gauge("floe_job_end_offset", "End offset seen at planning (last stable offset)", ["app", "topic", "partition"])
+DEPENDENCY_UNAVAILABLE = Gauge(
+    "floe_job_dependency_unavailable",
+    "1 while a batch loop waits for this dependency (cassandra, kafka) to be reachable again",
+    ["app", "dependency"],
 )
-REBALANCES = _ByApp(Gauge("floe_job_rebalances", "Assignment changes seen by this replica", ["app"]))
-STATE_CACHE_KEYS = _ByApp(
-    Gauge("floe_job_state_cache_keys", "State rows kept of owned partitions (state.cache_max_keys)", ["app"])
-)
-DEPENDENCY_UNAVAILABLE = _ByApp(
-    Gauge(
-        "floe_job_dependency_unavailable",
-        "1 while a batch loop waits for this dependency (cassandra, kafka) to be reachable again",
-        ["app", "dependency"],
-    )
-)
-LAST_BATCH = _ByApp(Gauge("floe_job_last_success_timestamp_seconds", "Time of the last committed batch", ["app"]))
+LAST_BATCH = Gauge("floe_job_last_success_timestamp_seconds", "Time of the last committed batch", ["app"])
 
 
 class Health:

@@ -197,8 +197,8 @@ def _passed(ctx: ReplicaContext, lane: Lane, generation: int, *, lanes: list[Lan
         lane.passed_generation = generation
         if owned != ready.last_owned:
             ready.last_owned = owned
-            health.OWNED.labels(ctx.app).set(len(owned))
-            health.REBALANCES.labels(ctx.app).set(ctx.membership.rebalances)
+            health.OWNED.labels(ctx.metrics_app).set(len(owned))
+            health.REBALANCES.labels(ctx.metrics_app).set(ctx.membership.rebalances)
         ctx.health.owned = len(owned)
         current = ctx.membership.rebalances
         ctx.health.batch_since_assignment = all(ln.passed_generation == current for ln in lanes)

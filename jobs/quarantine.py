@@ -201,7 +201,7 @@ def _dead_letter(
             error,
         )
     lane.sink.write_rows(rows)
-    health.RECORDS_DLQ.labels(ctx.app).inc(len(rows))
+    health.RECORDS_DLQ.labels(ctx.metrics_app).inc(len(rows))
     key = (stage.name, *p.tp)
     kept = lane.narrowed.skip.get(key)
     offsets = dict(kept[1]) if kept is not None and kept[0] == p.seq else {}

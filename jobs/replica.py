@@ -59,7 +59,7 @@ class ReplicaContext:
             job=job,
             member=member,
             owner=f"{member}/{uuid.uuid4().hex[:8]}",
-            health=health.Health(stall_seconds=cfg.metrics.stall_seconds, app=cfg.app_id),
+            health=health.Health(stall_seconds=cfg.metrics.stall_seconds, app=cfg.metrics_app),
             spark_reads=(
                 kafkaio.spark_connector(cfg) and cfg.kafka.spark_read_min_records <= cfg.kafka.max_records_per_batch
             ),
@@ -69,6 +69,12 @@ class ReplicaContext:
     @property
     def app(self) -> str:
         return self.cfg.app_id
+
+    @property
+    def metrics_app(self) -> str:
+        """The `app` label of the replica's series: the StreamingApp's name, as the operator's
+        series carry it (`floe_jobs.health`)."""
+        return self.cfg.metrics_app
 
     def stage_topics(self, stage: api.Stage) -> list[str]:
         """The topics a stage reads: the input topics, or its source's repartition topic."""

@@ -257,7 +257,7 @@ def _plan(
     forget_state_of(ctx, [tp for tp, row in rows.items() if tp in tps and row.owner != ctx.owner])
     marks = reader.watermarks(tps)
     for (topic, partition), m in marks.items():
-        health.END_OFFSET.labels(ctx.app, topic, str(partition)).set(m.high)
+        health.END_OFFSET.labels(ctx.metrics_app, topic, str(partition)).set(m.high)
     plan = planning.plan_batch(
         owned=tps,
         rows=rows,
@@ -355,7 +355,7 @@ def _read_in_driver(
     df = records.to_dataframe(ctx.spark, batch_records)
     clock.lap("frame")
     if skipped > 0:
-        health.RECORDS_DEDUPED.labels(ctx.app).inc(skipped)
+        health.RECORDS_DEDUPED.labels(ctx.metrics_app).inc(skipped)
         log.info("Dropped already-applied repartition records stage=%s records=%d", stage.name, skipped)
     positions = {p.tp: planning.advance_positions(before.get(p.tp, {}), seen.get(p.tp, {})) for p in parts}
     if where is None:  # a repartition topic's batch is sized by the rows it read
@@ -377,7 +377,7 @@ def _committed(
 ) -> None:
     """The metrics and the log line of a committed batch; the committed offset gauge shows, like
     the group, the lowest position of the partition's stages (`mirrored`)."""
-    app = ctx.app
+    app = ctx.metrics_app
     for (topic, partition), offset in mirrored.items():
         health.COMMITTED.labels(app, topic, str(partition)).set(offset)
     health.RECORDS_IN.labels(app, stage.name).inc(size)

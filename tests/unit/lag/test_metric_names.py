@@ -7,7 +7,7 @@ from __future__ import annotations
 from floe_jobs import health
 from floe_operator.lag import metrics as lag_metrics
 from floe_operator.lag import scrape as lag_scrape
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 RATE_WORDS = ("per second", "/s", "rate")
 
@@ -22,8 +22,8 @@ def test_every_gauge_that_holds_a_rate_names_its_unit() -> None:
     lag_metrics.LagMetrics(registry)
     families = _families(registry)
     for metric in vars(health).values():
-        if isinstance(metric, health._ByApp):
-            families[metric.metric._name] = (metric.metric._type, metric.metric._documentation)
+        if isinstance(metric, (Counter, Gauge, Histogram)):
+            families[metric._name] = (metric._type, metric._documentation)
     rates = {
         name
         for name, (type_, text) in families.items()

@@ -5,27 +5,45 @@ from __future__ import annotations
 
 import copy
 
-from floe_jobs import config, health
+from floe_jobs import api, config, stagepass
+from floe_jobs.replica import ReplicaContext
 from floe_operator import model, render
 from prometheus_client import REGISTRY
 
 from ..operator.conftest import load_case
 
+ENV = {
+    "FLOE_APP_ID": "team-a-word-count-21f6351aed",
+    "FLOE_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
+    "FLOE_KAFKA_TOPICS": "lines",
+    "FLOE_CASSANDRA_KEYSPACE": "floe",
+    "FLOE_JOB_ENTRYPOINT": "examples/word-count/word_count.py",
+}
+
+
+def _committed(environ: dict[str, str]) -> None:
+    """A committed batch's metrics, as the batch loop writes them, for a replica of `environ`."""
+    job = api.Job()
+    job.stages.append(api.Stage(name="count", fn=lambda batch: None, source=None))
+    ctx = ReplicaContext.of(config.load(environ=environ), job, member_name="replica-0")
+    stagepass._committed(ctx, job.stages[0], [], {("lines", 0): 42}, size=3, out=1, dlq=0, replay=False,
+                         clock=api.BatchClock())
+
 
 def test_a_named_app_id_is_exported_as_the_apps_name() -> None:
-    health.name_app("team-a-word-count-21f6351aed", "word-count")
-    health.OWNED.labels("team-a-word-count-21f6351aed").set(3)
-    assert REGISTRY.get_sample_value("floe_job_owned_partitions", {"app": "word-count"}) == 3
-    assert REGISTRY.get_sample_value("floe_job_owned_partitions", {"app": "team-a-word-count-21f6351aed"}) is None
-    health.COMMITTED.labels("team-a-word-count-21f6351aed", "lines", "0").set(42)
+    _committed({**ENV, "FLOE_APP_NAME": "word-count"})
     assert REGISTRY.get_sample_value(
         "floe_job_committed_offset", {"app": "word-count", "topic": "lines", "partition": "0"}
     ) == 42
+    assert REGISTRY.get_sample_value("floe_job_last_success_timestamp_seconds", {"app": "word-count"}) is not None
+    assert REGISTRY.get_sample_value(
+        "floe_job_committed_offset", {"app": "team-a-word-count-21f6351aed", "topic": "lines", "partition": "0"}
+    ) is None
 
 
 def test_an_app_id_never_named_is_exported_as_itself() -> None:
-    health.LAST_BATCH.labels("local-run-only").set(1.0)
-    assert REGISTRY.get_sample_value("floe_job_last_success_timestamp_seconds", {"app": "local-run-only"}) == 1.0
+    _committed({**ENV, "FLOE_APP_ID": "local-run-only"})
+    assert REGISTRY.get_sample_value("floe_job_last_success_timestamp_seconds", {"app": "local-run-only"}) is not None
 
 
 def test_the_replica_exports_no_namespace_label_the_scrape_adds_it() -> None:
