@@ -21,8 +21,13 @@ ROOT = Path(__file__).resolve().parents[3]
 ZSTD = 4  # the codec bits (0-2) of a record batch's attributes (Kafka's message format v2)
 
 
-def _config(bootstrap: str, app_id: str, topic: str, props: dict[str, str]) -> config.FloeConfig:
-    return config.load(
+def _app(bootstrap: str, suffix: str, props: dict[str, str]) -> tuple[str, str, config.FloeConfig]:
+    """A new app id, its one-partition topic `<id>-<suffix>` and the runtime's configuration of
+    it with the Kafka client properties `props`."""
+    app_id = localrun.unique("kp")
+    topic = f"{app_id}-{suffix}"
+    localrun.create_topic(bootstrap, topic, 1)
+    cfg = config.load(
         environ={
             "FLOE_APP_ID": app_id,
             "FLOE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
@@ -32,14 +37,12 @@ def _config(bootstrap: str, app_id: str, topic: str, props: dict[str, str]) -> c
             "FLOE_JOB_ENTRYPOINT": "unused:job",
         }
     )
+    return app_id, topic, cfg
 
 
 @pytest.mark.timeout(120)
 def test_client_id_prefixes_the_group_members_id_as_the_broker_describes_it(kafka_bootstrap: str) -> None:
-    app_id = localrun.unique("kp")
-    topic = f"{app_id}-in"
-    localrun.create_topic(kafka_bootstrap, topic, 1)
-    cfg = _config(kafka_bootstrap, app_id, topic, {"client.id": "team-a", "socket.keepalive.enable": "true"})
+    app_id, topic, cfg = _app(kafka_bootstrap, "in", {"client.id": "team-a", "socket.keepalive.enable": "true"})
     member = membership.Membership(cfg, topics=[topic], client_id=f"{app_id}-0", protocol="consumer")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     try:
@@ -75,10 +78,7 @@ def _log_dir() -> Path:
 
 @pytest.mark.timeout(120)
 def test_compression_type_reaches_the_producer_as_the_broker_stores_its_batches(kafka_bootstrap: str) -> None:
-    app_id = localrun.unique("kp")
-    topic = f"{app_id}-out"
-    localrun.create_topic(kafka_bootstrap, topic, 1)
-    cfg = _config(kafka_bootstrap, app_id, topic, {"compression.type": "zstd", "linger.ms": "20"})
+    app_id, topic, cfg = _app(kafka_bootstrap, "out", {"compression.type": "zstd", "linger.ms": "20"})
     sink = kafkaio.KafkaSink(cfg, client_id=app_id)
     try:
         value = b"floe " * 200  # compressible: librdkafka sends a batch uncompressed when that is smaller
