@@ -78,3 +78,13 @@ def test_an_object_default_agrees_with_its_fields_own_defaults() -> None:
             if name in whole and "default" in sub and sub["default"] != whole[name]:
                 disagree.append(f"{path}.{name}: {whole[name]!r} in the object's default, {sub['default']!r} its own")
     assert disagree == []
+
+
+def test_the_status_conditions_description_names_every_condition_type_the_operator_writes() -> None:
+    """`kubectl explain` is where a user looks up a condition they see in status: every type the
+    operator sets is named there."""
+    from floe_operator import conditions as c
+
+    written = (*c.OWNED_TYPES, c.PARTITIONS_STOPPED, c.SUSPENDED, c.OFFSET_RESET, c.RECONCILE_PAUSED, c.POD_SECURITY)
+    described = crdtools.schema()["properties"]["status"]["properties"]["conditions"]["description"]
+    assert [t for t in written if t not in described] == []
