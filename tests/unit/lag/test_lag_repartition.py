@@ -20,7 +20,7 @@ def test_repartition_topics_are_the_apps_rows_of_that_form_not_its_inputs() -> N
         f"{APP_ID}-repartition",  # no name between id and suffix: not one the runtime makes
         f"{APP_ID}-dlq",
         "old-input",  # an input taken out of spec.kafka.topics keeps its rows
-        f"other-app-0123456789-words-repartition",
+        "other-app-0123456789-words-repartition",
         REPARTITION,
     ]
     assert appids.repartition_topics(APP_ID, recorded, [INPUT]) == (f"{APP_ID}-totals-repartition", REPARTITION)
