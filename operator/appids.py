@@ -28,6 +28,10 @@ only through the status subresource, so users and GitOps tools applying the mani
 touch it. The reconcile adds one more signal that needs the app's children (`running_id`): the
 app's own ConfigMap names the id its replicas run under, which covers an older operator that
 applied the children and was stopped before it wrote the status.
+
+The lag loop finds an app's repartition topics in the app's own offsets rows
+(`is_repartition_topic`), not in the spec (which names no stages: they are the job's code) nor
+in the cluster's topic list (see `repartition_topics` for why).
 """
 
 from __future__ import annotations
@@ -93,6 +97,37 @@ def running_id(config_map: Mapping[str, Any] | None, config_file: str) -> str | 
         return None
     found = loaded.get("app_id") if isinstance(loaded, dict) else None
     return str(found) if valid(found) else None
+
+
+REPARTITION_SUFFIX = "-repartition"
+
+
+def is_repartition_topic(app_id: str, topic: str) -> bool:
+    """Whether `topic` has the form of one of the app's repartition topics,
+    `<app id>-<name>-repartition` (`floe_jobs.config.FloeConfig.repartition_topic`), with a
+    non-empty name."""
+    prefix = f"{app_id}-"
+    return (
+        topic.startswith(prefix)
+        and topic.endswith(REPARTITION_SUFFIX)
+        and len(topic) > len(prefix) + len(REPARTITION_SUFFIX)
+    )
+
+
+def repartition_topics(app_id: str, recorded: Iterable[str], inputs: Iterable[str]) -> tuple[str, ...]:
+    """The app's repartition topics among `recorded`, the topics of its own offsets rows (the
+    rows of partition key `app_id`), sorted; an input topic never counts as one.
+
+    The rows are the source, not a match over the cluster's topic names: ownership by name alone
+    is ambiguous (the topic `a-1-x-y-repartition` fits both app `a-1`, name `x-y`, and app `a-1-x`,
+    name `y`), while a row belongs to exactly one app, its partition key. Rows also hold the
+    topics the app no longer reads as input (a topic taken out of spec.kafka.topics keeps its
+    rows), so the name is checked too, and `inputs` are left out (an app may read another app's
+    repartition topic as its input: that is input lag, counted as such). A repartition partition
+    no stage has committed yet has no row; like an input partition committed nowhere, it would
+    count no lag anyway."""
+    skip = set(inputs)
+    return tuple(sorted({t for t in recorded if t not in skip and is_repartition_topic(app_id, t)}))
 
 
 def folded(app_id: str) -> str:

@@ -30,6 +30,27 @@ at u needs a load above that peak by the band before it moves up again. Without 
 measured μ the autoscaler only reacts to lag that grows at every sample
 (R* = ⌈R · λ / κ⌉, at least R + 1) and never scales down.
 
+What is summed. An app that re-keys reads its own repartition topics too, and a backlog there
+is as much output still to come as one in the input: the stage after the re-key works it off
+with the same replicas (one consumer group reads all of an app's topics). So a sample sums end
+and committed offsets over every partition the app reads, input and repartition, and λ, κ, L
+and μ are all in records of any of its topics: μ measured while the stage after a re-key works
+off a backlog is that stage's pace, and a repartition backlog holds a scale down exactly as an
+input one does (it needs the replicas its drain takes, and no step down while it takes more
+than `saturation_seconds`). Counting only the input let the app scale down (WithinTarget, input
+lag 38) while that stage still had thousands of records to go. The rates shown as inputRate and
+consumptionRate in the decision are these sums' rates; the exported
+`floe_consumergroup_*_records_per_second` series are the input's alone.
+
+What a partition is, for the cap. Replicas stay capped at the input partitions, as the
+ReplicasWithinPartitions condition and the HPA's and KEDA's caps count them: each repartition
+topic has as many partitions as the widest input topic (`floe_jobs.startup.ensure_topics`), so
+up to the cap every replica can own a partition of each stage, and one rule holds in all three
+modes. Counting the repartition partitions too would let the native autoscaler alone run
+replicas that own no input partition (the condition would warn about them); whether such
+replicas, owning repartition partitions only, would speed the stage after a re-key is not
+measured, so the cap does not assume it.
+
 No decision is made for a suspended app (spec.suspend), an app whose reconciliation is paused
 (`streaming.floe.dev/reconcile: paused`), on stale metrics or while a rollout is in progress. Replica counts
 outside [minReplicas, cap] are corrected at once.
@@ -70,12 +91,13 @@ RECONCILE_PAUSED = "ReconcilePaused"
 
 @dataclass(frozen=True)
 class Sample:
-    """One scrape of one app, summed over its input partitions."""
+    """One scrape of one app, summed over its input and repartition partitions."""
 
     at: float
     replicas: int  # replicas running (ready) when the sample was taken
     end: int  # Σ end offsets
     committed: int  # Σ committed offsets
+    repartition_lag: int = 0  # the share of the lag in repartition topics (reported, not decided on)
 
     @property
     def lag(self) -> int:
@@ -262,6 +284,7 @@ class _Frame:
             "replicas": ctx.replicas,
             "partitions": ctx.partitions,
             "lag": last.lag if last else None,
+            "repartitionLag": samples[-1].repartition_lag if samples and samples[-1].repartition_lag else None,
             "inputRate": round(last.input_rate, 3) if last else None,
             "consumptionRate": round(last.consumption_rate, 3) if last else None,
             "capacityPerReplica": round(mu, 3) if mu is not None else None,
@@ -393,7 +416,9 @@ def _scale_down(f: _Frame, last: Point, mu: float) -> Decision:
         return f.hold(STABILIZING, f"Fewer replicas ({highest}) fit; waiting out the stabilization window")
     drain = last.lag / (mu * current)
     if drain > policy.saturation_seconds:
-        return f.hold(WORKING_OFF_BACKLOG, f"Working off a backlog of {last.lag} records (~{drain:.0f} s)")
+        share = f.samples[-1].repartition_lag
+        where = f", {share} of them in repartition topics" if share else ""
+        return f.hold(WORKING_OFF_BACKLOG, f"Working off a backlog of {last.lag} records{where} (~{drain:.0f} s)")
     step = max(1, math.floor(current * policy.max_down_fraction))
     target = max(f.bound(highest), current - step)
     return f.scale(

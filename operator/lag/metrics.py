@@ -1,13 +1,16 @@
 """Prometheus series of consumer lag, named in the style of kafka-lag-exporter with a `floe_` prefix.
 
-Per partition (labels namespace, app, topic, partition):
+Per partition (labels namespace, app, topic, partition), of the input topics and of the app's
+repartition topics (`<app id>-<name>-repartition`; the topic label tells them apart):
   floe_consumergroup_lag                 records not yet processed (end - committed offset)
   floe_consumergroup_lag_seconds         estimated time lag; 0 when caught up, never NaN
   floe_consumergroup_group_offset        committed offset (Cassandra, else the Kafka group)
   floe_partition_latest_offset           end offset (high watermark)
   floe_consumergroup_partition_status    Burrow-style status, one series per state, 1 for the current one
 Per app (labels namespace, app):
-  floe_consumergroup_sum_lag, floe_consumergroup_max_lag, floe_consumergroup_max_lag_seconds,
+  floe_consumergroup_sum_lag (input and repartition partitions: the app's whole lag),
+  floe_consumergroup_repartition_sum_lag (the share of it in the app's repartition topics),
+  floe_consumergroup_max_lag, floe_consumergroup_max_lag_seconds,
   floe_consumergroup_consumption_records_per_second, floe_consumergroup_input_records_per_second
   (gauges over the rate window, unit in the name; floe_consumergroup_consumption_rate and
   floe_consumergroup_input_rate, their names before, are exported too for one release),
@@ -54,10 +57,13 @@ PARTITION_FAMILIES = {
 STATUS_FAMILY = "floe_consumergroup_partition_status"
 STATUS_HELP = "Burrow-style partition status: 1 for the current status (OK, WARN, STALL, STOP), 0 for the others"
 APP_FAMILIES = {
-    "floe_consumergroup_sum_lag": "Lag summed over the app's input partitions",
+    "floe_consumergroup_sum_lag": "Lag summed over the app's partitions, input and repartition topics",
+    "floe_consumergroup_repartition_sum_lag": "Lag summed over the app's repartition topics (part of "
+    "floe_consumergroup_sum_lag)",
     "floe_consumergroup_max_lag": "Largest lag of the app's partitions",
     "floe_consumergroup_max_lag_seconds": "Largest time lag of the app's partitions",
-    "floe_consumergroup_consumption_records_per_second": "Records committed per second over the rate window",
+    "floe_consumergroup_consumption_records_per_second": "Records of the input committed per second over the "
+    "rate window",
     "floe_consumergroup_input_records_per_second": "Records appended to the input per second over the rate window",
     "floe_lag_metrics_stale": "1 while the app's lag could not be measured",
     "floe_app_partitions_stopped": "Partitions of the app (input or repartition) a poison record stopped "
@@ -163,6 +169,7 @@ class LagMetrics:
                     status.add_metric([*pk, state], 1 if state == p.status else 0)
             ak = [namespace, name]
             per_app["floe_consumergroup_sum_lag"].add_metric(ak, app.total)
+            per_app["floe_consumergroup_repartition_sum_lag"].add_metric(ak, app.repartition_total)
             per_app["floe_consumergroup_max_lag"].add_metric(ak, app.max_lag)
             per_app["floe_consumergroup_max_lag_seconds"].add_metric(ak, app.max_seconds)
             for family, rate in (

@@ -38,6 +38,8 @@ class ScaleMemory:
     last_reason: str | None = None
     pending: tuple[int, float] | None = None  # replicas written, when; until the watch shows them
     restored: bool = False
+    # the partitions the samples are summed over; samples of other partitions are dropped
+    measured: frozenset[tuple[str, int]] | None = None
 
     def restore(self, app: model.StreamingApp) -> None:
         """Carry capacity and the last scale time across operator restarts (from status.autoscaling)."""
@@ -74,6 +76,29 @@ def running_replicas(app: model.StreamingApp) -> int:
     return int(app.status.get("readyReplicas", app.spec.replicas))
 
 
+def sample_of(result: scrape.AppLag, *, at: float, replicas: int) -> decide.Sample:
+    """The autoscaler's sample of a scrape: sums over every partition the app reads, its
+    repartition topics' included (`decide.Sample` says why)."""
+    return decide.Sample(
+        at=at,
+        replicas=replicas,
+        end=result.end_total,
+        committed=result.committed_total,
+        repartition_lag=result.repartition_total,
+    )
+
+
+def keep_comparable(mem: ScaleMemory, result: scrape.AppLag) -> None:
+    """Drop the samples when the partitions summed changed (a repartition topic first counted, a
+    partition added): sums over other partitions are not comparable, and their difference would
+    read as a burst of input and consumption. The window then fills again, which holds any scale
+    down for a stabilization window (the safe side)."""
+    partitions = frozenset((p.topic, p.partition) for p in result.partitions)
+    if mem.measured is not None and partitions != mem.measured:
+        mem.samples.clear()
+    mem.measured = partitions
+
+
 @dataclass(frozen=True)
 class Actuator:
     """Decides and writes the replicas of apps in Native mode."""
@@ -95,18 +120,15 @@ class Actuator:
             else:
                 replicas = mem.pending[0]
         if not result.stale:
-            mem.samples.append(
-                decide.Sample(
-                    at=now, replicas=running_replicas(app), end=result.end_total, committed=result.committed_total
-                )
-            )
+            keep_comparable(mem, result)
+            mem.samples.append(sample_of(result, at=now, replicas=running_replicas(app)))
         keep = policy.stabilization_seconds + policy.rate_seconds + 3 * self.interval_seconds
         while mem.samples and mem.samples[0].at < now - keep:
             mem.samples.popleft()
         return decide.Context(
             now=now,
             replicas=replicas,
-            partitions=len(result.partitions) if not result.stale else int(app.status.get("partitions") or 0),
+            partitions=result.input_partitions if not result.stale else int(app.status.get("partitions") or 0),
             stale=result.stale,
             rollout=rollout_in_progress(app, replicas),
             last_scale_at=mem.last_scale_at,

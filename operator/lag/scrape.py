@@ -1,7 +1,14 @@
 """Consumer lag of every StreamingApp, measured in one pass per interval.
 
-A scrape asks each Kafka cluster once for the end offsets of every input partition of every
-app (librdkafka sends one ListOffsets request per partition leader, so the cost is one
+An app's lag is that of its input topics and of its own repartition topics, the topics a
+stage after a re-key reads (`<app id>-<name>-repartition`): a backlog there is output still
+behind while the input is caught up. Which repartition topics an app has is read from its
+offsets rows (`appids.repartition_topics`), so their end offsets are asked from the scrape after
+the one that first read their rows, with the input's; a topic first named by this scrape's rows
+is asked at once in a second request of its own, so it is never missed for an interval.
+
+A scrape asks each Kafka cluster once for the end offsets of every input and repartition
+partition of every app (librdkafka sends one ListOffsets request per partition leader, so the cost is one
 request per broker whatever the number of apps), reads the committed offsets of all apps
 from their keyspaces' offsets tables with concurrent asynchronous queries (one per app: its
 rows are one Cassandra partition), and falls back to the Kafka group's committed offsets only for partitions that
@@ -40,7 +47,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from floe_operator import cassandra, kafka, model
+from floe_operator import appids, cassandra, kafka, model
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +234,8 @@ class PartitionLag:
     lag_seconds: float
     exact: bool
     status: Status
+    # a partition of one of the app's repartition topics (not of spec.kafka.topics)
+    repartition: bool = False
 
 
 @dataclass(frozen=True)
@@ -249,8 +258,11 @@ class AppLag:
     partitions: tuple[PartitionLag, ...] = ()
     stale: bool = False
     error: str | None = None
+    # Σ end and Σ committed offsets over every partition, repartition ones included: the
+    # native autoscaler's samples (`decide.Sample`)
     end_total: int = 0
     committed_total: int = 0
+    # over the input partitions only: records appended to the input, and committed from it
     input_rate: float | None = None
     consumption_rate: float | None = None
     # partitions a poison record stopped (any of the app's topics, repartition ones included)
@@ -262,7 +274,21 @@ class AppLag:
 
     @property
     def total(self) -> int:
+        """The app's lag: its input partitions' and its repartition partitions'."""
         return sum(p.lag for p in self.partitions)
+
+    @property
+    def repartition_total(self) -> int:
+        """The share of `total` in the app's repartition topics."""
+        return sum(p.lag for p in self.partitions if p.repartition)
+
+    @property
+    def has_repartition(self) -> bool:
+        return any(p.repartition for p in self.partitions)
+
+    @property
+    def input_partitions(self) -> int:
+        return sum(1 for p in self.partitions if not p.repartition)
 
     @property
     def max_lag(self) -> int:
@@ -495,14 +521,15 @@ def _epoch(value: Any) -> float | None:
     return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
-def committed_rows(rows: Iterable[Any], wanted: set[str]) -> dict[TP, CommittedRow]:
+def committed_rows(rows: Iterable[Any], wanted: set[str], *, app_id: str | None = None) -> dict[TP, CommittedRow]:
     """(topic, partition) → the committed row of the stage furthest behind, from the offsets rows
     (key, partition, next_offset, committed_at[, stopped_at, stopped_error]) of one app, for the
-    topics in `wanted` and any partition a poison record stopped (a stopped repartition partition
-    too: the app's condition names it). Keys are `<stage>/<topic>`; a bare topic is a row of an
-    earlier runtime (no stage), counted only where no stage has a row of its own
-    (`floe_jobs.offsets.furthest_behind`). A stopped stage counts as furthest behind, so that its
-    stop is reported. Retired legacy rows (next_offset null) are skipped."""
+    topics in `wanted`, the app's repartition topics when its `app_id` is given
+    (`appids.is_repartition_topic`: their lag is the app's too) and any partition a poison
+    record stopped (a stopped repartition partition too: the app's condition names it). Keys are
+    `<stage>/<topic>`; a bare topic is a row of an earlier runtime (no stage), counted only where
+    no stage has a row of its own (`floe_jobs.offsets.furthest_behind`). A stopped stage counts as
+    furthest behind, so that its stop is reported. Retired legacy rows (next_offset null) are skipped."""
     from floe_jobs import offsets
 
     live = []
@@ -510,7 +537,8 @@ def committed_rows(rows: Iterable[Any], wanted: set[str]) -> dict[TP, CommittedR
         key, partition, next_offset, committed_at = row[:4]
         stopped_at, stopped_error = tuple(row[4:6]) if len(row) >= 6 else (None, None)
         stage, topic = offsets.parse_key(key)
-        if next_offset is not None and (topic in wanted or stopped_at is not None):
+        counted = topic in wanted or (app_id is not None and appids.is_repartition_topic(app_id, topic))
+        if next_offset is not None and (counted or stopped_at is not None):
             value = CommittedRow(int(next_offset), _epoch(committed_at), stopped_at, stopped_error)
             live.append((stage, topic, int(partition), value))
     return offsets.furthest_behind(live, lambda r: (0 if r.stopped else 1, r.next_offset))
@@ -574,7 +602,7 @@ class CassandraOffsets:
             if isinstance(rows, Exception):
                 continue
             try:
-                rows.update(committed_rows(fut.result(), set(app.topics)))
+                rows.update(committed_rows(fut.result(), set(app.topics), app_id=app.app_id))
             except InvalidRequest:
                 # Table dropped since it was prepared; read again next time.
                 self._prepared.pop((app.cassandra, table), None)
@@ -618,6 +646,8 @@ class Scraper:
         self.rate_window = rate_seconds
         self._states: dict[tuple[str, str, str, int], PartitionState] = {}
         self._totals: dict[tuple[str, str], deque[tuple[float, int, int]]] = {}
+        # app → its repartition topics, as its offsets rows named them at the last scrape
+        self._repartition: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def _rates(self, key: tuple[str, str], at: float, end: int, committed: int) -> tuple[float | None, float | None]:
         history = self._totals.setdefault(key, deque(maxlen=WINDOW_OBSERVATIONS))
@@ -651,6 +681,7 @@ class Scraper:
                 failed.stale.setdefault(key, f"Cassandra: {rows}")
             else:
                 rows_of[key] = rows
+        self._repartitions_found(by_cluster, rows_of, tps_of, ends, failed)
 
         # Partitions without a row in Cassandra (an app not started yet): the group's commits.
         group_requests = {}
@@ -672,8 +703,17 @@ class Scraper:
                 failed.errors.append(("kafka", str(group)))
                 results.append(AppLag(app.namespace, app.name, now, stale=True, error=str(group)))
                 continue
+            inputs = set(app.topics)
             parts = [
-                self._partition_lag(app, tp, end=end, row=rows_of.get(app.key, {}).get(tp), group=group, now=now)
+                self._partition_lag(
+                    app,
+                    tp,
+                    end=end,
+                    row=rows_of.get(app.key, {}).get(tp),
+                    group=group,
+                    now=now,
+                    repartition=tp[0] not in inputs,
+                )
                 for tp in tps_of.get(app.key, [])
                 if (end := ends.get(app.kafka, {}).get(tp)) is not None
             ]
@@ -689,11 +729,15 @@ class Scraper:
             at=now, duration=time.perf_counter() - started, apps=tuple(results), errors=tuple(failed.errors)
         )
 
+    def _topics(self, app: AppRef) -> tuple[str, ...]:
+        """The app's input topics, then the repartition topics its rows named at the last scrape."""
+        return app.topics + tuple(t for t in self._repartition.get(app.key, ()) if t not in app.topics)
+
     def _partitions(self, by_cluster: Mapping[kafka.Target, list[AppRef]], failed: _Failures) -> dict[Any, list[TP]]:
-        """Each app's input partitions (metadata cached per cluster by the inspector)."""
+        """Each app's input and known repartition partitions (metadata cached per cluster by the inspector)."""
         tps_of: dict[Any, list[TP]] = {}
         for target, members in by_cluster.items():
-            topics = sorted({t for a in members for t in a.topics})
+            topics = sorted({t for a in members for t in self._topics(a)})
             try:
                 counts = self.partitions_of(target, topics)
             except kafka.KafkaUnavailable as exc:
@@ -702,8 +746,52 @@ class Scraper:
                     failed.stale[a.key] = str(exc)
                 continue
             for a in members:
-                tps_of[a.key] = [(t, p) for t in a.topics for p in range(counts.get(t) or 0)]
+                tps_of[a.key] = [(t, p) for t in self._topics(a) for p in range(counts.get(t) or 0)]
         return tps_of
+
+    def _repartitions_found(
+        self,
+        by_cluster: Mapping[kafka.Target, list[AppRef]],
+        rows_of: Mapping[tuple[str, str], Mapping[TP, CommittedRow]],
+        tps_of: dict[Any, list[TP]],
+        ends: dict[kafka.Target, dict[TP, int]],
+        failed: _Failures,
+    ) -> None:
+        """Take each app's repartition topics from the rows just read: `tps_of` gets their
+        partitions (a topic no row names any more is left out), and the end offsets of partitions
+        not asked with the input's (topics new to this scrape) are asked now, in one request per
+        cluster, so a stage's backlog shows from the first scrape that reads its rows."""
+        for target, members in by_cluster.items():
+            if target not in ends:
+                continue  # the cluster's apps are stale already
+            current = [a for a in members if a.key in rows_of and a.key in tps_of and a.key not in failed.stale]
+            for a in current:
+                recorded = {topic for topic, _ in rows_of[a.key]}
+                self._repartition[a.key] = appids.repartition_topics(a.app_id, recorded, a.topics)
+            asked = {a.key: {topic for topic, _ in tps_of[a.key]} for a in current}
+            new = sorted({t for a in current for t in self._repartition[a.key] if t not in asked[a.key]})
+            counts: Mapping[str, int | None] = {}
+            if new:
+                try:
+                    counts = self.partitions_of(target, new)
+                except kafka.KafkaUnavailable as exc:
+                    failed.errors.append(("kafka", str(exc)))
+                    for a in current:
+                        failed.stale.setdefault(a.key, str(exc))
+                    continue
+            for a in current:
+                known = {tp for tp in tps_of[a.key] if tp[0] in a.topics or tp[0] in self._repartition[a.key]}
+                added = [(t, p) for t in new if t in self._repartition[a.key] for p in range(counts.get(t) or 0)]
+                tps_of[a.key] = [tp for tp in tps_of[a.key] if tp in known] + added
+            missing = sorted({tp for a in current for tp in tps_of[a.key] if tp not in ends[target]})
+            if not missing:
+                continue
+            try:
+                ends[target].update(self.kafka.ends(self.kafka.request_ends(target, missing)))
+            except Exception as exc:  # any client error marks the cluster's apps stale, as the first request does
+                failed.errors.append(("kafka", f"{target.bootstrap_servers}: {exc}"))
+                for a in current:
+                    failed.stale.setdefault(a.key, str(exc))
 
     def _request_ends(
         self, by_cluster: Mapping[kafka.Target, list[AppRef]], tps_of: Mapping[Any, list[TP]], failed: _Failures
@@ -736,7 +824,15 @@ class Scraper:
         return ends
 
     def _partition_lag(
-        self, app: AppRef, tp: TP, *, end: int, row: CommittedRow | None, group: Mapping[TP, int], now: float
+        self,
+        app: AppRef,
+        tp: TP,
+        *,
+        end: int,
+        row: CommittedRow | None,
+        group: Mapping[TP, int],
+        now: float,
+        repartition: bool = False,
     ) -> PartitionLag:
         """One partition's lag, from its committed offset in Cassandra, else the group's, and its history."""
         topic, partition = tp
@@ -766,12 +862,18 @@ class Scraper:
             lag_seconds=round(seconds, 3),
             exact=exact,
             status=partition_status(state, now=now, window=self.window, has_commit_time=commit_time is not None),
+            repartition=repartition,
         )
 
     def _app_lag(self, app: AppRef, parts: list[PartitionLag], now: float) -> AppLag:
-        end_total = sum(p.end for p in parts)
-        committed_total = sum(p.committed if p.committed is not None else p.end for p in parts)
-        input_rate, consumption_rate = self._rates(app.key, now, end_total, committed_total)
+        """The app's sums over all its partitions; its rates over the input partitions only (a
+        record re-keyed is no new input)."""
+
+        def sums(of: Sequence[PartitionLag]) -> tuple[int, int]:
+            return sum(p.end for p in of), sum(p.committed if p.committed is not None else p.end for p in of)
+
+        end_total, committed_total = sums(parts)
+        input_rate, consumption_rate = self._rates(app.key, now, *sums([p for p in parts if not p.repartition]))
         return AppLag(
             namespace=app.namespace,
             name=app.name,
@@ -793,6 +895,9 @@ class Scraper:
         for key in list(self._totals):
             if key not in keep:
                 del self._totals[key]
+        for key in list(self._repartition):
+            if key not in keep:
+                del self._repartition[key]
 
     def memory_points(self) -> int:
         """Points and observations held, for the bounded-memory check."""

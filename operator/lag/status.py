@@ -8,6 +8,10 @@ is alive is its `/healthz`, its leader Lease and the `up` series its alerts watc
 scale, a change of staleness or Burrow status, lag appearing or clearing, or a new hold reason
 is written at once. A merge patch keeps keys it does not mention, so what no longer applies is
 cleared with explicit nulls.
+
+`records` is the app's whole lag, its repartition topics' included (`scrape.AppLag.total`); an
+app that re-keys also gets `repartitionRecords`, the share of it in those topics, and `topics`
+names each topic, so one can tell where the backlog is.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def lag_status(result: scrape.AppLag, now: float, *, written: Mapping[str, Any])
         previous = dict(written.get("lag") or {})
         previous.update({"stale": True, "error": (result.error or "")[:300]})
         return previous
-    return {
+    out: dict[str, Any] = {
         "records": result.total,
         "seconds": math.ceil(result.max_seconds),
         "maxRecords": result.max_lag,
@@ -43,15 +47,20 @@ def lag_status(result: scrape.AppLag, now: float, *, written: Mapping[str, Any])
         "stale": False,
         "updateTime": iso(now),
     }
+    if result.has_repartition:
+        out["repartitionRecords"] = result.repartition_total
+    return out
 
 
 def clear_gone(status_lag: dict[str, Any], app: model.StreamingApp, result: scrape.AppLag) -> None:
-    """Null out of a fresh status.lag the error and the topics the live status has but this scrape has not."""
+    """Null out of a fresh status.lag the error, the repartition share and the topics the live
+    status has but this scrape has not."""
     live_lag = app.status.get("lag") or {}
     if result.stale:
         return
-    if "error" in live_lag:
-        status_lag["error"] = None
+    for key in ("error", "repartitionRecords"):
+        if key in live_lag:
+            status_lag.setdefault(key, None)
     for topic in live_lag.get("topics") or {}:
         status_lag["topics"].setdefault(topic, None)
 
