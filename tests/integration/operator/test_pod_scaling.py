@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 from floe_stack import demo, localrun
 
+from tests import leftovers
+
 from ...nodekit import TEST_POD_CPU, require_node, wait_exact_counts
 from ..waiting import wait_for
 from .kube import Kubectl
@@ -94,7 +96,7 @@ class Feed:
 def _app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, *, max_batch: int | None = None,
          partitions: int = PARTITIONS, **spec: Any) -> dict[str, Any]:
     run = uuid.uuid4().hex[:8]
-    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", f"{name}_{run}"
+    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", leftovers.keyspace(f"{name}_{run}")
     localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, partitions)
     localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, partitions)
     body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
