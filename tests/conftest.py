@@ -24,12 +24,27 @@ from floe_stack import envfile, localrun
 from floe_stack import helm as helm_binary
 from floe_stack.layout import Layout
 
-from tests import lanes
+from tests import lanes, leftovers
 
 if TYPE_CHECKING:
     from floe_jobs.config import FloeConfig
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Topics and keyspaces a test, a module or the session makes are removed when it ends
+    (`tests/leftovers.py`)."""
+    leftovers.instrument(localrun)
+    config.pluginmanager.register(leftovers.Plugin(), "floe-leftovers")
+
+
+@pytest.fixture(autouse=True)
+def _leftovers() -> Iterator[None]:
+    """What this test and its function fixtures make on the stack, removed after their teardown."""
+    made = leftovers.open_scope()
+    yield
+    leftovers.close_scope(made)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it appends them to the test ids)
@@ -69,7 +84,9 @@ def stack_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
     with open(tmp_path_factory.getbasetemp().parent / "floe-stack-env.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return envfile.ensure_stack(ROOT)
+        env = envfile.ensure_stack(ROOT)
+    leftovers.STACK.update(env)
+    return env
 
 
 @pytest.fixture(scope="session")

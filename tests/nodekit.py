@@ -37,10 +37,16 @@ def word_count_app(env: dict[str, str], *, namespace: str, name: str, partitions
     import uuid
     from pathlib import Path
 
+    from floe_operator import appids
     from floe_stack import demo, localrun
+
+    from tests import leftovers
 
     run = uuid.uuid4().hex[:8]
     topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", f"{name}_{run}"
+    # removed when the test ends: its keyspace, and the topics its app makes (`<app id>-dlq`, ...)
+    leftovers.keyspace(keyspace)
+    leftovers.prefix(appids.new_id(namespace, f"{name}-{run}") + "-")
     for topic in (topic_in, topic_out):
         localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic, partitions)
     body = demo.app_body(Path(__file__).resolve().parents[1], env, namespace=namespace, topic_in=topic_in,

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from floe_stack import demo, localrun
 
-from tests import counting
+from tests import counting, leftovers
 
 from ..integration.waiting import wait_for
 from ..nodekit import TEST_POD_CPU, kubectl
@@ -114,7 +114,7 @@ def _executor_app(env: dict[str, str], app_ns: str, lines: list[str], *, executo
     run's topics (`lines` produced before it starts, so its first batch leaves the driver);
     (its body, input topic, output topic, keyspace)."""
     run = uuid.uuid4().hex[:8]
-    topic_in, topic_out, keyspace = f"wc-exec-in-{run}", f"wc-exec-out-{run}", f"wc_exec_{run}"
+    topic_in, topic_out, keyspace = f"wc-exec-in-{run}", f"wc-exec-out-{run}", leftovers.keyspace(f"wc_exec_{run}")
     bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
     localrun.create_topic(bootstrap, topic_in, 6)
     localrun.create_topic(bootstrap, topic_out, 6)
@@ -156,6 +156,8 @@ def install(node_env: dict[str, str], request: pytest.FixtureRequest) -> Iterato
     suffix = uuid.uuid4().hex[:6]
     tests = sum(1 for item in request.session.items if item.path == request.path)
     op_ns, app_namespaces = f"floe-e2e-system-{suffix}", [f"floe-e2e-{suffix}-{i}" for i in range(tests)]
+    for name in app_namespaces:  # the topics their apps make start with them
+        leftovers.prefix(f"{name}-")
     release = f"floe-exec-{suffix}"
     repository, tag = env["FLOE_OPERATOR_IMAGE"].rsplit(":", 1)
     helm = [env["FLOE_HELM"], f"--kubeconfig={env['KUBECONFIG']}"]

@@ -23,6 +23,8 @@ import pytest
 import yaml
 from floe_stack import demo, kube, localrun
 
+from tests import leftovers
+
 from ..integration.waiting import wait_for
 from ..nodekit import kubectl, main_pid, require_node, wait_exact_counts
 
@@ -86,6 +88,7 @@ def namespaces(node_env: dict[str, str]) -> Iterator[tuple[str, str]]:
     """(operator's namespace, app's namespace): both enforce the restricted Pod Security Standard."""
     suffix = uuid.uuid4().hex[:6]
     names = (f"floe-e2e-system-{suffix}", f"floe-e2e-{suffix}")
+    leftovers.prefix(f"{names[1]}-")  # the topics its app makes start with it
     for name in names:
         kubectl(node_env, "create", "namespace", name)
         kubectl(node_env, "label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
@@ -150,7 +153,7 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
         # 2. The word-count app in the restricted namespace.
         run = uuid.uuid4().hex[:8]
         topic_in, topic_out = f"wc-pods-in-{run}", f"wc-pods-out-{run}"
-        keyspace = f"wc_pods_{run}"
+        keyspace = leftovers.keyspace(f"wc_pods_{run}")
         bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
         localrun.create_topic(bootstrap, topic_in, 6)
         localrun.create_topic(bootstrap, topic_out, 6)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests import leftovers
+
 
 @pytest.fixture(scope="module")
 def kafka_record(kafka_bootstrap: str) -> tuple[str, bytes, bytes]:
@@ -16,7 +18,7 @@ def kafka_record(kafka_bootstrap: str) -> tuple[str, bytes, bytes]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    topic = f"stack-test-{uuid.uuid4().hex[:8]}"
+    topic = leftovers.topic(f"stack-test-{uuid.uuid4().hex[:8]}")  # removed after the module
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests import leftovers
+
 from .livekit import CHART, Run
 
 
@@ -31,7 +33,7 @@ def namespaces(kubectl: str, run: Run) -> Iterator[Callable[[str], str]]:
     created: list[str] = []
 
     def new(prefix: str) -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        name = leftovers.prefix(f"{prefix}-{uuid.uuid4().hex[:6]}")  # its apps' topics start with it
         run(kubectl, "create", "namespace", name)
         created.append(name)
         return name

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests import leftovers
+
 from ...nodekit import kubectl, require_node
 
 
@@ -18,7 +20,7 @@ def node_env(stack_env: dict[str, str]) -> dict[str, str]:
 
 @pytest.fixture
 def namespace(node_env: dict[str, str]) -> Iterator[str]:
-    name = f"floe-node-it-{uuid.uuid4().hex[:6]}"
+    name = leftovers.prefix(f"floe-node-it-{uuid.uuid4().hex[:6]}")  # its apps' topics start with it
     kubectl(node_env, "create", "namespace", name)
     yield name
     kubectl(node_env, "delete", "namespace", name, "--wait=false")

@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from floe_operator import handlers
 
+from tests import leftovers
+
 from .kube import Kubectl
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,7 +37,7 @@ def kube(kubectl: str, kubeconfig: str) -> Kubectl:
 
 @pytest.fixture(scope="module")
 def namespace(kube: Kubectl) -> Iterator[str]:
-    name = f"floe-op-it-{uuid.uuid4().hex[:6]}"
+    name = leftovers.prefix(f"floe-op-it-{uuid.uuid4().hex[:6]}")  # its apps' topics start with it
     kube.run("create", "namespace", name)
     yield name
     kube.run("delete", "namespace", name, "--wait=false")
@@ -46,7 +48,7 @@ def topic(kafka_bootstrap: str) -> str:
     """A real 3-partition input topic."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    name = f"floe-op-it-{uuid.uuid4().hex[:6]}"
+    name = leftovers.topic(f"floe-op-it-{uuid.uuid4().hex[:6]}")
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result(timeout=30)
     return name

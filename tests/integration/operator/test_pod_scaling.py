@@ -1,10 +1,12 @@
 """Scaling on the stack's node: the scale subresource and the native autoscaler, with pods.
 
-- `kubectl scale stapp --replicas 5` on 4 input partitions: five pods come up Ready and the work
-  spreads over all of them. Word count reads 4 input and 4 repartition partitions in one group, so
-  every pod plans at least one of the 8, and every input partition is planned by a current pod. The
+- `kubectl scale stapp --replicas 3` on 2 input partitions: three pods come up Ready and the work
+  spreads over all of them. Word count reads 2 input and 2 repartition partitions in one group, so
+  every pod plans at least one of the 4, and every input partition is planned by a current pod. The
   app's ReplicasWithinPartitions condition says at least one replica owns no input partition
-  (pigeonhole: 5 replicas, 4 input partitions). Scaling back to one drains the others; counts exact.
+  (pigeonhole: 3 replicas, 2 input partitions). Scaling back to one drains the others; counts exact.
+  Three pods prove what five did (more replicas than input partitions, each still given work) at
+  two Spark starts less on the node's 2 CPUs.
 - The native autoscaler under a lag burst (slow: `make test-all`): input several times faster than
   one replica works off scales the app up, never past the partition count, and back down once the
   backlog is worked off; counts exact.
@@ -28,6 +30,8 @@ from typing import Any
 import pytest
 from floe_stack import demo, localrun
 
+from tests import leftovers
+
 from ...nodekit import TEST_POD_CPU, require_node, wait_exact_counts
 from ..waiting import wait_for
 from .kube import Kubectl
@@ -35,7 +39,10 @@ from .kube import Kubectl
 pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[3]
-PARTITIONS = 4
+PARTITIONS = 4  # the autoscaler's burst: it may scale up to this many replicas
+# the scale test: more replicas than input partitions (one owns none), yet no fewer partitions of
+# both stages (2 x SCALE_PARTITIONS) than replicas (each plans one)
+SCALE_PARTITIONS, SCALE_PODS = 2, 3
 
 
 @pytest.fixture(scope="module")
@@ -87,11 +94,11 @@ class Feed:
 
 
 def _app(kube: Kubectl, namespace: str, env: dict[str, str], name: str, *, max_batch: int | None = None,
-         **spec: Any) -> dict[str, Any]:
+         partitions: int = PARTITIONS, **spec: Any) -> dict[str, Any]:
     run = uuid.uuid4().hex[:8]
-    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", f"{name}_{run}"
-    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, PARTITIONS)
-    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, PARTITIONS)
+    topic_in, topic_out, keyspace = f"{name}-in-{run}", f"{name}-out-{run}", leftovers.keyspace(f"{name}_{run}")
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, partitions)
+    localrun.create_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, partitions)
     body = demo.app_body(ROOT, env, namespace=namespace, topic_in=topic_in, topic_out=topic_out, keyspace=keyspace,
                          replicas=1)
     body["metadata"]["name"] = f"{name}-{run}"
@@ -138,7 +145,7 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
     from floe_operator import model
 
     env = require_node(stack_env)
-    body = _app(kube, namespace, env, "scale")
+    body = _app(kube, namespace, env, "scale", partitions=SCALE_PARTITIONS)
     app, spec = body["metadata"]["name"], body["spec"]
     app_id = model.StreamingApp.from_body(body).app_id
     topic_in, topic_out = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0]
@@ -147,9 +154,9 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
              pods=lambda: _pods(kube, namespace, app))
     with Feed(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, per_tick=5).running() as feed:
         start = time.monotonic()
-        kube.run("scale", "streamingapp", app, "-n", namespace, "--replicas=5")
-        pods = wait_for(lambda: _ready_pods(kube, namespace, app, 5), timeout=600, what="five Ready pods", every=2,
-                        pods=lambda: _pods(kube, namespace, app))
+        kube.run("scale", "streamingapp", app, "-n", namespace, f"--replicas={SCALE_PODS}")
+        pods = wait_for(lambda: _ready_pods(kube, namespace, app, SCALE_PODS), timeout=600,
+                        what=f"{SCALE_PODS} Ready pods", every=2, pods=lambda: _pods(kube, namespace, app))
         up_s = time.monotonic() - start
         names = {p["metadata"]["name"] for p in pods}
 
@@ -159,12 +166,13 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
             """Every partition of both stages planned by a current pod, and every pod planning one."""
             seen.append(owners := _owners(env, keyspace, app_id))
             inputs = {p for (t, p) in owners if t == topic_in}
-            return owners if inputs == set(range(PARTITIONS)) and len(owners) == 2 * PARTITIONS and \
+            return owners if inputs == set(range(SCALE_PARTITIONS)) and len(owners) == 2 * SCALE_PARTITIONS and \
                 set(owners.values()) == names else None
 
         try:
-            owners = wait_for(spread, timeout=240, what="all 8 partitions planned by the 5 pods, each planning one",
-                              every=2)
+            owners = wait_for(spread, timeout=240, every=2,
+                              what=f"all {2 * SCALE_PARTITIONS} partitions planned by the {SCALE_PODS} pods, "
+                                   "each planning one")
         except AssertionError as e:
             raise AssertionError(f"{e}; pods {sorted(names)}; owners last seen {seen[-1] if seen else None}") from None
         idle = wait_for(lambda: (c := _condition(kube, namespace, app, "ReplicasWithinPartitions"))
@@ -177,7 +185,7 @@ def test_kubectl_scale_spreads_partitions_over_pods_and_scale_down_drains(
         wait_for(lambda: set(_owners(env, keyspace, app_id).values()) == {last}, timeout=120, every=1,
                  what=f"every partition planned by {last} after the scale-down")
     wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(feed.truth))
-    print(f"scale 1 -> 5: {up_s:.0f} s to five Ready pods; owners {owners}")
+    print(f"scale 1 -> {SCALE_PODS}: {up_s:.0f} s to {SCALE_PODS} Ready pods; owners {owners}")
 
 
 @pytest.mark.slow

@@ -42,7 +42,16 @@ def test_a_replay_whose_head_retention_deleted_applies_the_rest_and_says_how_man
     word_count_app: localrun.App, session: Any, tmp_path: Any
 ) -> None:
     app = word_count_app
-    app.extra_env.update({"FLOE_TEST_CRASH_POINTS": "split:after-claim", "FLOE_TEST_CRASH_DIR": str(tmp_path)})
+    app.extra_env.update(
+        {
+            "FLOE_TEST_CRASH_POINTS": "split:after-claim",
+            "FLOE_TEST_CRASH_DIR": str(tmp_path),
+            # the SIGKILLed replica never leaves its group: its partitions wait for its session to
+            # expire before the restarted replica gets them, the broker's 45 s unless set shorter
+            "FLOE_KAFKA_SESSION_TIMEOUT_MS": "6000",
+            "FLOE_KAFKA_HEARTBEAT_INTERVAL_MS": "1500",
+        }
+    )
     app.module = faultjob.MODULE
     lines = localrun.word_lines(3000, seed=41)
     localrun.produce(app.bootstrap, app.topics[0], lines)

@@ -21,6 +21,8 @@ from floe_stack import cassandra, component, localrun, procs
 from floe_stack import tls as stack_tls
 from floe_stack.layout import Layout
 
+from tests import leftovers
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -84,7 +86,7 @@ def namespace(kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
     monkeypatch.setenv("KUBECONFIG", kubeconfig)
     config.load_kube_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
     core = client.CoreV1Api()
-    name = f"floe-sec-{uuid.uuid4().hex[:6]}"
+    name = leftovers.prefix(f"floe-sec-{uuid.uuid4().hex[:6]}")  # its apps' topics start with it
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
