@@ -12,8 +12,14 @@ assigned again, even between two batches, starts over, since another replica may
 it meanwhile. A failed write drops the partition (some rows may have landed, with a fence the
 kept copy lacks). A crash loses nothing that matters: the next owner reads Cassandra.
 
-Only stores whose rows read back as the values written are kept: partitioned, no TTL (Cassandra
-expires rows that a copy here would keep), and a value serde of immutable scalars (`CACHED_SERDES`).
+Only stores whose rows read back as the values written are kept: partitioned, with a value serde
+of immutable scalars (`CACHED_SERDES`). A store with a TTL (`dedup`'s markers) is kept too, with
+what a TTL changes (`Lifetime`): a row this replica wrote is known only while it surely lives in
+Cassandra, from the moment its write was sent plus the TTL less a margin for the two clocks; from
+then on it is read again, and once it is surely expired (the write's acknowledgement plus the TTL
+plus the margin) a complete partition answers it as absent again. A row read from Cassandra with a
+value is not kept (its remaining TTL is unknown); a key read as absent is, since only this owner
+writes the partition and a TTL only removes rows.
 The number of keys kept is bounded by `state.cache_max_keys`; a partition that would pass the
 bound is emptied and reads Cassandra until it is assigned again. A partition the replica no
 longer owns is forgotten at the replica's next batch (`retain`), and so is one whose offsets
@@ -24,6 +30,8 @@ past its session timeout and has not heard of it from the group yet).
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +53,40 @@ CACHED_SERDES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def cacheable(*, store_type: str, ttl_seconds: int | None, value_serde: str) -> bool:
-    """Whether rows of such a store read back as written for as long as a replica owns them."""
-    return store_type == "partitioned" and ttl_seconds is None and value_serde in CACHED_SERDES
+def cacheable(*, store_type: str, value_serde: str) -> bool:
+    """Whether rows of such a store read back as written while a replica owns them (until their
+    TTL, if any: `Lifetime`)."""
+    return store_type == "partitioned" and value_serde in CACHED_SERDES
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    """How long a row written with a TTL is surely live, and after how long it is surely gone.
+
+    Cassandra expires a cell `ttl` seconds (its own clock) after the coordinator wrote it, which
+    is after the write was sent and before it was acknowledged. `margin` covers the two clocks
+    drifting apart over the TTL: one second plus 1% of it. A TTL shorter than the margin keeps
+    nothing of the rows written."""
+
+    ttl: float
+
+    @property
+    def margin(self) -> float:
+        return 1.0 + self.ttl / 100
+
+    def live_until(self, sent: float) -> float:
+        return sent + self.ttl - self.margin
+
+    def gone_after(self, acked: float) -> float:
+        return acked + self.ttl + self.margin
+
+
+def lifetime(ttl_seconds: int | None, *ttls: int | None) -> Lifetime | None:
+    """The `Lifetime` of rows written with `ttl_seconds` (None or 0: they never expire), the
+    shortest of it and `ttls` (the other TTLs a fenced write may give a row: a fenced delete's)."""
+    if not ttl_seconds:
+        return None
+    return Lifetime(float(min([ttl_seconds, *(t for t in ttls if t)])))
 
 
 def as_read(value_serde: str, value: Any) -> Any:
@@ -63,11 +102,19 @@ class Ownership:
     cache: StateCache
     assignments: Mapping[int, int]
 
-    def rows(self, store: str, partition: int, *, value_serde: str, is_empty: Callable[[], bool]) -> KnownRows:
+    def rows(
+        self,
+        store: str,
+        partition: int,
+        *,
+        value_serde: str,
+        is_empty: Callable[[], bool],
+        expiry: Lifetime | None = None,
+    ) -> KnownRows:
         """What is known of `store`'s `partition` for this batch (`is_empty`: asked once per
-        assignment)."""
+        assignment; `expiry`: the store's rows expire, see `Lifetime`)."""
         part = self.cache.partition(store, partition, self.assignments.get(partition), is_empty)
-        return KnownRows(self.cache, store, partition, part, value_serde)
+        return KnownRows(self.cache, store, partition, part, value_serde, expiry)
 
 
 Fetch = Callable[[list[Any]], Mapping[Any, Fenced]]
@@ -83,24 +130,44 @@ class KnownRows:
     partition: int
     part: PartitionState | None
     value_serde: str
+    expiry: Lifetime | None = None
 
-    def read(self, keys: list[Any], fetch: Fetch) -> dict[Any, Fenced]:
-        """(value, fence, written) of every key: the known ones from here, the others by `fetch`."""
+    def read(self, keys: list[Any], fetch: Fetch, *, now: float | None = None) -> dict[Any, Fenced]:
+        """(value, fence, written) of every key: the known ones from here, the others by `fetch`.
+        `now`: the monotonic clock (`time.monotonic`), for the rows of a store with a TTL."""
         if self.cache is None or self.part is None:
             return dict(fetch(keys))
+        if self.part.expiring or self.part.fading:
+            self.cache.expire(self.store, self.partition, self.part, time.monotonic() if now is None else now)
         found, unknown = self.part.known(keys)
         if unknown:
             fetched = fetch(unknown)
-            self.cache.remember(self.store, self.partition, self.part, fetched)
+            # a row with a TTL read from Cassandra: how long it lives is not known here
+            kept = fetched if self.expiry is None else {k: row for k, row in fetched.items() if row == ABSENT}
+            self.cache.remember(self.store, self.partition, self.part, kept)
             found.update(fetched)
         return found
 
-    def wrote(self, items: Iterable[tuple[Any, Any]], batch: int, stamp: int, raised: Mapping[Any, int]) -> None:
+    def wrote(
+        self,
+        items: Iterable[tuple[Any, Any]],
+        batch: int,
+        stamp: int,
+        raised: Mapping[Any, int],
+        *,
+        sent: float = 0.0,
+        acked: float = 0.0,
+    ) -> None:
         """`items` were written under fence `batch` and write timestamp `stamp`, the keys in
-        `raised` under the timestamp given there."""
+        `raised` under the timestamp given there. `sent`, `acked`: the monotonic clock before the
+        write was sent and after it was acknowledged (only a store with a TTL needs them)."""
         if self.cache is not None and self.part is not None:
             rows = {key: (as_read(self.value_serde, value), batch, raised.get(key, stamp)) for key, value in items}
-            self.cache.remember(self.store, self.partition, self.part, rows)
+            if self.expiry is None:
+                self.cache.remember(self.store, self.partition, self.part, rows)
+            else:
+                written = Written(self.expiry.live_until(sent), self.expiry.gone_after(acked), rows)
+                self.cache.remember(self.store, self.partition, self.part, rows, written=written)
 
     def forget(self) -> None:
         """A write failed: Cassandra may hold rows this copy does not."""
@@ -112,6 +179,16 @@ UNKNOWN = KnownRows(None, "", 0, None, "bytes")
 """For stores nothing is kept of: every read goes to Cassandra."""
 
 
+@dataclass(frozen=True)
+class Written:
+    """Rows one write gave a store with a TTL: known until `live_until`, surely expired in
+    Cassandra after `gone_after` (monotonic clock, `Lifetime`)."""
+
+    live_until: float
+    gone_after: float
+    rows: Mapping[Any, Fenced]
+
+
 @dataclass
 class PartitionState:
     """The known rows of one store partition under one assignment."""
@@ -121,17 +198,23 @@ class PartitionState:
     rows: dict[Any, Fenced] = field(default_factory=dict)
     # past the bound: nothing is kept for the rest of this assignment
     disabled: bool = False
+    # a store with a TTL: the writes whose rows are still known, oldest first; then the writes
+    # whose rows may or may not have expired yet, and those rows' keys (`stale`, each with the
+    # write that made it so), which must be read even from a complete partition
+    expiring: deque[Written] = field(default_factory=deque)
+    fading: deque[Written] = field(default_factory=deque)
+    stale: dict[Any, Written] = field(default_factory=dict)
 
     def known(self, keys: Iterable[Any]) -> tuple[dict[Any, Fenced], list[Any]]:
         """(what is known of `keys`, the keys that must be read from Cassandra)."""
         found: dict[Any, Fenced] = {}
         unknown: list[Any] = []
-        rows, complete = self.rows, self.complete
+        rows, complete, stale = self.rows, self.complete, self.stale
         for key in keys:
             row = rows.get(key)
             if row is not None:
                 found[key] = row
-            elif complete:
+            elif complete and key not in stale:
                 found[key] = ABSENT
             else:
                 unknown.append(key)
@@ -169,9 +252,18 @@ class StateCache:
             self._parts[(store, partition)] = fresh
         return fresh
 
-    def remember(self, store: str, partition: int, part: PartitionState, rows: Mapping[Any, Fenced]) -> None:
-        """Rows read from or written to Cassandra. A partition that would pass the bound is
-        emptied instead: it reads Cassandra for the rest of its assignment."""
+    def remember(
+        self,
+        store: str,
+        partition: int,
+        part: PartitionState,
+        rows: Mapping[Any, Fenced],
+        *,
+        written: Written | None = None,
+    ) -> None:
+        """Rows read from or written to Cassandra (`written`: by a write to a store with a TTL,
+        known until it says). A partition that would pass the bound is emptied instead: it reads
+        Cassandra for the rest of its assignment."""
         with self._lock:
             if self._parts.get((store, partition)) is not part or part.disabled:
                 return
@@ -179,9 +271,36 @@ class StateCache:
             if self._keys + added > self.max_keys:
                 self._keys -= len(part.rows)
                 part.rows, part.complete, part.disabled = {}, False, True
+                part.expiring, part.fading, part.stale = deque(), deque(), {}
                 return
             part.rows.update(rows)
             self._keys += added
+            if part.stale:
+                for key in rows:
+                    part.stale.pop(key, None)
+            if written is not None:
+                part.expiring.append(written)
+
+    def expire(self, store: str, partition: int, part: PartitionState, now: float) -> None:
+        """Rows written with a TTL whose `live_until` passed are no longer known (read from
+        Cassandra again), unless written again since; once their `gone_after` passed too, a
+        complete partition answers them as absent again. `now`: the monotonic clock."""
+        with self._lock:
+            if self._parts.get((store, partition)) is not part:
+                return
+            while part.expiring and part.expiring[0].live_until <= now:
+                written = part.expiring.popleft()
+                for key, row in written.rows.items():
+                    if part.rows.get(key) is row:  # not written again since
+                        del part.rows[key]
+                        self._keys -= 1
+                        part.stale[key] = written
+                part.fading.append(written)
+            while part.fading and part.fading[0].gone_after <= now:
+                written = part.fading.popleft()
+                for key in written.rows:
+                    if part.stale.get(key) is written:
+                        del part.stale[key]
 
     def retain(self, assignments: Collection[int]) -> None:
         """Forget the partitions whose assignment is not among `assignments` (the replica's

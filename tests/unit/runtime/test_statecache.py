@@ -102,11 +102,10 @@ def test_rewriting_known_keys_does_not_count_them_twice() -> None:
 
 
 def test_stores_whose_rows_read_back_as_written() -> None:
-    assert cacheable(store_type="partitioned", ttl_seconds=None, value_serde="long")
-    assert not cacheable(store_type="partitioned", ttl_seconds=60, value_serde="long")
-    assert not cacheable(store_type="global", ttl_seconds=None, value_serde="long")
-    assert not cacheable(store_type="partitioned", ttl_seconds=None, value_serde="json")
-    assert not cacheable(store_type="partitioned", ttl_seconds=None, value_serde="float32")
+    assert cacheable(store_type="partitioned", value_serde="long")
+    assert not cacheable(store_type="global", value_serde="long")
+    assert not cacheable(store_type="partitioned", value_serde="json")
+    assert not cacheable(store_type="partitioned", value_serde="float32")
 
 
 @pytest.mark.parametrize(
