@@ -63,10 +63,11 @@ def cacheable(*, store_type: str, value_serde: str) -> bool:
 class Lifetime:
     """How long a row written with a TTL is surely live, and after how long it is surely gone.
 
-    Cassandra expires a cell `ttl` seconds (its own clock) after the coordinator wrote it, which
-    is after the write was sent and before it was acknowledged. `margin` covers the two clocks
-    drifting apart over the TTL: one second plus 1% of it. A TTL shorter than the margin keeps
-    nothing of the rows written."""
+    Cassandra expires a cell `ttl` seconds after the whole second (its own clock) in which the
+    coordinator wrote it, which is after the write was sent and before it was acknowledged: the
+    row lives at least `ttl - 1` seconds after it was sent, and at most `ttl` after it was
+    acknowledged. `margin` covers the two clocks drifting apart over the TTL: one second plus 1%
+    of it. A TTL of a few seconds keeps nothing of the rows written."""
 
     ttl: float
 
@@ -75,7 +76,7 @@ class Lifetime:
         return 1.0 + self.ttl / 100
 
     def live_until(self, sent: float) -> float:
-        return sent + self.ttl - self.margin
+        return sent + self.ttl - 1.0 - self.margin
 
     def gone_after(self, acked: float) -> float:
         return acked + self.ttl + self.margin
@@ -166,7 +167,8 @@ class KnownRows:
             if self.expiry is None:
                 self.cache.remember(self.store, self.partition, self.part, rows)
             else:
-                written = Written(self.expiry.live_until(sent), self.expiry.gone_after(acked), rows)
+                life = self.expiry
+                written = Written(life.live_until(sent), life.gone_after(acked), list(rows), list(rows.values()))
                 self.cache.remember(self.store, self.partition, self.part, rows, written=written)
 
     def forget(self) -> None:
@@ -186,7 +188,9 @@ class Written:
 
     live_until: float
     gone_after: float
-    rows: Mapping[Any, Fenced]
+    # the keys and the rows written for them, side by side (two lists: less memory than a dict)
+    keys: list[Any]
+    rows: list[Fenced]
 
 
 @dataclass
@@ -290,7 +294,7 @@ class StateCache:
                 return
             while part.expiring and part.expiring[0].live_until <= now:
                 written = part.expiring.popleft()
-                for key, row in written.rows.items():
+                for key, row in zip(written.keys, written.rows, strict=True):
                     if part.rows.get(key) is row:  # not written again since
                         del part.rows[key]
                         self._keys -= 1
@@ -298,7 +302,7 @@ class StateCache:
                 part.fading.append(written)
             while part.fading and part.fading[0].gone_after <= now:
                 written = part.fading.popleft()
-                for key in written.rows:
+                for key in written.keys:
                     if part.stale.get(key) is written:
                         del part.stale[key]
 
