@@ -21,7 +21,10 @@ plus the margin) a complete partition answers it as absent again. A row read fro
 value is not kept (its remaining TTL is unknown); a key read as absent is, since only this owner
 writes the partition and a TTL only removes rows.
 The number of keys kept is bounded by `state.cache_max_keys`; a partition that would pass the
-bound is emptied and reads Cassandra until it is assigned again. A partition the replica no
+bound is emptied and reads Cassandra until it is assigned again. A complete partition keeps one
+thing past the bound: a summary of the keys it holds (`KeySummary`, a Bloom filter of about 10
+bytes a key), so a key the summary surely lacks is still answered as absent without a read, and
+only the others are read (new ids of `dedup` at a million keys). A partition the replica no
 longer owns is forgotten at the replica's next batch (`retain`), and so is one whose offsets
 row shows that another replica claimed it last (`forget_partition`: this replica was paused
 past its session timeout and has not heard of it from the group yet).
@@ -181,6 +184,58 @@ UNKNOWN = KnownRows(None, "", 0, None, "bytes")
 """For stores nothing is kept of: every read goes to Cassandra."""
 
 
+class KeySummary:
+    """The keys a complete partition may hold, past the bound: a Bloom filter (3 probes, 16
+    slots a key, about 1% false positives) that says "maybe" for every key added and "surely
+    not" for most others; it grows by adding a filter twice as large when full. Keys are
+    summarized by Python's `hash` (stable within the process, which is all it lives)."""
+
+    SLOTS = 16
+    # odd multipliers that spread one 64-bit hash over the three probes
+    MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
+
+    def __init__(self, capacity: int = 1 << 16) -> None:
+        self._filters: list[tuple[Any, int]] = []  # (slots, bits of an index)
+        self._count = 0
+        self._capacity = 0
+        self._grow(capacity)
+
+    def _grow(self, capacity: int) -> None:
+        import numpy as np
+
+        bits = max(10, (capacity * self.SLOTS - 1).bit_length())
+        self._filters.append((np.zeros(1 << bits, dtype=np.bool_), bits))
+        self._capacity += capacity
+
+    def _probes(self, keys: list[Any], bits: int) -> list[Any]:
+        import numpy as np
+
+        hashes = np.fromiter((hash(k) for k in keys), dtype=np.int64, count=len(keys)).view(np.uint64)
+        shift = np.uint64(64 - bits)
+        with np.errstate(over="ignore"):
+            return [(hashes * np.uint64(m)) >> shift for m in self.MIX]
+
+    def add(self, keys: list[Any]) -> None:
+        if not keys:
+            return
+        if self._count + len(keys) > self._capacity:
+            self._grow(max(self._capacity, len(keys)))
+        slots, bits = self._filters[-1]
+        for probe in self._probes(keys, bits):
+            slots[probe] = True
+        self._count += len(keys)
+
+    def might_hold(self, keys: list[Any]) -> Any:
+        """A boolean array: for each key, whether it may have been added (False: surely not)."""
+        import numpy as np
+
+        maybe = np.zeros(len(keys), dtype=np.bool_)
+        for slots, bits in self._filters:
+            a, b, c = self._probes(keys, bits)
+            maybe |= slots[a] & slots[b] & slots[c]
+        return maybe
+
+
 @dataclass(frozen=True)
 class Written:
     """Rows one write gave a store with a TTL: known until `live_until`, surely expired in
@@ -208,11 +263,21 @@ class PartitionState:
     expiring: deque[Written] = field(default_factory=deque)
     fading: deque[Written] = field(default_factory=deque)
     stale: dict[Any, Written] = field(default_factory=dict)
+    # a complete partition past the bound: the keys it may hold, and no rows
+    summary: KeySummary | None = None
 
     def known(self, keys: Iterable[Any]) -> tuple[dict[Any, Fenced], list[Any]]:
         """(what is known of `keys`, the keys that must be read from Cassandra)."""
         found: dict[Any, Fenced] = {}
         unknown: list[Any] = []
+        if self.summary is not None:
+            keys = keys if isinstance(keys, list) else list(keys)
+            for key, maybe in zip(keys, self.summary.might_hold(keys).tolist(), strict=True):
+                if maybe:
+                    unknown.append(key)
+                else:
+                    found[key] = ABSENT
+            return found, unknown
         rows, complete, stale = self.rows, self.complete, self.stale
         for key in keys:
             row = rows.get(key)
@@ -271,11 +336,19 @@ class StateCache:
         with self._lock:
             if self._parts.get((store, partition)) is not part or part.disabled:
                 return
+            if part.summary is not None:
+                part.summary.add([key for key, row in rows.items() if row != ABSENT])
+                return
             added = sum(1 for key in rows if key not in part.rows)
             if self._keys + added > self.max_keys:
                 self._keys -= len(part.rows)
-                part.rows, part.complete, part.disabled = {}, False, True
-                part.expiring, part.fading, part.stale = deque(), deque(), {}
+                if part.complete:  # keep what it may hold: absent keys still need no read
+                    part.summary = KeySummary(max(1 << 16, 2 * (len(part.rows) + len(part.stale) + len(rows))))
+                    part.summary.add([*part.rows, *part.stale])
+                    part.summary.add([key for key, row in rows.items() if row != ABSENT])
+                else:
+                    part.complete, part.disabled = False, True
+                part.rows, part.expiring, part.fading, part.stale = {}, deque(), deque(), {}
                 return
             part.rows.update(rows)
             self._keys += added

@@ -96,3 +96,12 @@ def test_a_marker_written_by_another_owner_is_read_each_time(
     assert dedup(ref, 3, ["a", "b"], owned) == []
     assert reads(ref) == before + 1
     assert owned.cache.keys == 1
+
+
+def test_past_the_bound_only_ids_the_partition_may_hold_are_read(ref: state.StoreRef) -> None:
+    owned = Ownership(StateCache(3), {0: 1})
+    assert dedup(ref, 1, ["a", "b", "c", "d"], owned) == ["a", "b", "c", "d"]  # 4 > 3: a summary
+    assert owned.cache.keys == 0
+    assert dedup(ref, 2, ["a", "e"], owned) == ["e"]
+    assert reads(ref) == 1  # "a", which it may hold; "e" surely not
+    assert dedup(ref, 3, ["e", "f"], owned) == ["f"]

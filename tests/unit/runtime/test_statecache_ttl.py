@@ -113,14 +113,18 @@ def test_keys_read_as_absent_are_kept_and_rows_with_a_value_are_not() -> None:
     assert again.asked == [["old"]]
 
 
-def test_past_the_bound_a_partition_with_a_ttl_forgets_its_writes_too() -> None:
+def test_past_the_bound_a_partition_with_a_ttl_keeps_only_a_summary_of_its_keys() -> None:
     cache = StateCache(2)
     known = complete_rows(cache)
     known.wrote([("a", 1), ("b", 2)], 1, 500, {}, sent=1000.0, acked=1000.5)
-    known.wrote([("c", 3)], 2, 600, {}, sent=1001.0, acked=1001.5)
-    assert known.part is not None and known.part.disabled
-    assert not known.part.expiring and not known.part.stale
+    assert known.read(["a"], Fetches(), now=1098.0) == {"a": ABSENT}  # "a" is stale: read
+    known.wrote([("c", 3), ("d", 4)], 2, 600, {}, sent=1001.0, acked=1001.5)  # 3 > 2
+    assert known.part is not None and known.part.summary is not None
+    assert not known.part.expiring and not known.part.fading and not known.part.stale
     assert cache.keys == 0
+    asked = Fetches()
+    assert known.read(["a", "b", "c", "d", "e"], asked, now=1099.0) == dict.fromkeys("abcde", ABSENT)
+    assert asked.asked == [["a", "b", "c", "d"]]  # every key it knew is read; "e", never seen, is not
 
 
 @pytest.mark.parametrize("ttl", [None, 0])
