@@ -22,7 +22,7 @@ value is not kept (its remaining TTL is unknown); a key read as absent is, since
 writes the partition and a TTL only removes rows.
 The number of keys kept is bounded by `state.cache_max_keys`; a partition that would pass the
 bound is emptied and reads Cassandra until it is assigned again. A complete partition keeps one
-thing past the bound: a summary of the keys it holds (`KeySummary`, a Bloom filter of about 10
+thing past the bound: a summary of the keys it holds (`KeySummary`, a Bloom filter of 16 to 32
 bytes a key), so a key the summary surely lacks is still answered as absent without a read, and
 only the others are read (new ids of `dedup` at a million keys). A partition the replica no
 longer owns is forgotten at the replica's next batch (`retain`), and so is one whose offsets
@@ -186,7 +186,7 @@ UNKNOWN = KnownRows(None, "", 0, None, "bytes")
 
 class KeySummary:
     """The keys a complete partition may hold, past the bound: a Bloom filter (3 probes, 16
-    slots a key, about 1% false positives) that says "maybe" for every key added and "surely
+    one-byte slots a key, about 0.5% false positives) that says "maybe" for every key added and "surely
     not" for most others; it grows by adding a filter twice as large when full. Keys are
     summarized by Python's `hash` (stable within the process, which is all it lives)."""
 
