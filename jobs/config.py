@@ -635,7 +635,8 @@ class StateSettings(_Model):
         env="FLOE_STATE_CACHE_MAX_KEYS",
         description="state rows a replica keeps of the partitions it owns, so that "
         "aggregate, latest and dedup read each key from Cassandra once per assignment (partitioned stores "
-        "without TTL and with a str, bytes, int, long or float value); about 180 bytes per short key; 0: off",
+        "with a str, bytes, int, long or float value; with a TTL, a row written is kept until shortly before "
+        "it expires); about 180 bytes per short key; 0: off",
     )
 
 

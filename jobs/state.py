@@ -31,6 +31,7 @@ table Spark collected, which is grouped by partition in column operations (`grou
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -264,10 +265,10 @@ def _apply_fenced(
             f"fenced state is kept in partitioned stores, and this one is {ref.type}", store=ref.name
         )
     store = open_store(ref)
-    if readonly or not statecache.cacheable(
-        store_type=ref.type, ttl_seconds=ref.ttl_seconds, value_serde=ref.value_serde
-    ):
+    if readonly or not statecache.cacheable(store_type=ref.type, value_serde=ref.value_serde):
         owned = None
+    # rows written with a TTL are known only while they surely live (`floe_jobs.statecache`)
+    expiry = statecache.lifetime(ref.ttl_seconds, store.options.fence_tombstone_ttl)
 
     def apply(partition: int, items: list[tuple[Any, Any]]) -> list[tuple[int, Any, Any]]:
         batch = fences[partition]
@@ -279,6 +280,7 @@ def _apply_fenced(
                 partition,
                 value_serde=ref.value_serde,
                 is_empty=lambda: not store.has_rows(partition),
+                expiry=expiry,
             )
         out: list[tuple[int, Any, Any]] = []
         row_stamp = planning.row_stamp
@@ -298,6 +300,7 @@ def _apply_fenced(
                 emit((partition, key, emitted))
             if writes and not readonly:
                 faults.point(f"{ref.name}:mid-state")
+                sent = time.monotonic()
                 try:
                     store.put_many_fenced(
                         partition, writes, batch=batch, ttl=ref.ttl_seconds, stamp=stamp, stamps=raised or None
@@ -305,7 +308,7 @@ def _apply_fenced(
                 except Exception:
                     known.forget()
                     raise
-                known.wrote(writes, batch, stamp, raised)
+                known.wrote(writes, batch, stamp, raised, sent=sent, acked=time.monotonic())
         return out
 
     return _each_partition(_group(rows), apply)

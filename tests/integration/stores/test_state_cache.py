@@ -97,16 +97,3 @@ def test_a_failed_write_forgets_the_partition(session: Session, ref: state.Store
     assert list(state.latest_partition_rows([(0, "k", 6)], ref=ref, fences={0: 2}, owned=owned)) == [(0, "k", 6)]
     assert reads(ref) == before + 1
     assert stored(session, ref) == {"k": (6, 2)}
-
-
-def test_stores_with_a_ttl_are_always_read(session: Session, keyspace: str, store_name: str,
-                                           cassandra_hosts: list[str], cassandra_port: int) -> None:
-    ref = make_ref(session, keyspace, store_name, cassandra_hosts, cassandra_port, ttl=3600)
-    try:
-        owned = Ownership(StateCache(100), {0: 1})
-        merge(ref, 1, {"a": 1}, owned)
-        assert merge(ref, 2, {"a": 1}, owned) == {"a": 2}
-        assert reads(ref) == 2
-        assert owned.cache.keys == 0
-    finally:
-        state.shutdown_sessions()

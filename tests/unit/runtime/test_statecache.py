@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from floe_jobs.statecache import ABSENT, StateCache, as_read, cacheable
+from floe_jobs.statecache import ABSENT, KeySummary, StateCache, as_read, cacheable
 
 
 def empty() -> bool:
@@ -76,12 +76,12 @@ def test_drop_forgets_the_partition() -> None:
 def test_past_the_bound_a_partition_reads_cassandra_for_the_rest_of_its_assignment() -> None:
     cache = StateCache(3)
     p0 = cache.partition("ks.counts", 0, 1, empty)
-    p1 = cache.partition("ks.counts", 1, 2, empty)
+    p1 = cache.partition("ks.counts", 1, 2, not_empty)
     assert p0 is not None and p1 is not None
     cache.remember("ks.counts", 0, p0, {"a": (1, 1), "b": (1, 1)})
     cache.remember("ks.counts", 1, p1, {"c": (1, 1), "d": (1, 1)})  # 4 > 3
     assert cache.keys == 2
-    assert p1.known(["c"]) == ({}, ["c"])  # emptied and incomplete, not "absent"
+    assert p1.known(["c"]) == ({}, ["c"])  # emptied
     assert cache.partition("ks.counts", 1, 2, empty) is None
     assert cache.partition("ks.counts", 0, 1, empty) is p0
     # the next assignment keeps rows again
@@ -102,11 +102,10 @@ def test_rewriting_known_keys_does_not_count_them_twice() -> None:
 
 
 def test_stores_whose_rows_read_back_as_written() -> None:
-    assert cacheable(store_type="partitioned", ttl_seconds=None, value_serde="long")
-    assert not cacheable(store_type="partitioned", ttl_seconds=60, value_serde="long")
-    assert not cacheable(store_type="global", ttl_seconds=None, value_serde="long")
-    assert not cacheable(store_type="partitioned", ttl_seconds=None, value_serde="json")
-    assert not cacheable(store_type="partitioned", ttl_seconds=None, value_serde="float32")
+    assert cacheable(store_type="partitioned", value_serde="long")
+    assert not cacheable(store_type="global", value_serde="long")
+    assert not cacheable(store_type="partitioned", value_serde="json")
+    assert not cacheable(store_type="partitioned", value_serde="float32")
 
 
 @pytest.mark.parametrize(
@@ -152,3 +151,29 @@ def test_known_rows_fetch_only_what_they_do_not_know() -> None:
     assert UNKNOWN.read(["a"], fetch) == {"a": ABSENT}
     UNKNOWN.wrote([("a", 1)], 5, 1000, {})
     assert asked == [["b"], ["a"]]
+
+
+def test_past_the_bound_a_complete_partition_still_answers_keys_it_surely_lacks() -> None:
+    cache = StateCache(3)
+    part = cache.partition("ks.counts", 0, 1, empty)
+    assert part is not None
+    cache.remember("ks.counts", 0, part, {"a": (1, 1), "b": (1, 1)})
+    cache.remember("ks.counts", 0, part, {"c": (1, 1), "d": (1, 1), "gone": ABSENT})  # 5 > 3
+    assert cache.keys == 0 and part.rows == {} and part.summary is not None
+    assert cache.partition("ks.counts", 0, 1, empty) is part
+    # every key it holds must be read; one it never held is absent without a read
+    assert part.known(["a", "b", "c", "d", "new"]) == ({"new": ABSENT}, ["a", "b", "c", "d"])
+    cache.remember("ks.counts", 0, part, {"new": (1, 2)})
+    assert part.known(["new"]) == ({}, ["new"])
+    assert cache.keys == 0
+
+
+def test_a_key_summary_never_misses_a_key_it_was_given() -> None:
+    summary = KeySummary(capacity=1000)
+    held = [f"id{i:08d}" for i in range(50_000)]  # past its first capacity: it grows
+    for start in range(0, len(held), 7_000):
+        summary.add(held[start : start + 7_000])
+    assert summary.might_hold(held).all()
+    others = [f"other{i}" for i in range(20_000)]
+    false_positives = int(summary.might_hold(others).sum())
+    assert false_positives < 0.03 * len(others)
