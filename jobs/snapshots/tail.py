@@ -9,9 +9,9 @@ the stage resumes. Records of the upstream stage's plan in flight are left out: 
 app replays that plan, and so writes them again. Duplicates (from earlier replays) keep their
 source positions, by which the stage drops what it applied (`records.drop_applied`).
 
-Reads and writes go through the runtime's own Kafka clients (`floe_jobs.kafkaio`); keyed
-records are partitioned with murmur2 as the stage wrote them, so each lands in the partition of
-the same number, whose store rows the snapshot holds.
+Reads go through the runtime's range reader and writes through a producer with the runtime's
+client settings (`floe_jobs.kafkaio`); each record goes to the partition of the same number in
+the new topic (a run of rows has no key: `floe_jobs.runs`), whose store rows the snapshot holds.
 """
 
 from __future__ import annotations
@@ -81,6 +81,39 @@ def from_arrow(table: Any) -> list[Row]:
     return sorted(out, key=lambda row: (row[0], row[1]))
 
 
+def _write(cfg: FloeConfig, topic: str, rows: list[Row]) -> None:
+    """Produce each record to the partition of its number (a run has no key to partition by),
+    in order (idempotent: a retry neither reorders nor repeats), and wait for every one."""
+    from confluent_kafka import KafkaException, Producer
+
+    conf = {
+        **kafkaio.client_settings(cfg),
+        "client.id": f"{cfg.app_id}-restore",
+        "acks": "all",
+        "enable.idempotence": True,
+        "queue.buffering.max.messages": 2_000_000,
+    }
+    producer = Producer(kafkaio.with_properties(conf, cfg, "producer"))
+    errors: list[Any] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    for partition, _offset, key, value, headers in rows:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, headers=list(headers) or None, partition=partition,
+                                 on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    left = producer.flush(120)
+    if left or errors:
+        raise SnapshotError(f"writing the repartition tail into {topic}: {left} records not acknowledged,"
+                            f" errors {errors[:3]}") from (KafkaException(errors[0]) if errors else None)
+
+
 def produce(cfg: FloeConfig, topic: str, rows: list[Row]) -> dict[int, int]:
     """Write the tail into `topic` (the new app's), in order; the end of each of its partitions
     before the write (where the stage resumes), by partition."""
@@ -92,11 +125,7 @@ def produce(cfg: FloeConfig, topic: str, rows: list[Row]) -> dict[int, int]:
         starts = {p: w.high for (_, p), w in reader.watermarks([(topic, p) for p in parts]).items()}
     finally:
         reader.close()
-    sink = kafkaio.KafkaSink(cfg, client_id=f"{cfg.app_id}-restore")
-    try:
-        sink.write_rows((r[2], r[3], list(r[4]) or None, topic) for r in rows)
-    finally:
-        sink.close()
+    _write(cfg, topic, rows)
     want: dict[int, int] = {}
     for r in rows:
         want[r[0]] = want.get(r[0], 0) + 1
@@ -109,6 +138,6 @@ def produce(cfg: FloeConfig, topic: str, rows: list[Row]) -> dict[int, int]:
     if got != want:
         raise SnapshotError(
             f"the repartition tail landed in {topic} as {got} records per partition, not {want}: another"
-            " writer, or a partitioner other than murmur2 (kafka client properties)"
+            " process wrote to it during the restore"
         )
     return starts
