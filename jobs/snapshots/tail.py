@@ -54,11 +54,11 @@ def read(cfg: FloeConfig, stage: StageCut, ends: Mapping[str, int]) -> list[Row]
     return sorted(out, key=lambda row: (row[0], row[1]))
 
 
-def write(spark: Any, rows: list[Row], path: str) -> None:
-    """The tail as Parquet under `path`."""
+def to_arrow(rows: list[Row]) -> Any:
+    """The tail as one Arrow table of `SCHEMA`'s columns."""
     import pyarrow as pa
 
-    table = pa.table(
+    return pa.table(
         {
             "partition": pa.array([r[0] for r in rows], pa.int32()),
             "offset": pa.array([r[1] for r in rows], pa.int64()),
@@ -67,8 +67,12 @@ def write(spark: Any, rows: list[Row], path: str) -> None:
             "header_keys": pa.array([[k for k, _ in r[4]] for r in rows], pa.list_(pa.string())),
             "header_values": pa.array([[v for _, v in r[4]] for r in rows], pa.list_(pa.binary())),
         }
-    )
-    spark.createDataFrame(table.combine_chunks(), SCHEMA).write.mode("errorifexists").parquet(path)
+    ).combine_chunks()
+
+
+def write(spark: Any, rows: list[Row], path: str) -> None:
+    """The tail as Parquet under `path`."""
+    spark.createDataFrame(to_arrow(rows), SCHEMA).write.mode("errorifexists").parquet(path)
 
 
 def from_arrow(table: Any) -> list[Row]:
