@@ -37,6 +37,13 @@ def topics_of(app: localrun.App) -> list[str]:
     return [*app.topics, f"{app.app_id}-words-repartition"]
 
 
+def wait_ready(procs: list[localrun.Replica], *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(p.ready() for p in procs):
+        assert time.monotonic() < deadline, f"replicas not ready within {timeout:.0f}s"
+        time.sleep(0.5)
+
+
 def floe_job(app: localrun.App, name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run `floe-job <args>` with the app's configuration; its stderr goes to `<name>.log`."""
     return subprocess.run(
@@ -173,36 +180,36 @@ def test_snapshot_under_load_restores_exactly(
     new app, holds at its cut exactly the truth of the input below the cut (with the repartition
     records still to apply), and the new app run to the end of the input counts exactly."""
     app = word_count_app
-    lines = localrun.word_lines(8000, seed=36)
+    lines = localrun.word_lines(20000, seed=36)
     localrun.produce(app.bootstrap, app.topics[0], lines[:2000])
     procs = [localrun.Replica(app, f"r{i}").start() for i in range(2)]
-    stop = threading.Event()
+    stop, snapped = threading.Event(), threading.Event()
+    fed = [2000]
 
     def feed() -> None:
-        for i in range(2000, len(lines), 100):
-            if stop.is_set():
-                return
-            localrun.produce(app.bootstrap, app.topics[0], lines[i : i + 100])
+        # slowly until the snapshot is done (the input flows while it is taken), then the rest
+        while fed[0] < len(lines) and not stop.is_set():
+            step = 50 if not snapped.is_set() else len(lines)
+            localrun.produce(app.bootstrap, app.topics[0], lines[fed[0] : fed[0] + step])
+            fed[0] = min(len(lines), fed[0] + step)
             time.sleep(0.5)
 
     feeder = threading.Thread(target=feed)
     gaps = CommitGaps(session, app)
     snap_dir = tmp_path / "snap"
     try:
-        deadline = time.monotonic() + 300
-        while min(p.commits_since_start() for p in procs) < 2:
-            assert time.monotonic() < deadline, "the replicas committed nothing within 300 s"
-            time.sleep(0.5)
+        wait_ready(procs, timeout=300)
         feeder.start()
         gaps.start()
         time.sleep(10)
         before = time.monotonic()
         done = floe_job(app, "snapshot", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER)
         after = time.monotonic()
+        snapped.set()
         assert done.returncode == 0, done.stderr[-3000:]
-        assert feeder.is_alive(), "the input stopped flowing before the snapshot was done"
+        assert fed[0] < len(lines), "the input stopped flowing before the snapshot was done"
         feeder.join()
-        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=procs)
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=600, replicas=procs)
         gaps.stop()
         print(f"snapshot: {after - before:.1f}s; longest commit gap during it {gaps.longest(before, after):.2f}s,"
               f" in the same time before it {gaps.longest(before - (after - before), before):.2f}s; {done.stdout}")
