@@ -144,23 +144,35 @@ def _ensure_topics(cfg: FloeConfig, job: api.Job) -> None:
         raise SnapshotError(str(exc)) from exc
 
 
+BATCH_ROWS = 100
+
+
 def _write_store(session: Any, keyspace: str, table: str, rows: list[tuple[Any, ...]]) -> int:
-    from cassandra.concurrent import execute_concurrent_with_args
+    """Every row under its own write timestamp and TTL, in single-partition unlogged batches of
+    `BATCH_ROWS` (one mutation each, as `put_all` writes) sent concurrently."""
+    from cassandra.concurrent import execute_concurrent
+    from cassandra.query import BatchStatement, BatchType
 
     stmt = session.prepare(
         f"INSERT INTO {keyspace}.{table} (partition, key, value, floe_batch, time) VALUES (?, ?, ?, ?, ?)"
         " USING TIMESTAMP ? AND TTL ?"
     )
-    stmt.consistency_level = ConsistencyLevel.LOCAL_QUORUM
     now = int(time.time() * 1_000_000)
-    params = [
-        (r[0], r[1], r[2], r[3], r[4], r[5] if r[5] is not None else now, r[6] if r[6] is not None else 0)
-        for r in rows
-    ]
-    for ok, result in execute_concurrent_with_args(session, stmt, params, concurrency=64, raise_on_first_error=False):
+    by_partition: dict[int, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        params = (r[0], r[1], r[2], r[3], r[4], r[5] if r[5] is not None else now, r[6] if r[6] is not None else 0)
+        by_partition.setdefault(int(r[0]), []).append(params)
+    batches = []
+    for chunk_rows in by_partition.values():
+        for i in range(0, len(chunk_rows), BATCH_ROWS):
+            batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+            for params in chunk_rows[i : i + BATCH_ROWS]:
+                batch.add(stmt, params)
+            batches.append((batch, None))
+    for ok, result in execute_concurrent(session, batches, concurrency=16, raise_on_first_error=False):
         if not ok:
             raise SnapshotError(f"writing {keyspace}.{table} failed: {result}")
-    return len(params)
+    return len(rows)
 
 
 def _write_positions(session: Any, cfg: FloeConfig, rows: list[mf.RestoredRow]) -> None:
