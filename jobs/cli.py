@@ -5,6 +5,9 @@
                             floe_jobs.executor)
     floe-job offsets       (the app's offsets rows and their lag as JSON, read-only; see
                             floe_jobs.report: what `kubectl floe status` runs in a pod)
+    floe-job snapshot --to URI   (a consistent cut of the running app's stores and positions, as
+                                  Parquet with a manifest; see floe_jobs.snapshots)
+    floe-job restore --from URI  (that snapshot into a new app, which then resumes at the cut)
 
 Exit codes: 0 stopped gracefully; 1 batches kept failing; 2 invalid configuration;
 3 Kafka or Cassandra unreachable (or an input topic missing) at start; 4 aborted during a
@@ -53,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         from floe_jobs import report
 
         return report.main(argv[1:])
+    if argv[:1] in (["snapshot"], ["restore"]):
+        from floe_jobs.snapshots import cli as snapshots_cli
+
+        return snapshots_cli.main(argv)
     args = _parser().parse_args(argv)
     if args.help_config:
         print(config_mod.describe())

@@ -1,0 +1,102 @@
+"""`floe-job snapshot` and `floe-job restore`: the library's two entry points, run with an app's
+own configuration (floe.yaml and FLOE_* variables, as a replica loads them) and entry point.
+
+    floe-job snapshot --to URI [--writer STORE=STAGE ...] [--settle-timeout S]
+                      [--generation N] [--image IMAGE]
+    floe-job restore --from URI
+
+`snapshot` reads the running app `app_id` and writes nothing to it; `restore` loads a snapshot
+into the app the configuration names, which must be new (no positions yet). Both print one JSON
+line (the manifest's summary) on success. Exit codes: 0 done; 2 refused (bad configuration, a
+missing, partial or mismatched snapshot, a partition that never settled: the message says what
+to change); 3 Cassandra unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from floe_jobs import config as config_mod
+from floe_jobs import logformat
+from floe_jobs.exitcodes import EXIT_CONFIG, EXIT_OK, EXIT_UNREACHABLE
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"floe-job {command}")
+    p.add_argument("--config", help="YAML config file (default: $FLOE_CONFIG); FLOE_* variables override it")
+    p.add_argument("--log-level", default="INFO")
+    if command == "snapshot":
+        p.add_argument("--to", required=True, help="URI to write the snapshot under (file:///…, s3a://…), empty")
+        p.add_argument("--writer", action="append", default=[], metavar="STORE=STAGE",
+                       help="the stage that writes a store (needed when the job has several stages)")
+        p.add_argument("--settle-timeout", type=float, default=120.0,
+                       help="seconds a partition may take to offer a consistent window before the snapshot fails")
+        p.add_argument("--generation", type=int, help="the app's generation, recorded in the manifest")
+        p.add_argument("--image", help="the app's image, recorded in the manifest")
+    else:
+        p.add_argument("--from", dest="source", required=True, help="URI of the snapshot")
+    return p
+
+
+def parse_writers(values: list[str]) -> dict[str, str]:
+    out = {}
+    for value in values:
+        store, sep, stage = value.partition("=")
+        if not sep or not store or not stage:
+            raise config_mod.ConfigError(f"--writer {value!r}: expected STORE=STAGE")
+        out[store] = stage
+    return out
+
+
+def main(argv: list[str]) -> int:
+    command, rest = argv[0], argv[1:]
+    args = _parser(command).parse_args(rest)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format=logformat.TEXT_FORMAT)
+    prog = f"floe-job {command}"
+    try:
+        cfg = config_mod.load(path=args.config)
+        writers = parse_writers(args.writer) if command == "snapshot" else {}
+    except config_mod.ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    from floe_jobs import api, sparkio, startup
+    from floe_jobs.snapshots import restore, take
+    from floe_jobs.snapshots.manifest import SnapshotError
+    from floe_jobs.stores import config as store_config
+
+    try:
+        target, _ = startup.load_entrypoint(cfg.job.entrypoint)
+        job = api.as_job(target)
+    except (startup.StartupError, TypeError, ValueError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        session = store_config.connect(cfg.cassandra.connection())
+    except Exception as exc:  # the driver raises NoHostAvailable, AuthenticationFailed, ...
+        print(f"{prog}: Cassandra at {','.join(cfg.cassandra.hosts)} did not answer: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    spark: Any = None
+    try:
+        spark = sparkio.build_session(cfg, app_name=f"{cfg.app_id}-{command}")
+        if command == "snapshot":
+            m = take.take(cfg, job, session=session, spark=spark, uri=args.to, writers=writers,
+                          settle_timeout=args.settle_timeout, generation=args.generation, image=args.image)
+            summary = {"uri": args.to, "app_id": m.app_id, "seconds": m.seconds, "attempts": m.attempts,
+                       "stores": {s.name: {"rows": s.rows, "bytes": s.bytes} for s in m.stores}}
+        else:
+            r = restore.restore(cfg, job, session=session, spark=spark, uri=args.source)
+            summary = {"uri": args.source, "app_id": cfg.app_id, "from_app": r.manifest.app_id, "rows": r.rows,
+                       "seconds": r.seconds}
+    except SnapshotError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    finally:
+        session.cluster.shutdown()
+        if spark is not None:
+            spark.stop()
+    print(json.dumps(summary, sort_keys=True))
+    return EXIT_OK

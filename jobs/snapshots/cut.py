@@ -1,0 +1,134 @@
+"""Reading one partition's cut from Cassandra while the app runs (docs/snapshots.md, option a).
+
+The offsets row is read before and after the partition's store rows are copied; the copy counts
+only if the row did not change in between (same next_offset, sequences and plan stamp): then no
+plan was claimed and nothing committed meanwhile, and any row written by the plan in flight at
+the first read carries that plan's fence, which a replay of it honours. Otherwise the partition
+is copied again. A stage fed by a repartition topic must also be at a committed batch (its plan
+in flight names a range of a topic the restored app does not read), so the copy waits for it.
+
+Nothing here writes: the app never waits for a snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cassandra import ConsistencyLevel
+from floe_jobs import offsets
+from floe_jobs.snapshots.manifest import PartitionCut, Row, SnapshotError
+
+log = logging.getLogger(__name__)
+
+# partition, key, value, floe_batch, time, write time (µs) of value and of fence, TTL left
+_ROWS = (
+    "SELECT partition, key, value, floe_batch, time, WRITETIME(value), WRITETIME(floe_batch), TTL(floe_batch)"
+    " FROM {table} WHERE partition = ?"
+)
+
+FullRow = tuple[int, bytes, bytes | None, int | None, Any, int | None, int | None]
+"""A store row as copied: partition, key, value, floe_batch, time, written (µs), ttl (s left)."""
+
+
+def as_checked(row: FullRow) -> Row:
+    """The fields of a copied row that its checksum covers."""
+    return (row[0], row[1], row[2], row[3], row[5])
+
+
+@dataclass
+class Reader:
+    """Reads cuts of one app; `settle_timeout`: seconds a partition may take to offer a clean
+    window (and, for a repartition stage, a committed batch) before the snapshot fails."""
+
+    session: Any
+    keyspace: str
+    app_id: str
+    settle_timeout: float = 120.0
+    attempts: int = 0
+
+    def __post_init__(self) -> None:
+        self._table = offsets.OffsetsTable(self.session, keyspace=self.keyspace, app_id=self.app_id)
+        self._row = self.session.prepare(
+            f"SELECT next_offset, committed_seq, planned_seq, planned_from, planned_to, planned_ts, source_positions"
+            f" FROM {self.keyspace}.{offsets.TABLE} WHERE app_id = ? AND topic = ? AND partition = ?"
+        )
+        self._row.consistency_level = ConsistencyLevel.LOCAL_QUORUM
+        self._selects: dict[str, Any] = {}
+
+    def rows_of(self) -> list[offsets.Stored]:
+        """Every live offsets row of the app (retired legacy rows left out)."""
+        return [r for r in self._table.stored() if r.next_offset is not None]
+
+    def _position(self, stage: str, topic: str, partition: int) -> tuple[Any, ...] | None:
+        found = list(self.session.execute(self._row, (self.app_id, offsets.position_key(stage, topic), partition)))
+        return tuple(found[0]) if found else None
+
+    def _store_rows(self, table: str, partition: int) -> list[FullRow]:
+        stmt = self._selects.get(table)
+        if stmt is None:
+            stmt = self.session.prepare(_ROWS.format(table=f"{self.keyspace}.{table}"))
+            stmt.consistency_level = ConsistencyLevel.LOCAL_QUORUM
+            stmt.fetch_size = 5000
+            self._selects[table] = stmt
+        out: list[FullRow] = []
+        for r in self.session.execute(stmt, (partition,)):
+            written = max((w for w in (r[5], r[6]) if w is not None), default=None)
+            out.append((int(r[0]), bytes(r[1]), None if r[2] is None else bytes(r[2]), r[3], r[4], written, r[7]))
+        return out
+
+    def cut(
+        self,
+        stage: str,
+        topic: str,
+        partition: int,
+        tables: list[str],
+        *,
+        committed_only: bool,
+        on_attempt: Callable[[], None] | None = None,
+    ) -> tuple[PartitionCut, dict[str, list[FullRow]]]:
+        """The stage's offsets row of `partition` and the rows of that partition of `tables`, as
+        of one batch boundary (see the module docstring)."""
+        deadline = time.monotonic() + self.settle_timeout
+        pause = 0.02
+        while True:
+            self.attempts += 1
+            if on_attempt is not None:
+                on_attempt()
+            before = self._position(stage, topic, partition)
+            if before is None or before[0] is None:
+                raise SnapshotError(f"stage {stage} has no position for {topic} partition {partition}")
+            in_flight = (before[2] or 0) > (before[1] or 0)
+            if not (committed_only and in_flight):
+                copied = {table: self._store_rows(table, partition) for table in tables}
+                after = self._position(stage, topic, partition)
+                if after == before:
+                    return _partition_cut(partition, before), copied
+            if time.monotonic() > deadline:
+                what = "a committed batch" if committed_only else "a window as long as its copy"
+                raise SnapshotError(
+                    f"stage {stage} partition {partition} of {topic} offered no {what} within"
+                    f" {self.settle_timeout:.0f}s (snapshot --settle-timeout); suspend the app"
+                    " (spec.replicas: 0) and take the snapshot again"
+                )
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.5)
+
+
+def _partition_cut(partition: int, row: tuple[Any, ...]) -> PartitionCut:
+    next_offset, committed, planned, start, end, stamp, positions = row
+    decoded = offsets._decode_positions(positions)
+    in_flight = (planned or 0) > (committed or 0)
+    return PartitionCut(
+        partition=partition,
+        next_offset=int(next_offset),
+        committed_seq=int(committed or 0),
+        planned_seq=int(planned or 0),
+        planned_from=start if in_flight else None,
+        planned_to=end if in_flight else None,
+        planned_ts=stamp,
+        source_positions={k: [v[0], v[1]] for k, v in sorted(decoded.items())},
+    )

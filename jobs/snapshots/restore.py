@@ -1,0 +1,199 @@
+"""Restoring a snapshot into a new app (`restoreFrom` semantics, docs/snapshots.md).
+
+Refuses, naming the reason: a URI without a manifest (never taken, or interrupted before it
+completed), a snapshot whose stages, input topics or stores differ from the target job's, a
+store whose files do not hold the rows the manifest counts and sums, and a target app that
+already has positions. Then it provisions the target's tables as a replica would, writes every
+store row under its original write timestamp, fence and remaining TTL, and writes the offsets
+rows last, all in one conditional batch, so that each stage resumes exactly at the cut.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cassandra import ConsistencyLevel
+from floe_jobs import api, offsets
+from floe_jobs.config import FloeConfig
+from floe_jobs.snapshots import manifest as mf
+from floe_jobs.snapshots import tail
+from floe_jobs.snapshots.manifest import Manifest, SnapshotError
+from floe_jobs.snapshots.take import MANIFEST_DIR
+
+log = logging.getLogger(__name__)
+
+OWNER = "restored from a snapshot"
+
+
+@dataclass(frozen=True)
+class Restored:
+    manifest: Manifest
+    rows: int
+    seconds: float
+
+
+def read_manifest(spark: Any, uri: str) -> Manifest:
+    """The snapshot's manifest; refused when there is none."""
+    path = f"{uri.rstrip('/')}/{MANIFEST_DIR}"
+    try:
+        lines = [r[0] for r in spark.read.text(path).collect()]
+    except Exception as exc:  # Spark's AnalysisException [PATH_NOT_FOUND]
+        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+            raise SnapshotError(
+                f"no snapshot at {uri}: it has no manifest (never taken, or interrupted before it completed)"
+            ) from exc
+        raise
+    if not lines:
+        raise SnapshotError(f"no snapshot at {uri}: its manifest is empty")
+    return Manifest.from_json("\n".join(lines))
+
+
+def target_of(cfg: FloeConfig, job: api.Job) -> mf.Target:
+    return mf.Target(
+        stages={s.name: s.source for s in job.stages},
+        input_topics=list(cfg.kafka.topics),
+        stores={s.name: s.type for s in cfg.stores},
+    )
+
+
+def restore(cfg: FloeConfig, job: api.Job, *, session: Any, spark: Any, uri: str) -> Restored:
+    """Restore the snapshot at `uri` into the app `cfg.app_id` (which must have no positions yet)."""
+    from floe_jobs import startup
+
+    started = time.monotonic()
+    m = read_manifest(spark, uri)
+    wrong = mf.mismatches(m, target_of(cfg, job))
+    if wrong:
+        raise SnapshotError(f"snapshot at {uri} (app {m.app_id}) does not match app {cfg.app_id}: " + "; ".join(wrong))
+    mf.check_restorable(m)
+    if offsets.stage_progress(session, keyspace=cfg.cassandra.keyspace, app_id=cfg.app_id):
+        raise SnapshotError(
+            f"app {cfg.app_id} already has positions in {cfg.cassandra.keyspace}.{offsets.TABLE}: a snapshot is"
+            " restored into a new app (another app id, or delete this one's state first)"
+        )
+    data = {store.name: _verified(spark, uri, store.name, store.files, store.rows, store.checksum, _store_rows)
+            for store in m.stores}
+    tails = {t.stage: _verified(spark, uri, f"repartition tail of {t.stage}", t.files, t.rows, t.checksum,
+                                tail.from_arrow)
+             for t in m.tails}
+    startup.provision(cfg, session)
+    _ensure_topics(cfg, job)
+    total = 0
+    for store in m.stores:
+        total += _write_store(session, cfg.cassandra.keyspace, store.table, data[store.name])
+        log.info("Restored store=%s rows=%d", store.name, store.rows)
+    new_topics = {s.source: cfg.repartition_topic(s.source) for s in job.stages if s.source is not None}
+    starts: dict[tuple[str, int], int] = {}
+    for stage in m.stages:
+        if stage.source is None:
+            continue
+        topic = new_topics[stage.source]
+        begun = tail.produce(cfg, topic, tails.get(stage.name, []))
+        starts.update({(topic, p): offset for p, offset in begun.items()})
+        log.info("Restored repartition tail stage=%s records=%d", stage.name, len(tails.get(stage.name, [])))
+    _write_positions(session, cfg, mf.restored_rows(m, repartition_topic=new_topics, starts=starts))
+    seconds = round(time.monotonic() - started, 3)
+    log.info("Restore complete app=%s from=%s rows=%d seconds=%.2f", cfg.app_id, uri, total, seconds)
+    return Restored(manifest=m, rows=total, seconds=seconds)
+
+
+def _store_rows(table: Any) -> list[mf.Row]:
+    names = ("partition", "key", "value", "floe_batch", "time", "written", "ttl")
+    return list(zip(*[table.column(c).to_pylist() for c in names], strict=True))
+
+
+def _checked(rows: list[mf.Row], reader: Any) -> list[mf.Row]:
+    # a store row's checksum covers partition, key, value, fence and write time (`cut.as_checked`)
+    return [(r[0], r[1], r[2], r[3], r[5]) for r in rows] if reader is _store_rows else rows
+
+
+def _verified(
+    spark: Any, uri: str, what: str, files: list[str], count: int, want: str, reader: Any
+) -> list[mf.Row]:
+    """The rows of `files` (via `reader`, from Arrow), refused unless they are exactly what the
+    manifest counts and sums."""
+    rows: list[mf.Row] = []
+    if files:
+        paths = [f"{uri.rstrip('/')}/{f}" for f in files]
+        try:
+            rows = reader(spark.read.parquet(*paths).toArrow())
+        except Exception as exc:
+            raise SnapshotError(f"snapshot at {uri}: the files of {what} cannot be read: {exc}") from exc
+    got = mf.checksum(_checked(rows, reader))
+    if len(rows) != count or got != want:
+        raise SnapshotError(
+            f"snapshot at {uri}: {what} holds {len(rows)} rows with checksum {got}, the manifest"
+            f" says {count} rows with checksum {want}: the snapshot is damaged"
+        )
+    return rows
+
+
+def _ensure_topics(cfg: FloeConfig, job: api.Job) -> None:
+    """The new app's repartition topics (and its dead-letter topic), as a replica creates them."""
+    from confluent_kafka.admin import AdminClient
+    from floe_jobs import kafkaio, startup
+
+    admin = AdminClient(kafkaio.with_properties(kafkaio.client_settings(cfg), cfg, "admin"))
+    try:
+        startup.ensure_topics(cfg, admin, job)
+    except startup.StartupError as exc:
+        raise SnapshotError(str(exc)) from exc
+
+
+BATCH_ROWS = 100
+
+
+def _write_store(session: Any, keyspace: str, table: str, rows: list[tuple[Any, ...]]) -> int:
+    """Every row under its own write timestamp and TTL, in single-partition unlogged batches of
+    `BATCH_ROWS` (one mutation each, as `put_all` writes) sent concurrently."""
+    from cassandra.concurrent import execute_concurrent
+    from cassandra.query import BatchStatement, BatchType
+
+    stmt = session.prepare(
+        f"INSERT INTO {keyspace}.{table} (partition, key, value, floe_batch, time) VALUES (?, ?, ?, ?, ?)"
+        " USING TIMESTAMP ? AND TTL ?"
+    )
+    now = int(time.time() * 1_000_000)
+    by_partition: dict[int, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        params = (r[0], r[1], r[2], r[3], r[4], r[5] if r[5] is not None else now, r[6] if r[6] is not None else 0)
+        by_partition.setdefault(int(r[0]), []).append(params)
+    batches = []
+    for chunk_rows in by_partition.values():
+        for i in range(0, len(chunk_rows), BATCH_ROWS):
+            batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+            for params in chunk_rows[i : i + BATCH_ROWS]:
+                batch.add(stmt, params)
+            batches.append((batch, None))
+    for ok, result in execute_concurrent(session, batches, concurrency=16, raise_on_first_error=False):
+        if not ok:
+            raise SnapshotError(f"writing {keyspace}.{table} failed: {result}")
+    return len(rows)
+
+
+def _write_positions(session: Any, cfg: FloeConfig, rows: list[mf.RestoredRow]) -> None:
+    """Every stage's row, in one conditional batch (one Cassandra partition: the app's)."""
+    from cassandra.query import BatchStatement
+
+    ks = cfg.cassandra.keyspace
+    insert = session.prepare(
+        f"INSERT INTO {ks}.{offsets.TABLE} (app_id, topic, partition, next_offset, committed_seq, planned_seq,"
+        " planned_from, planned_to, planned_ts, committed_at, owner, source_positions)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS"
+    )
+    batch = BatchStatement(consistency_level=ConsistencyLevel.LOCAL_QUORUM)
+    batch.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
+    now = datetime.now(UTC)
+    for r in rows:
+        encoded = offsets._encode_positions({k: (v[0], v[1]) for k, v in r.source_positions.items()})
+        batch.add(
+            insert,
+            (cfg.app_id, offsets.position_key(r.stage, r.topic), r.partition, r.next_offset, r.committed_seq,
+             r.planned_seq, r.planned_from, r.planned_to, r.planned_ts, now, OWNER, encoded),
+        )
+    if rows and not session.execute(batch).was_applied:
+        raise SnapshotError(f"app {cfg.app_id} got positions while the snapshot was restored; nothing was written")

@@ -1,0 +1,301 @@
+"""Snapshots and restore against the real stack (docs/snapshots.md): word count with its input
+flowing, cut while it runs, restored into a new app that then finishes the input; and the
+refusals (missing, mismatched, interrupted snapshots).
+
+Real Kafka, Cassandra and Spark: the snapshot and the restore run as `floe-job snapshot` /
+`floe-job restore` processes with the apps' own configuration, as a Job pod would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from floe_jobs import offsets, records, runs
+from floe_stack import localrun
+
+from tests import counting
+from tests.integration.runtime.conftest import NewApp
+
+pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+WRITER = "word-count=count"
+
+
+def topics_of(app: localrun.App) -> list[str]:
+    return [*app.topics, f"{app.app_id}-words-repartition"]
+
+
+def wait_ready(procs: list[localrun.Replica], *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(p.ready() for p in procs):
+        assert time.monotonic() < deadline, f"replicas not ready within {timeout:.0f}s"
+        time.sleep(0.5)
+
+
+def floe_job(app: localrun.App, name: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run `floe-job <args>` with the app's configuration; its stderr goes to `<name>.log`."""
+    return subprocess.run(
+        [sys.executable, "-m", "floe_jobs.cli", *args],
+        env=app.env(name),
+        cwd=str(localrun.ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def restored_app(new_app: NewApp, source: localrun.App, **store: Any) -> localrun.App:
+    """A new word-count app (own id, keyspace, output topic) reading `source`'s input topic."""
+    app = new_app(
+        "wcr",
+        entrypoint=str(localrun.ROOT / "examples/word-count/word_count.py"),
+        stores=[{"name": "word-count", "type": "partitioned", **store}],
+        input_name="lines",
+        batch=5000,
+    )
+    app.topics = list(source.topics)
+    return app
+
+
+def lines_by_position(bootstrap: str, topic: str) -> dict[tuple[int, int], str]:
+    """Every record of the topic as (partition, offset) → value."""
+    ends = localrun.end_offsets(bootstrap, topic)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": localrun.unique("snap-read"),
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    out: dict[tuple[int, int], str] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while len(out) < sum(ends.values()) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error() is not None:
+                continue
+            out[(int(msg.partition() or 0), int(msg.offset() or 0))] = msg.value().decode()
+    finally:
+        consumer.close()
+    assert len(out) == sum(ends.values()), "could not read the input back"
+    return out
+
+
+def counts_of(lines: list[str]) -> Counter[str]:
+    return localrun.word_truth(lines)
+
+
+def manifest_of(uri_dir: Path) -> dict[str, Any]:
+    parts = sorted((uri_dir / "manifest").glob("part-*"))
+    assert parts, f"no manifest under {uri_dir}"
+    return dict(json.loads("".join(p.read_text() for p in parts)))
+
+
+def pending_tail(uri_dir: Path, manifest: dict[str, Any]) -> Counter[str]:
+    """What the count stage still had to apply from the snapshot's repartition tail: the runtime's
+    own filter of applied records (`records.drop_applied`) with the cut's source positions."""
+    import pyarrow.parquet as pq
+
+    count = next(s for s in manifest["stages"] if s["name"] == "count")
+    applied = {(count["topic"], p["partition"]): {k: tuple(v) for k, v in p["source_positions"].items()}
+               for p in count["partitions"]}
+    out: Counter[str] = Counter()
+    tail_dir = uri_dir / "repartition" / "count"
+    if not list(tail_dir.glob("*.parquet")):
+        return out
+    rows = pq.read_table(tail_dir).to_pylist()
+    recs = [
+        records.Record(r["key"], r["value"], count["topic"], r["partition"], r["offset"], None,
+                       list(zip(r["header_keys"], r["header_values"], strict=True)))
+        for r in sorted(rows, key=lambda r: (r["partition"], r["offset"]))
+    ]
+    kept, _ = records.drop_applied(recs, applied)
+    for r in kept:
+        assert r.value is not None
+        if runs.info(r.headers) is not None:  # many rows in one record (floe_jobs.runs)
+            table = runs.table(r.value)
+            for key, value in zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True):
+                out[key.decode()] += int(value.decode())
+        else:
+            assert r.key is not None
+            out[r.key.decode()] += int(r.value.decode())
+    return out
+
+
+class CommitGaps:
+    """Polls an app's offsets rows and records, per stage partition, when its committed batch
+    changed: the longest time a partition went without a commit in a window."""
+
+    def __init__(self, session: Any, app: localrun.App) -> None:
+        self.session, self.app = session, app
+        self.changes: dict[tuple[Any, ...], list[float]] = {}
+        self._last: dict[tuple[Any, ...], int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> CommitGaps:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            rows = offsets.stage_progress(self.session, keyspace=self.app.keyspace, app_id=self.app.app_id)
+            for key, (_, committed, _, _) in rows.items():
+                if self._last.get(key) != committed:
+                    self._last[key] = committed
+                    self.changes.setdefault(key, []).append(now)
+            time.sleep(0.05)
+
+    def longest(self, start: float, end: float) -> float:
+        """The longest stretch in [start, end] without a commit, over the partitions that
+        committed in that window."""
+        worst = 0.0
+        for times in self.changes.values():
+            inside = [t for t in times if start <= t <= end]
+            if not inside:
+                continue
+            points = [start, *inside, end]
+            worst = max(worst, *(b - a for a, b in itertools.pairwise(points)))
+        return worst
+
+
+@pytest.mark.timeout(1800)
+def test_snapshot_under_load_restores_exactly(
+    word_count_app: localrun.App, new_app: NewApp, session: Any, tmp_path: Path
+) -> None:
+    """Word count, two replicas, input flowing: a snapshot taken while it runs, restored into a
+    new app, holds at its cut exactly the truth of the input below the cut (with the repartition
+    records still to apply), and the new app run to the end of the input counts exactly."""
+    app = word_count_app
+    lines = localrun.word_lines(20000, seed=36)
+    localrun.produce(app.bootstrap, app.topics[0], lines[:2000])
+    procs = [localrun.Replica(app, f"r{i}").start() for i in range(2)]
+    stop, snapped = threading.Event(), threading.Event()
+    fed = [2000]
+
+    def feed() -> None:
+        # slowly until the snapshot is done (the input flows while it is taken), then the rest
+        while fed[0] < len(lines) and not stop.is_set():
+            step = 50 if not snapped.is_set() else len(lines)
+            localrun.produce(app.bootstrap, app.topics[0], lines[fed[0] : fed[0] + step])
+            fed[0] = min(len(lines), fed[0] + step)
+            time.sleep(0.5)
+
+    feeder = threading.Thread(target=feed)
+    gaps = CommitGaps(session, app)
+    snap_dir = tmp_path / "snap"
+    try:
+        wait_ready(procs, timeout=300)
+        feeder.start()
+        gaps.start()
+        time.sleep(10)
+        before = time.monotonic()
+        done = floe_job(app, "snapshot", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER)
+        after = time.monotonic()
+        snapped.set()
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert fed[0] < len(lines), "the input stopped flowing before the snapshot was done"
+        feeder.join()
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=600, replicas=procs)
+        gaps.stop()
+        print(f"snapshot: {after - before:.1f}s; longest commit gap during it {gaps.longest(before, after):.2f}s,"
+              f" in the 8 s before it {gaps.longest(before - 8, before):.2f}s; {done.stdout}")
+    finally:
+        stop.set()
+        for p in procs:
+            p.stop()
+
+    manifest = manifest_of(snap_dir)
+    split = next(s for s in manifest["stages"] if s["name"] == "split")
+    by_position = lines_by_position(app.bootstrap, app.topics[0])
+    cut_lines = [line for (p, off), line in by_position.items()
+                 if off < next(c["next_offset"] for c in split["partitions"] if c["partition"] == p)]
+    assert 0 < len(cut_lines) < len(lines), "the cut should fall while the input flowed"
+
+    target = restored_app(new_app, app)
+    restored = floe_job(target, "restore", "restore", "--from", snap_dir.as_uri())
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    got = localrun.read_store(session, target.keyspace, "word-count", key_serde="str", value_serde="long")
+    at_cut = Counter(got) + pending_tail(snap_dir, manifest)
+    diff = counting.counters_equal(at_cut, counts_of(cut_lines))
+    assert diff is None, f"restored state at the cut: {diff}"
+
+    replica = localrun.Replica(target, "n0").start()
+    try:
+        localrun.wait_caught_up(session, target, topics_of(target), timeout=600, replicas=[replica])
+    finally:
+        assert replica.stop() == 0
+    got = localrun.read_store(session, target.keyspace, "word-count", key_serde="str", value_serde="long")
+    diff = counting.counters_equal(got, counts_of(lines))
+    assert diff is None, f"restored app at the end of the input: {diff}"
+
+
+@pytest.fixture
+def stopped_app(word_count_app: localrun.App, session: Any) -> localrun.App:
+    """A word-count app that counted 300 lines and stopped."""
+    app = word_count_app
+    localrun.produce(app.bootstrap, app.topics[0], localrun.word_lines(300, seed=5))
+    replica = localrun.Replica(app, "r0").start()
+    try:
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=[replica])
+    finally:
+        replica.stop()
+    return app
+
+
+def test_restore_of_missing_snapshot_is_refused(word_count_app: localrun.App, tmp_path: Path) -> None:
+    missing = (tmp_path / "nothing-here").as_uri()
+    done = floe_job(word_count_app, "restore", "restore", "--from", missing)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"no snapshot at {missing}: it has no manifest" in done.stderr
+
+
+def test_restore_into_mismatched_job_is_refused(
+    stopped_app: localrun.App, new_app: NewApp, session: Any, tmp_path: Path
+) -> None:
+    snap = (tmp_path / "snap").as_uri()
+    taken = floe_job(stopped_app, "snapshot", "snapshot", "--to", snap, "--writer", WRITER)
+    assert taken.returncode == 0, taken.stderr[-3000:]
+    target = restored_app(new_app, stopped_app)
+    target.stores = [{"name": "word-count", "type": "global"}]
+    done = floe_job(target, "restore", "restore", "--from", snap)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "store word-count: type partitioned in the snapshot, global in the app" in done.stderr
+    assert not offsets.stage_progress(session, keyspace=target.keyspace, app_id=target.app_id)
+
+
+def test_interrupted_snapshot_leaves_no_manifest(stopped_app: localrun.App, tmp_path: Path) -> None:
+    """SIGKILL of the snapshot process once it has cut its first stage, before it wrote
+    anything: no manifest, and a restore from there is refused."""
+    snap_dir = tmp_path / "snap"
+    log = tmp_path / "snapshot.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "floe_jobs.cli", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER],
+            env=stopped_app.env("snapshot"), cwd=str(localrun.ROOT), stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 300
+    while "Cut stage=" not in log.read_text():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the snapshot cut nothing within 300 s"
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (snap_dir / "manifest").exists()
+    done = floe_job(stopped_app, "restore", "restore", "--from", snap_dir.as_uri())
+    assert done.returncode == 2
+    assert "it has no manifest" in done.stderr
