@@ -498,6 +498,30 @@ class OffsetsTable:
             " WHERE app_id = ? AND topic = ? AND partition = ? IF planned_seq = ? AND owner = ? AND committed_seq < ?"
         )
 
+    def position(self, stage: str, topic: str, partition: int) -> Stored | None:
+        """`stage`'s row of one partition as stored, or None: what a snapshot reads before and
+        after copying the partition's state (`floe_jobs.snapshots.cut`)."""
+        key = position_key(stage, topic)
+        found = [r for r in self._session.execute(self._select, (self.app_id, [key])) if r[1] == partition]
+        return _stored(found[0]) if found else None
+
+    def restore(self, rows: Iterable[tuple[str, OffsetRow]]) -> bool:
+        """Write (stage, row) pairs where the app has no rows yet, in one conditional batch (the
+        app's rows are one Cassandra partition): all of them or, if any exists, none. What a
+        restore from a snapshot (`floe_jobs.snapshots.restore`) positions a new app with."""
+        batch = self._conditional()
+        now = datetime.now(UTC)
+        for stage, r in rows:
+            batch.add(
+                self._copy,
+                (
+                    self.app_id, position_key(stage, r.topic), r.partition, r.next_offset, r.committed_seq,
+                    r.planned_seq, r.planned_from, r.planned_to, now if r.planned_from is not None else None,
+                    r.planned_ts, now, r.owner, _encode_positions(r.source_positions),
+                ),
+            )
+        return self._apply(batch)
+
     def stored(self, keys: Iterable[str] | None = None) -> list[Stored]:
         """The app's rows whose keys are `keys` (None: every row), live and retired."""
         if keys is None:

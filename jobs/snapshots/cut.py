@@ -20,6 +20,7 @@ from typing import Any
 
 from cassandra import ConsistencyLevel
 from floe_jobs import offsets
+from floe_jobs.planning import OffsetRow
 from floe_jobs.snapshots.manifest import PartitionCut, Row, SnapshotError
 
 log = logging.getLogger(__name__)
@@ -52,20 +53,11 @@ class Reader:
 
     def __post_init__(self) -> None:
         self._table = offsets.OffsetsTable(self.session, keyspace=self.keyspace, app_id=self.app_id)
-        self._row = self.session.prepare(
-            f"SELECT next_offset, committed_seq, planned_seq, planned_from, planned_to, planned_ts, source_positions"
-            f" FROM {self.keyspace}.{offsets.TABLE} WHERE app_id = ? AND topic = ? AND partition = ?"
-        )
-        self._row.consistency_level = ConsistencyLevel.LOCAL_QUORUM
         self._selects: dict[str, Any] = {}
 
     def rows_of(self) -> list[offsets.Stored]:
         """Every live offsets row of the app (retired legacy rows left out)."""
         return [r for r in self._table.stored() if r.next_offset is not None]
-
-    def _position(self, stage: str, topic: str, partition: int) -> tuple[Any, ...] | None:
-        found = list(self.session.execute(self._row, (self.app_id, offsets.position_key(stage, topic), partition)))
-        return tuple(found[0]) if found else None
 
     def _store_rows(self, table: str, partition: int) -> list[FullRow]:
         stmt = self._selects.get(table)
@@ -98,15 +90,15 @@ class Reader:
             self.attempts += 1
             if on_attempt is not None:
                 on_attempt()
-            before = self._position(stage, topic, partition)
-            if before is None or before[0] is None:
+            before = self._table.position(stage, topic, partition)
+            if before is None or before.next_offset is None:
                 raise SnapshotError(f"stage {stage} has no position for {topic} partition {partition}")
-            in_flight = (before[2] or 0) > (before[1] or 0)
+            in_flight = (before.planned_seq or 0) > (before.committed_seq or 0)
             if not (committed_only and in_flight):
                 copied = {table: self._store_rows(table, partition) for table in tables}
-                after = self._position(stage, topic, partition)
+                after = self._table.position(stage, topic, partition)
                 if after == before:
-                    return _partition_cut(partition, before), copied
+                    return _partition_cut(before.row()), copied
             if time.monotonic() > deadline:
                 what = "a committed batch" if committed_only else "a window as long as its copy"
                 raise SnapshotError(
@@ -118,17 +110,15 @@ class Reader:
             pause = min(pause * 1.5, 0.5)
 
 
-def _partition_cut(partition: int, row: tuple[Any, ...]) -> PartitionCut:
-    next_offset, committed, planned, start, end, stamp, positions = row
-    decoded = offsets._decode_positions(positions)
-    in_flight = (planned or 0) > (committed or 0)
+def _partition_cut(row: OffsetRow) -> PartitionCut:
+    in_flight = row.planned_seq > row.committed_seq
     return PartitionCut(
-        partition=partition,
-        next_offset=int(next_offset),
-        committed_seq=int(committed or 0),
-        planned_seq=int(planned or 0),
-        planned_from=start if in_flight else None,
-        planned_to=end if in_flight else None,
-        planned_ts=stamp,
-        source_positions={k: [v[0], v[1]] for k, v in sorted(decoded.items())},
+        partition=row.partition,
+        next_offset=row.next_offset,
+        committed_seq=row.committed_seq,
+        planned_seq=row.planned_seq,
+        planned_from=row.planned_from if in_flight else None,
+        planned_to=row.planned_to if in_flight else None,
+        planned_ts=row.planned_ts,
+        source_positions={k: [v[0], v[1]] for k, v in sorted(row.source_positions.items())},
     )

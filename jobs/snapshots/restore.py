@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from cassandra import ConsistencyLevel
 from floe_jobs import api, offsets
 from floe_jobs.config import FloeConfig
+from floe_jobs.planning import OffsetRow
 from floe_jobs.snapshots import manifest as mf
 from floe_jobs.snapshots import tail
 from floe_jobs.snapshots.manifest import Manifest, SnapshotError
@@ -176,24 +176,25 @@ def _write_store(session: Any, keyspace: str, table: str, rows: list[tuple[Any, 
 
 
 def _write_positions(session: Any, cfg: FloeConfig, rows: list[mf.RestoredRow]) -> None:
-    """Every stage's row, in one conditional batch (one Cassandra partition: the app's)."""
-    from cassandra.query import BatchStatement
-
-    ks = cfg.cassandra.keyspace
-    insert = session.prepare(
-        f"INSERT INTO {ks}.{offsets.TABLE} (app_id, topic, partition, next_offset, committed_seq, planned_seq,"
-        " planned_from, planned_to, planned_ts, committed_at, owner, source_positions)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS"
-    )
-    batch = BatchStatement(consistency_level=ConsistencyLevel.LOCAL_QUORUM)
-    batch.serial_consistency_level = ConsistencyLevel.LOCAL_SERIAL
-    now = datetime.now(UTC)
-    for r in rows:
-        encoded = offsets._encode_positions({k: (v[0], v[1]) for k, v in r.source_positions.items()})
-        batch.add(
-            insert,
-            (cfg.app_id, offsets.position_key(r.stage, r.topic), r.partition, r.next_offset, r.committed_seq,
-             r.planned_seq, r.planned_from, r.planned_to, r.planned_ts, now, OWNER, encoded),
+    """Every stage's row, in one conditional batch (`OffsetsTable.restore`)."""
+    table = offsets.OffsetsTable(session, keyspace=cfg.cassandra.keyspace, app_id=cfg.app_id)
+    positioned = [
+        (
+            r.stage,
+            OffsetRow(
+                topic=r.topic,
+                partition=r.partition,
+                next_offset=r.next_offset,
+                committed_seq=r.committed_seq,
+                planned_seq=r.planned_seq,
+                planned_from=r.planned_from,
+                planned_to=r.planned_to,
+                source_positions={k: (v[0], v[1]) for k, v in r.source_positions.items()},
+                planned_ts=r.planned_ts,
+                owner=OWNER,
+            ),
         )
-    if rows and not session.execute(batch).was_applied:
+        for r in rows
+    ]
+    if positioned and not table.restore(positioned):
         raise SnapshotError(f"app {cfg.app_id} got positions while the snapshot was restored; nothing was written")
