@@ -147,3 +147,33 @@ def commit_group(bootstrap: str, group: str, topic: str, positions: dict[int, in
         consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
     finally:
         consumer.close()
+
+
+def in_process_loop(
+    cluster: Any, cql: Any, clock: FakeClock, *, interval: float
+) -> tuple[Any, Any, dict[tuple[str, str], dict[str, Any]]]:
+    """The operator's lag loop run in the test's process on the real Kafka, Cassandra and API
+    server, its time `clock`'s: (loop, its metrics registry, the apps index the test fills in as
+    the operator's index would)."""
+    from floe_operator import kafka
+    from floe_operator.lag import loop as lag_loop
+    from floe_operator.lag import metrics as lag_metrics
+    from floe_operator.lag import scrape as lag_scrape
+    from prometheus_client import CollectorRegistry
+
+    scraper = lag_scrape.Scraper(
+        kafka_offsets=lag_scrape.KafkaOffsets(),
+        cassandra_offsets=lag_scrape.CassandraOffsets(lambda target: cql),
+        partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
+        clock=clock,
+    )
+    registry = CollectorRegistry()
+    apps: dict[tuple[str, str], dict[str, Any]] = {}
+    loop = lag_loop.LagLoop(
+        cluster=cluster,
+        scraper=scraper,
+        metrics=lag_metrics.LagMetrics(registry),
+        options=lag_loop.Options(interval_seconds=interval),
+        apps=apps,
+    )
+    return loop, registry, apps

@@ -18,14 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_operator import k8s, kafka, model
+from floe_operator import k8s, model
 from floe_operator.lag import decide
-from floe_operator.lag import loop as lag_loop
-from floe_operator.lag import metrics as lag_metrics
-from floe_operator.lag import scrape as lag_scrape
-from prometheus_client import CollectorRegistry
 
-from .conftest import FakeClock, OffsetsRows, produce
+from .conftest import FakeClock, OffsetsRows, in_process_loop, produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
 
@@ -110,21 +106,7 @@ async def test_burst_scales_up_then_down_after_the_window(
     rows = OffsetsRows(cql, keyspace, app.app_id)
     rows.commit(topic, dict.fromkeys(range(PARTITIONS), 0))
 
-    scraper = lag_scrape.Scraper(
-        kafka_offsets=lag_scrape.KafkaOffsets(),
-        cassandra_offsets=lag_scrape.CassandraOffsets(lambda target: cql),
-        partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
-        clock=clock,
-    )
-    registry = CollectorRegistry()
-    apps: dict[tuple[str, str], dict[str, Any]] = {}  # what the apps index would hold
-    loop = lag_loop.LagLoop(
-        cluster=cluster,
-        scraper=scraper,
-        metrics=lag_metrics.LagMetrics(registry),
-        options=lag_loop.Options(interval_seconds=INTERVAL),
-        apps=apps,
-    )
+    loop, registry, apps = in_process_loop(cluster, cql, clock, interval=INTERVAL)
     ends = dict.fromkeys(range(PARTITIONS), 0)
     committed = dict.fromkeys(range(PARTITIONS), 0)
     history: list[tuple[float, int, int]] = []  # (time, spec.replicas after the tick, lag)

@@ -20,15 +20,13 @@ from typing import Any
 
 import pytest
 import yaml
-from floe_operator import k8s, kafka, model
+from floe_operator import k8s, model
 from floe_operator.lag import decide
 from floe_operator.lag import loop as lag_loop
-from floe_operator.lag import metrics as lag_metrics
-from floe_operator.lag import scrape as lag_scrape
 from floe_stack import localrun
 from prometheus_client import CollectorRegistry
 
-from .conftest import FakeClock, OffsetsRows, produce
+from .conftest import FakeClock, OffsetsRows, in_process_loop, produce
 from .test_lag_autoscaling import namespace, run  # noqa: F401 (namespace is a fixture)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.k8s]
@@ -65,8 +63,7 @@ def rekeyed(
     keyspace: str,
     admin: Any,
     kafka_bootstrap: str,
-    cassandra_hosts: list[str],
-    cassandra_port: int,
+    app_manifest: Callable[..., dict[str, Any]],
     clock: FakeClock,
 ) -> Iterator[Callable[[], Any]]:
     created: list[str] = []
@@ -74,25 +71,20 @@ def rekeyed(
     async def make() -> ReKeyedApp:
         name = f"rekey-{uuid.uuid4().hex[:6]}"
         topic = make_topic(PARTITIONS)
-        body = {
-            "apiVersion": model.API_VERSION,
-            "kind": model.KIND,
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "image": "example/app:1",
-                "job": {"entrypoint": "m:f"},
-                "replicas": REPLICAS,
-                "kafka": {"bootstrapServers": kafka_bootstrap, "topics": [topic]},
-                "state": {"cassandra": {"hosts": cassandra_hosts, "port": cassandra_port, "keyspace": keyspace}},
-                "autoscaling": {
-                    "mode": "Native",
-                    "minReplicas": 1,
-                    "maxReplicas": 4,
-                    "catchUpSeconds": 300,
-                    "stabilizationWindowSeconds": STABILIZATION,
-                },
+        body = app_manifest(
+            name,
+            namespace,
+            topics=[topic],
+            keyspace=keyspace,
+            replicas=REPLICAS,
+            autoscaling={
+                "mode": "Native",
+                "minReplicas": 1,
+                "maxReplicas": 4,
+                "catchUpSeconds": 300,
+                "stabilizationWindowSeconds": STABILIZATION,
             },
-        }
+        )
         run(kubectl, kubeconfig, "apply", "--server-side", "--field-manager=floe-tests", "-f", "-",
             stdin=yaml.safe_dump(body))
         cluster = k8s.Cluster(k8s.load_client())
@@ -119,21 +111,7 @@ def rekeyed(
                 "autoscaling": {"mode": "Native", "capacityPerReplica": 100.0},
             },
         )
-        scraper = lag_scrape.Scraper(
-            kafka_offsets=lag_scrape.KafkaOffsets(),
-            cassandra_offsets=lag_scrape.CassandraOffsets(lambda target: cql),
-            partitions_of=kafka.Inspector(ttl=0.0).partitions_sync,
-            clock=clock,
-        )
-        registry = CollectorRegistry()
-        apps: dict[tuple[str, str], dict[str, Any]] = {}
-        loop = lag_loop.LagLoop(
-            cluster=cluster,
-            scraper=scraper,
-            metrics=lag_metrics.LagMetrics(registry),
-            options=lag_loop.Options(interval_seconds=INTERVAL),
-            apps=apps,
-        )
+        loop, registry, apps = in_process_loop(cluster, cql, clock, interval=INTERVAL)
 
         async def tick() -> dict[str, Any]:
             """One interval: the Deployment follows spec.replicas (as the reconcile reports it),
