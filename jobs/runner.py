@@ -37,8 +37,8 @@ from confluent_kafka.admin import AdminClient
 from floe_jobs import (
     api,
     health,
+    kafkaaccess,
     kafkaio,
-    kafkasec,
     lanes,
     offsets,
     sparkio,
@@ -90,10 +90,11 @@ class Runner:
         cfg = ctx.cfg
         if cfg.metrics.port:
             health.serve(ctx.health, port=cfg.metrics.port)
-        refused = kafkasec.ErrorWatch()
+        refused = kafkaaccess.ErrorWatch()
         conf: dict[str, Any] = {"bootstrap.servers": cfg.kafka.bootstrap_servers, **cfg.kafka.security.librdkafka()}
         admin = AdminClient(kafkaio.with_properties(conf, cfg, "admin"), error_cb=refused)
-        kafkasec.check_access(admin, refused, cfg.kafka.security, bootstrap=cfg.kafka.bootstrap_servers, timeout=10.0)
+        bootstrap = cfg.kafka.bootstrap_servers
+        kafkaaccess.check_access(admin, refused, cfg.kafka.security, bootstrap=bootstrap, timeout=10.0)
         ensure_topics(cfg, admin, ctx.job)
         c = cfg.cassandra
         ccfg = c.connection()

@@ -21,7 +21,7 @@ from typing import Any
 
 from confluent_kafka import admin as kafka_admin
 from confluent_kafka.admin import AdminClient
-from floe_jobs import api, kafkasec, offsets
+from floe_jobs import api, kafkaaccess, offsets
 from floe_jobs.config import FloeConfig
 from floe_jobs.stores.errors import StoreConfigError
 
@@ -68,7 +68,7 @@ def retry(what: str, fn: Any, *, attempts: int = 6, first_delay: float = 1.0) ->
     for attempt in range(1, attempts + 1):
         try:
             return fn()
-        except (StoreConfigError, kafkasec.SecurityError):
+        except (StoreConfigError, kafkaaccess.SecurityError):
             raise  # refused credentials or certificates: the settings must change, not the weather
         except Exception as exc:
             if attempt == attempts:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from floe_jobs import kafkaprops, kafkasec
+from floe_jobs import kafkaaccess, kafkaprops, kafkasec
 from floe_operator import model
 
 
@@ -95,7 +95,7 @@ class Inspector:
         self._ttl = ttl
         self._timeout = timeout
         self._admins: dict[Target, Any] = {}
-        self._refused: dict[Target, kafkasec.ErrorWatch] = {}
+        self._refused: dict[Target, kafkaaccess.ErrorWatch] = {}
         self._cache: dict[Target, tuple[float, dict[str, int]]] = {}
         self._locks: dict[Target, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -107,7 +107,7 @@ class Inspector:
         with self._guard:
             admin = self._admins.get(target)
             if admin is None:
-                watch = self._refused[target] = kafkasec.ErrorWatch()
+                watch = self._refused[target] = kafkaaccess.ErrorWatch()
                 admin = self._admins[target] = AdminClient(target.client_config(), error_cb=watch)
             return admin
 
@@ -129,8 +129,8 @@ class Inspector:
                 if watch.refused is not None:
                     error, watch.refused = watch.refused, None
                     raise CredentialsRejected(
-                        kafkasec.refusal(target.security, bootstrap=target.bootstrap_servers, error=error),
-                        tls=kafkasec.tls_refused(error),
+                        kafkaaccess.refusal(target.security, bootstrap=target.bootstrap_servers, error=error),
+                        tls=kafkaaccess.tls_refused(error),
                     ) from exc
                 raise KafkaUnavailable(f"cannot list topics at {target.bootstrap_servers}: {exc}") from exc
             topics = {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}

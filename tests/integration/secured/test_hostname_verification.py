@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from floe_jobs import config, kafkaio, kafkasec, planning
+from floe_jobs import config, kafkaaccess, kafkaio, kafkasec, planning
 from floe_jobs.stores import CassandraConfig, StoreConfigError, connect
 from floe_operator import cassandra
 from floe_stack import localrun
@@ -112,10 +112,10 @@ def kafka_security(tls: Tls, *, verify: bool) -> kafkasec.KafkaSecurity:
     )
 
 
-def admin_of(bootstrap: str, security: kafkasec.KafkaSecurity) -> tuple[Any, kafkasec.ErrorWatch]:
+def admin_of(bootstrap: str, security: kafkasec.KafkaSecurity) -> tuple[Any, kafkaaccess.ErrorWatch]:
     from confluent_kafka.admin import AdminClient
 
-    watch = kafkasec.ErrorWatch()
+    watch = kafkaaccess.ErrorWatch()
     return AdminClient({"bootstrap.servers": bootstrap, **security.librdkafka()}, error_cb=watch), watch
 
 
@@ -125,9 +125,9 @@ def test_kafka_refuses_a_broker_certificate_for_another_address(stack_env: dict[
         bootstrap = f"{UNNAMED}:{port}"
         security = kafka_security(tls, verify=True)
         admin, watch = admin_of(bootstrap, security)
-        with pytest.raises(kafkasec.SecurityError) as info:
-            kafkasec.check_access(admin, watch, security, bootstrap=bootstrap, timeout=30.0)
-        assert kafkasec.tls_refused(watch.refused), watch.refused
+        with pytest.raises(kafkaaccess.SecurityError) as info:
+            kafkaaccess.check_access(admin, watch, security, bootstrap=bootstrap, timeout=30.0)
+        assert kafkaaccess.tls_refused(watch.refused), watch.refused
         assert "kafka.ssl_ca_pem (FLOE_KAFKA_SSL_CA_PEM)" in str(info.value)
 
         unchecked = dataclasses.replace(security, verify_hostname=False)
