@@ -75,7 +75,14 @@ def test_word_count_exact_over_secured_kafka_and_cassandra(
     finally:
         provisioner.close()
     assert not measured.stale, measured.error
-    assert measured.end_total == sum(localrun.end_offsets(app.plain_bootstrap, app.topic).values()) == len(lines)
+    # the app's end offsets: its input's and those of the repartition topic `count` reads
+    repartition = f"{app.app_id}-words-repartition"
+    inputs = sum(localrun.end_offsets(app.plain_bootstrap, app.topic).values())
+    rekeyed = sum(localrun.end_offsets(app.plain_bootstrap, repartition).values())
+    assert inputs == len(lines)
+    assert rekeyed > 0
+    assert measured.end_total == inputs + rekeyed
+    assert {p.topic for p in measured.partitions} == {app.topic, repartition}
     assert measured.total == 0
 
     assert app.stop() == 0
