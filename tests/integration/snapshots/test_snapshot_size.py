@@ -56,6 +56,7 @@ def test_snapshot_of_100k_keys_measured(
         localrun.wait_caught_up(session, app, topics_of(app), timeout=900, replicas=[replica])
         feeder.start()
         gaps.start()
+        # a window, not a wait: the commit gaps of the 8 s before the snapshot are its baseline
         time.sleep(10)
         before = time.monotonic()
         taken = floe_job(app, "snapshot", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER)

@@ -201,6 +201,7 @@ def test_snapshot_under_load_restores_exactly(
         wait_ready(procs, timeout=300)
         feeder.start()
         gaps.start()
+        # a window, not a wait: the commit gaps of the 8 s before the snapshot are its baseline
         time.sleep(10)
         before = time.monotonic()
         done = floe_job(app, "snapshot", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER)
