@@ -35,6 +35,18 @@ def with_lag(rows: Iterable[Mapping[str, Any]], ends: Mapping[tuple[str, int], i
     return out
 
 
+def cassandra_session(cfg: config_mod.FloeConfig, prog: str) -> Any | None:
+    """The app's Cassandra session for a one-shot command, or None after saying on stderr that
+    the cluster did not answer (the command then exits `EXIT_UNREACHABLE`)."""
+    from floe_jobs.stores import config as store_config
+
+    try:
+        return store_config.connect(cfg.cassandra.connection())
+    except Exception as exc:  # the driver raises NoHostAvailable, AuthenticationFailed, ...
+        print(f"{prog}: Cassandra at {','.join(cfg.cassandra.hosts)} did not answer: {exc}", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str]) -> int:
     if argv not in ([], ["--json"]):
         print("usage: floe-job offsets   (prints the app's offsets rows and their lag as JSON)", file=sys.stderr)
@@ -45,12 +57,9 @@ def main(argv: list[str]) -> int:
         print(f"floe-job offsets: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     from floe_jobs import kafkaio, offsets
-    from floe_jobs.stores import config as store_config
 
-    try:
-        session = store_config.connect(cfg.cassandra.connection())
-    except Exception as exc:  # the driver raises NoHostAvailable, AuthenticationFailed, ...
-        print(f"floe-job offsets: Cassandra at {','.join(cfg.cassandra.hosts)} did not answer: {exc}", file=sys.stderr)
+    session = cassandra_session(cfg, "floe-job offsets")
+    if session is None:
         return EXIT_UNREACHABLE
     try:
         rows = offsets.rows_for_people(session, keyspace=cfg.cassandra.keyspace, app_id=cfg.app_id)

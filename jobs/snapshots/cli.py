@@ -63,10 +63,9 @@ def main(argv: list[str]) -> int:
     except config_mod.ConfigError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    from floe_jobs import api, sparkio, startup
+    from floe_jobs import api, report, sparkio, startup
     from floe_jobs.snapshots import restore, take
     from floe_jobs.snapshots.manifest import SnapshotError
-    from floe_jobs.stores import config as store_config
 
     try:
         target, _ = startup.load_entrypoint(cfg.job.entrypoint)
@@ -74,10 +73,8 @@ def main(argv: list[str]) -> int:
     except (startup.StartupError, TypeError, ValueError) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    try:
-        session = store_config.connect(cfg.cassandra.connection())
-    except Exception as exc:  # the driver raises NoHostAvailable, AuthenticationFailed, ...
-        print(f"{prog}: Cassandra at {','.join(cfg.cassandra.hosts)} did not answer: {exc}", file=sys.stderr)
+    session = report.cassandra_session(cfg, prog)
+    if session is None:
         return EXIT_UNREACHABLE
     spark: Any = None
     try:
