@@ -283,21 +283,9 @@ def _apply_fenced(
                 expiry=expiry,
             )
         out: list[tuple[int, Any, Any]] = []
-        row_stamp = planning.row_stamp
         for chunk in _chunks(items):
             old = known.read([k for k, _ in chunk], lambda keys: store.get_many_stamped(partition, keys))
-            writes: list[tuple[Any, Any]] = []
-            raised: dict[Any, int] = {}  # keys whose row another writer stamped at or above `stamp`
-            get, append, emit = old.get, writes.append, out.append
-            for key, incoming in chunk:
-                cell = get(key)
-                emitted, stored, write = decide(cell, incoming, batch)
-                if write:
-                    append((key, stored))
-                    # most rows: none, or stamped by earlier batches, below this one's stamp
-                    if cell is not None and cell[2] is not None and cell[2] >= stamp:
-                        raised[key] = row_stamp(stamp, cell[2])
-                emit((partition, key, emitted))
+            writes, raised = _decide_chunk(chunk, old, decide, partition=partition, batch=batch, stamp=stamp, out=out)
             if writes and not readonly:
                 faults.point(f"{ref.name}:mid-state")
                 sent = time.monotonic()
@@ -312,6 +300,36 @@ def _apply_fenced(
         return out
 
     return _each_partition(_group(rows), apply)
+
+
+def _decide_chunk(
+    chunk: list[tuple[Any, Any]],
+    old: Mapping[Any, Fenced],
+    decide: Decide,
+    *,
+    partition: int,
+    batch: int,
+    stamp: int,
+    out: list[tuple[int, Any, Any]],
+) -> tuple[list[tuple[Any, Any]], dict[Any, int]]:
+    """Decide every key of `chunk` against its stored row in `old`: what it emits is appended to
+    `out`; returned are the rows to write and the keys whose row another writer stamped at or
+    above `stamp` (their write goes just above that stamp, `planning.row_stamp`). One flat loop:
+    it runs once per key of every stateful batch."""
+    writes: list[tuple[Any, Any]] = []
+    raised: dict[Any, int] = {}
+    row_stamp = planning.row_stamp
+    get, append, emit = old.get, writes.append, out.append
+    for key, incoming in chunk:
+        cell = get(key)
+        emitted, stored, write = decide(cell, incoming, batch)
+        if write:
+            append((key, stored))
+            # most rows: none, or stamped by earlier batches, below this one's stamp
+            if cell is not None and cell[2] is not None and cell[2] >= stamp:
+                raised[key] = row_stamp(stamp, cell[2])
+        emit((partition, key, emitted))
+    return writes, raised
 
 
 def merge_partition_rows(

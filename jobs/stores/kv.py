@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K")
 V = TypeVar("V")
+# a row's write: statement, parameters, key, bytes, and the values as sent when already serialized
+_Stmt = tuple[Any, tuple[Any, ...], Any, int, list[Any] | None]
 
 _NOW = "toTimestamp(now())"
 # the write timestamps of a row's cells that a fenced read returns with its value and fence: a
@@ -295,82 +297,94 @@ class _KeyValueStore(BaseStore[K, V]):
         m = self._op(op)
         self._check_ttl(ttl, op)
         latest = self._encode_items(items, op, partition)
-        pk = self._pk(partition)
-        # statement, params, key, bytes, and the values as sent when already serialized
-        stmts: list[tuple[Any, tuple[Any, ...], Any, int, list[Any] | None]] = []
         if fence is None:
-            insert = self._insert(ttl)
-            tail: tuple[Any, ...] = () if ttl is None else (ttl,)
-            delete = None
-            for kb, (k, vb) in latest.items():
-                if vb is not None:
-                    stmts.append((insert, (*pk, kb, vb, *tail), k, len(kb) + len(vb), None))
-                else:
-                    delete = delete or self.statement(
-                        "delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}"
-                    )
-                    stmts.append((delete, (*pk, kb), k, len(kb), None))
+            stmts = self._plain_statements(latest, partition, ttl)
         else:
-            stamped = stamp is not None
-            at: tuple[Any, ...] = (stamp,) if stamped else ()
-            fenced = self.statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
-                                                                                 stamped=stamped))
-            fenced_ttl = None
-            protocol = self.session.cluster.protocol_version
-            # the partition, fence and stamp are the same for every row: serialized once here,
-            # not once per row (`_Serialized`)
-            ser = _Serialized(protocol)
-            head = [ser.one(fenced, 0, partition)]
-            fence_at = [ser.one(fenced, 3, fence), *(ser.one(fenced, 4, v) for v in at)]
-            for kb, (k, vb) in latest.items():
-                own_stamp = bool(stamps) and k in stamps  # type: ignore[operator]
-                row_at = (stamps[k],) if own_stamp else at  # type: ignore[index]
-                row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
-                if row_ttl is None and not own_stamp:  # most rows: no serializing at all
-                    stmts.append((fenced, (partition, kb, vb, fence, *row_at), k, len(kb) + len(vb or b""),
-                                  [*head, kb, vb, *fence_at]))
-                    continue
-                if row_ttl is None:
-                    params: tuple[Any, ...] = (partition, kb, vb, fence, *row_at)
-                    stmt = fenced
-                else:
-                    fenced_ttl = fenced_ttl or self.statement(
-                        f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
-                    )
-                    params = (partition, kb, vb, fence, row_ttl, *row_at)
-                    stmt = fenced_ttl
-                stmts.append((stmt, params, k, len(kb) + len(vb or b""), ser.values(stmt, params)))
-        calls: list[Call] = []
-        call_keys: list[Any] = []
-        protocol = self.session.cluster.protocol_version
-        if self._partitioned and self.options.batch_max_rows > 1:
-            # Single-partition batches: one mutation, applied atomically, exempt from
-            # Cassandra's multi-partition batch size limits; still split to bound their size.
-            batch: BatchStatement | None = None
-            rows = size = 0
-            first_key: Any = None
-            for stmt, params, k, nbytes, values in stmts:
-                if batch is not None and (rows >= self.options.batch_max_rows
-                                          or size + nbytes > self.options.batch_max_bytes):
-                    calls.append((batch, ()))
-                    call_keys.append(first_key)
-                    batch = None
-                if batch is None:
-                    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-                    rows = size = 0
-                    first_key = k
-                _add(batch, stmt, params, protocol, values)
-                rows += 1
-                size += nbytes
-            if batch is not None:
-                calls.append((batch, ()))
-                call_keys.append(first_key)
-        else:
-            calls = [(stmt, params) for stmt, params, _k, _n, _v in stmts]
-            call_keys = [k for _s, _p, k, _n, _v in stmts]
+            stmts = self._fenced_statements(latest, partition, ttl, fence, stamp, stamps)
+        calls, call_keys = self._calls(stmts)
         effects = [(kb, vb) for kb, (_k, vb) in latest.items()] if self.cache is not None else []
         self._run_writes(op, partition, calls, call_keys, effects, concurrency)
         self._done(m, started, len(latest))
+
+    def _plain_statements(self, latest: Mapping[bytes, tuple[K, bytes | None]], partition: int | None,
+                          ttl: int | None) -> list[_Stmt]:
+        """An insert per value and a delete per None, neither fenced."""
+        pk = self._pk(partition)
+        insert = self._insert(ttl)
+        tail: tuple[Any, ...] = () if ttl is None else (ttl,)
+        delete = None
+        stmts: list[_Stmt] = []
+        for kb, (k, vb) in latest.items():
+            if vb is not None:
+                stmts.append((insert, (*pk, kb, vb, *tail), k, len(kb) + len(vb), None))
+            else:
+                delete = delete or self.statement(
+                    "delete", f"DELETE FROM {self.qualified_table} WHERE {self._where()}"
+                )
+                stmts.append((delete, (*pk, kb), k, len(kb), None))
+        return stmts
+
+    def _fenced_statements(self, latest: Mapping[bytes, tuple[K, bytes | None]], partition: int | None,
+                           ttl: int | None, fence: int, stamp: int | None,
+                           stamps: Mapping[K, int] | None) -> list[_Stmt]:
+        """A fenced insert per row (a None value is a tombstone row that keeps the fence),
+        stamped with `stamp`, or with its own stamp from `stamps`."""
+        stamped = stamp is not None
+        at: tuple[Any, ...] = (stamp,) if stamped else ()
+        fenced = self.statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
+                                                                             stamped=stamped))
+        fenced_ttl = None
+        # the partition, fence and stamp are the same for every row: serialized once here,
+        # not once per row (`_Serialized`)
+        ser = _Serialized(self.session.cluster.protocol_version)
+        head = [ser.one(fenced, 0, partition)]
+        fence_at = [ser.one(fenced, 3, fence), *(ser.one(fenced, 4, v) for v in at)]
+        stmts: list[_Stmt] = []
+        for kb, (k, vb) in latest.items():
+            own_stamp = bool(stamps) and k in stamps  # type: ignore[operator]
+            row_at = (stamps[k],) if own_stamp else at  # type: ignore[index]
+            row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
+            if row_ttl is None and not own_stamp:  # most rows: no serializing at all
+                stmts.append((fenced, (partition, kb, vb, fence, *row_at), k, len(kb) + len(vb or b""),
+                              [*head, kb, vb, *fence_at]))
+                continue
+            if row_ttl is None:
+                params: tuple[Any, ...] = (partition, kb, vb, fence, *row_at)
+                stmt = fenced
+            else:
+                fenced_ttl = fenced_ttl or self.statement(
+                    f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
+                )
+                params = (partition, kb, vb, fence, row_ttl, *row_at)
+                stmt = fenced_ttl
+            stmts.append((stmt, params, k, len(kb) + len(vb or b""), ser.values(stmt, params)))
+        return stmts
+
+    def _calls(self, stmts: list[_Stmt]) -> tuple[list[Call], list[Any]]:
+        """The requests that carry `stmts`, and each one's first key (for errors): in a partitioned
+        store, single-partition unlogged batches (one mutation, applied atomically, exempt from
+        Cassandra's multi-partition batch size limits), split to bound their rows and bytes;
+        otherwise a request per statement."""
+        if not (self._partitioned and self.options.batch_max_rows > 1):
+            return [(stmt, params) for stmt, params, _k, _n, _v in stmts], [k for _s, _p, k, _n, _v in stmts]
+        protocol = self.session.cluster.protocol_version
+        calls: list[Call] = []
+        call_keys: list[Any] = []
+        batch: BatchStatement | None = None
+        rows = size = 0
+        for stmt, params, k, nbytes, values in stmts:
+            if batch is not None and (rows >= self.options.batch_max_rows
+                                      or size + nbytes > self.options.batch_max_bytes):
+                batch = None
+            if batch is None:
+                batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+                rows = size = 0
+                calls.append((batch, ()))
+                call_keys.append(k)
+            _add(batch, stmt, params, protocol, values)
+            rows += 1
+            size += nbytes
+        return calls, call_keys
 
     def _put_if_absent(self, partition: int | None, key: K, value: V, ttl: int | None) -> V | None:
         started = time.perf_counter()
