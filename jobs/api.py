@@ -371,13 +371,7 @@ class Batch:
         same planned range makes the same rows at the same positions, and a later batch's
         positions are higher, so the reading stage still drops what it applied.
         """
-        missing = {"topic", "partition", "offset"} - set(df.columns)
-        if missing:
-            raise StateHelperError(f"rekey({name!r}) needs the input columns {sorted(missing)} in the DataFrame")
-        if combine is not None and combine not in COMBINE_OPS:
-            raise StateHelperError(f"rekey({name!r}) combine {combine!r}: accepted values are {sorted(COMBINE_OPS)}")
-        if combine is not None and index is not None:
-            raise StateHelperError(f"rekey({name!r}): index numbers rows that combine merges; pass one of them")
+        _check_rekey(df, name=name, index=index, combine=combine)
         if self._small() and (combine is not None or index is not None or value is None):
             return self._rekey_in_driver(df, name=name, key=key, value=value, index=index, combine=combine)
         grouped = None
@@ -385,13 +379,7 @@ class Batch:
             grouped = self._grouped(df, key=key, value=value, combine=combine)
             keyed = self._combined(grouped)
         else:
-            value_col = value if value is not None else F.lit(b"").cast("binary")
-            keyed = df.withColumn("_floe_key", key.cast("binary")).withColumn("_floe_value", value_col)
-            if index is not None:
-                keyed = keyed.withColumn("_floe_idx", F.col(index).cast("int"))
-            else:
-                order = Window.partitionBy("topic", "partition", "offset").orderBy("_floe_key", "_floe_value")
-                keyed = keyed.withColumn("_floe_idx", F.row_number().over(order))
+            keyed = _keyed(df, key=key, value=value, index=index)
         out = keyed.select(
             F.col("_floe_key").alias("key"),
             F.col("_floe_value").alias("value"),
@@ -649,3 +637,26 @@ def _string_type() -> Any:
     from pyspark.sql.types import StringType
 
     return StringType()
+
+
+def _check_rekey(df: DataFrame, *, name: str, index: str | None, combine: str | None) -> None:
+    """Refuse a `rekey` call that could not keep its positions: the input's position columns
+    missing, an unknown combine, or an index beside a combine (which merges the rows it numbers)."""
+    missing = {"topic", "partition", "offset"} - set(df.columns)
+    if missing:
+        raise StateHelperError(f"rekey({name!r}) needs the input columns {sorted(missing)} in the DataFrame")
+    if combine is not None and combine not in COMBINE_OPS:
+        raise StateHelperError(f"rekey({name!r}) combine {combine!r}: accepted values are {sorted(COMBINE_OPS)}")
+    if combine is not None and index is not None:
+        raise StateHelperError(f"rekey({name!r}): index numbers rows that combine merges; pass one of them")
+
+
+def _keyed(df: DataFrame, *, key: Column, value: Column | None, index: str | None) -> DataFrame:
+    """`df` with a re-keyed row's key, value and index within its input record: `index`'s column,
+    or a rank by key and value, which a replay of the same records computes again."""
+    value_col = value if value is not None else F.lit(b"").cast("binary")
+    keyed = df.withColumn("_floe_key", key.cast("binary")).withColumn("_floe_value", value_col)
+    if index is not None:
+        return keyed.withColumn("_floe_idx", F.col(index).cast("int"))
+    order = Window.partitionBy("topic", "partition", "offset").orderBy("_floe_key", "_floe_value")
+    return keyed.withColumn("_floe_idx", F.row_number().over(order))

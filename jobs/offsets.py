@@ -450,6 +450,10 @@ class OffsetsTable:
         self.app_id = app_id
         self.owner = owner
         self.readers = {topic: sorted(set(stages)) for topic, stages in (readers or {}).items()}
+        self._prepare(session)
+
+    def _prepare(self, session: Any) -> None:
+        """Every statement this table runs, prepared once per table object."""
         cl = ConsistencyLevel.LOCAL_QUORUM
         self._select = session.prepare(f"SELECT {_STORED} FROM {self.table} WHERE app_id = ? AND topic IN ?")
         self._select.consistency_level = cl

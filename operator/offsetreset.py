@@ -127,32 +127,11 @@ async def run(
     spec = pending(app)
     if spec is None:
         return None
-    if not app.spec.suspend:
-        return _refuse(
-            spec,
-            WAITING,
-            NOT_SUSPENDED,
-            f"{FIELD} (id {spec.id}) waits for spec.suspend: true; offsets move only while no replica runs",
-        )
-    pods = await cluster.pod_names(app.namespace, render.label_selector(app))
-    if pods:
-        return _refuse(
-            spec,
-            WAITING,
-            REPLICAS_RUNNING,
-            f"{FIELD} (id {spec.id}) waits for the app's pods to stop: {', '.join(pods[:5])}",
-        )
     target = kafka.target_of(app, secrets)
     try:
-        members = await asyncio.to_thread(inspector.group_members_sync, target, app.consumer_group)
-        if members:
-            return _refuse(
-                spec,
-                WAITING,
-                GROUP_ACTIVE,
-                f"{FIELD} (id {spec.id}) waits: consumer group {app.consumer_group} has {members} member(s), "
-                "a replica running outside Kubernetes (floe run?); stop it",
-            )
+        waiting = await _waiting(app, spec, cluster=cluster, inspector=inspector, target=target)
+        if waiting is not None:
+            return waiting
         topics = _topics(app, spec)
         marks = await asyncio.to_thread(inspector.watermarks_sync, target, topics)
         at_time = None
@@ -178,6 +157,49 @@ async def run(
     except kafka.KafkaUnavailable as exc:
         # The runtime reads its positions from Cassandra; the group only mirrors them for tools.
         log.warning("Setting the group's offsets failed app=%s/%s error=%s", app.namespace, app.name, exc)
+    return _done(app, spec, moved, now=now)
+
+
+async def _waiting(
+    app: model.StreamingApp,
+    spec: model.OffsetResetSpec,
+    *,
+    cluster: k8s.Cluster,
+    inspector: kafka.Inspector,
+    target: kafka.Target,
+) -> Result | None:
+    """Why the reset must wait, if anything could still move the offsets: the app not
+    suspended, its pods still there, or members in its consumer group (a replica running
+    outside Kubernetes). Raises KafkaUnavailable when the group cannot be described."""
+    if not app.spec.suspend:
+        return _refuse(
+            spec,
+            WAITING,
+            NOT_SUSPENDED,
+            f"{FIELD} (id {spec.id}) waits for spec.suspend: true; offsets move only while no replica runs",
+        )
+    pods = await cluster.pod_names(app.namespace, render.label_selector(app))
+    if pods:
+        return _refuse(
+            spec,
+            WAITING,
+            REPLICAS_RUNNING,
+            f"{FIELD} (id {spec.id}) waits for the app's pods to stop: {', '.join(pods[:5])}",
+        )
+    members = await asyncio.to_thread(inspector.group_members_sync, target, app.consumer_group)
+    if members:
+        return _refuse(
+            spec,
+            WAITING,
+            GROUP_ACTIVE,
+            f"{FIELD} (id {spec.id}) waits: consumer group {app.consumer_group} has {members} member(s), "
+            "a replica running outside Kubernetes (floe run?); stop it",
+        )
+    return None
+
+
+def _done(app: model.StreamingApp, spec: model.OffsetResetSpec, moved: list[Any], *, now: str) -> Result:
+    """The Done result of a reset that moved `moved`: its message and the status record."""
     partitions = [
         {"topic": m.topic, "partition": m.partition}
         | ({"stage": m.stage} if m.stage is not None else {})

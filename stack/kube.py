@@ -145,7 +145,12 @@ current-context: floe-local
     # -- processes ---------------------------------------------------------------------------
     def start(self) -> None:
         self._pki()
-        d = self.dir
+        self._start_etcd()
+        self._start_apiserver()
+        self.wait_apiserver(timeout=120)
+        self._start_controllers()
+
+    def _start_etcd(self) -> None:
         etcd_data = self.layout.run / "data" / "etcd"
         if not procs.running_pid(self.layout, ETCD):
             etcd_data.parent.mkdir(parents=True, exist_ok=True)
@@ -159,6 +164,9 @@ current-context: floe-local
                 "--quota-backend-bytes", str(2 * 1024**3), "--log-level", "warn",
                 "--unsafe-no-fsync",
             ], marker=str(etcd_data))
+
+    def _start_apiserver(self) -> None:
+        d = self.dir
         if not procs.running_pid(self.layout, APISERVER):
             if node_enabled():
                 # Pods reach the API server on the node's bridge (through the `kubernetes`
@@ -184,7 +192,10 @@ current-context: floe-local
                 f"--cert-dir={d / 'apiserver-certs'}",
                 "--v=1",
             ], marker=f"--secure-port={self.port}")
-        self.wait_apiserver(timeout=120)
+
+    def _start_controllers(self) -> None:
+        """The controller-manager and the scheduler, each unless it runs already."""
+        d = self.dir
         if not procs.running_pid(self.layout, CONTROLLER_MANAGER):
             cm = self.write_kubeconfig("controller-manager", "controller-manager")
             procs.start(self.layout, CONTROLLER_MANAGER, [

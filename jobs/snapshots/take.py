@@ -76,82 +76,19 @@ def take(
     image: str | None = None,
 ) -> Manifest:
     """Take a snapshot of the running app `cfg.app_id` into `uri` and return its manifest."""
-    from floe_jobs.stores import schema
-
     started = time.monotonic()
-    if len(cfg.kafka.topics) != 1:
-        raise SnapshotError(f"the app reads {len(cfg.kafka.topics)} input topics: snapshots support one so far")
+    rekeyed, feeders = _stage_order(cfg, job)
     by_store = writers_of(job, cfg, writers or {})
-    tables = {name: schema.table_name(name) for name in by_store}
     reader = cut_mod.Reader(session, cfg.cassandra.keyspace, cfg.app_id, settle_timeout=settle_timeout)
-    live = reader.rows_of()
-    copied: dict[str, list[cut_mod.FullRow]] = {name: [] for name in by_store}
-    stages: dict[str, StageCut] = {}
-    rekeyed = [s for s in job.stages if s.source is not None]
-    feeders = [s for s in job.stages if s.source is None]
-    if rekeyed and len(feeders) != 1:
-        raise SnapshotError(f"stages {[s.name for s in feeders]} read the input topics: a job with repartition"
-                            " stages needs exactly one such stage for a snapshot so far")
     # repartition stages first: what they applied must come from batches their upstream stage
     # had planned by its own cut, which the restored app then replays or does not need
-    for stage in [*rekeyed, *feeders]:
-        topic = cfg.kafka.topics[0] if stage.source is None else cfg.repartition_topic(stage.source)
-        partitions = sorted(r.partition for r in live if r.stage == stage.name and r.topic == topic)
-        mine = [name for name, writer in by_store.items() if writer == stage.name]
-        cuts: list[PartitionCut] = []
-        for p in partitions:
-            part_cut, found = reader.cut(
-                stage.name, topic, p, [tables[n] for n in mine], committed_only=stage.source is not None
-            )
-            for name in mine:
-                got = found[tables[name]]
-                above = [r[3] for r in got if r[3] is not None and r[3] > part_cut.planned_seq]
-                if above:
-                    raise SnapshotError(
-                        f"store {name} partition {p} has rows fenced by batch {max(above)}, above stage"
-                        f" {stage.name}'s sequence {part_cut.planned_seq}: is {stage.name} its writer (--writer)?"
-                    )
-                copied[name].extend(got)
-            cuts.append(part_cut)
-        stages[stage.name] = StageCut(name=stage.name, source=stage.source, topic=topic, partitions=cuts)
-        log.info("Cut stage=%s partitions=%d attempts=%d", stage.name, len(cuts), reader.attempts)
+    stages, copied = _cut(cfg, [*rekeyed, *feeders], by_store, reader)
     tails = []
     if rekeyed:
         upstream = stages[feeders[0].name]
         ends = {f"{upstream.topic}:{p.partition}": p.next_offset for p in upstream.partitions}
-        for stage in rekeyed:
-            records = tail.read(cfg, stages[stage.name], ends)
-            path = f"{uri.rstrip('/')}/repartition/{stage.name}"
-            tail.write(spark, records, path)
-            files = _files(spark, path)
-            tails.append(
-                TailCopy(
-                    stage=stage.name,
-                    rows=len(records),
-                    checksum=checksum(records),
-                    bytes=sum(size for _, size in files),
-                    files=[f"repartition/{stage.name}/{f}" for f, _ in files],
-                )
-            )
-            log.info("Wrote repartition tail stage=%s records=%d", stage.name, len(records))
-    copies = []
-    for name, rows in sorted(copied.items()):
-        path = store_dir(uri, name)
-        _write_rows(spark, rows, path)
-        files = _files(spark, path)
-        copies.append(
-            StoreCopy(
-                name=name,
-                type="partitioned",
-                table=tables[name],
-                writer=by_store[name],
-                rows=len(rows),
-                checksum=checksum(cut_mod.as_checked(r) for r in rows),
-                bytes=sum(size for _, size in files),
-                files=[f"stores/{name}/{f}" for f, _ in files],
-            )
-        )
-        log.info("Wrote store=%s rows=%d files=%d", name, len(rows), len(files))
+        tails = [_write_tail(cfg, spark, stages[stage.name], ends, uri) for stage in rekeyed]
+    copies = [_write_store(spark, name, rows, by_store[name], uri) for name, rows in sorted(copied.items())]
     manifest = Manifest(
         app_id=cfg.app_id,
         keyspace=cfg.cassandra.keyspace,
@@ -172,6 +109,91 @@ def take(
     )
     log.info("Snapshot complete uri=%s seconds=%.2f", uri, manifest.seconds)
     return manifest
+
+
+def _stage_order(cfg: FloeConfig, job: api.Job) -> tuple[list[api.Stage], list[api.Stage]]:
+    """The job's repartition stages and the stages that read the input, refusing the shapes a
+    snapshot does not cover yet (several input topics; repartition stages fed by several stages)."""
+    if len(cfg.kafka.topics) != 1:
+        raise SnapshotError(f"the app reads {len(cfg.kafka.topics)} input topics: snapshots support one so far")
+    rekeyed = [s for s in job.stages if s.source is not None]
+    feeders = [s for s in job.stages if s.source is None]
+    if rekeyed and len(feeders) != 1:
+        raise SnapshotError(f"stages {[s.name for s in feeders]} read the input topics: a job with repartition"
+                            " stages needs exactly one such stage for a snapshot so far")
+    return rekeyed, feeders
+
+
+def _cut(
+    cfg: FloeConfig, ordered: list[api.Stage], by_store: Mapping[str, str], reader: cut_mod.Reader
+) -> tuple[dict[str, StageCut], dict[str, list[cut_mod.FullRow]]]:
+    """Each stage's cut, in `ordered`, partition by partition, with the rows of the stores it
+    writes as of that cut; a store row fenced above its writer's cut means the writer named
+    for it is not the one that writes it."""
+    from floe_jobs.stores import schema
+
+    tables = {name: schema.table_name(name) for name in by_store}
+    live = reader.rows_of()
+    copied: dict[str, list[cut_mod.FullRow]] = {name: [] for name in by_store}
+    stages: dict[str, StageCut] = {}
+    for stage in ordered:
+        topic = cfg.kafka.topics[0] if stage.source is None else cfg.repartition_topic(stage.source)
+        partitions = sorted(r.partition for r in live if r.stage == stage.name and r.topic == topic)
+        mine = [name for name, writer in by_store.items() if writer == stage.name]
+        cuts: list[PartitionCut] = []
+        for p in partitions:
+            part_cut, found = reader.cut(
+                stage.name, topic, p, [tables[n] for n in mine], committed_only=stage.source is not None
+            )
+            for name in mine:
+                got = found[tables[name]]
+                above = [r[3] for r in got if r[3] is not None and r[3] > part_cut.planned_seq]
+                if above:
+                    raise SnapshotError(
+                        f"store {name} partition {p} has rows fenced by batch {max(above)}, above stage"
+                        f" {stage.name}'s sequence {part_cut.planned_seq}: is {stage.name} its writer (--writer)?"
+                    )
+                copied[name].extend(got)
+            cuts.append(part_cut)
+        stages[stage.name] = StageCut(name=stage.name, source=stage.source, topic=topic, partitions=cuts)
+        log.info("Cut stage=%s partitions=%d attempts=%d", stage.name, len(cuts), reader.attempts)
+    return stages, copied
+
+
+def _write_tail(cfg: FloeConfig, spark: Any, stage: StageCut, ends: Mapping[str, int], uri: str) -> TailCopy:
+    """The repartition records `stage` had not applied at its cut, up to its upstream's cut."""
+    records = tail.read(cfg, stage, ends)
+    path = f"{uri.rstrip('/')}/repartition/{stage.name}"
+    tail.write(spark, records, path)
+    files = _files(spark, path)
+    log.info("Wrote repartition tail stage=%s records=%d", stage.name, len(records))
+    return TailCopy(
+        stage=stage.name,
+        rows=len(records),
+        checksum=checksum(records),
+        bytes=sum(size for _, size in files),
+        files=[f"repartition/{stage.name}/{f}" for f, _ in files],
+    )
+
+
+def _write_store(spark: Any, name: str, rows: list[cut_mod.FullRow], writer: str, uri: str) -> StoreCopy:
+    """A store's rows as of its writer's cut, as Parquet under the snapshot's `stores/<name>`."""
+    from floe_jobs.stores import schema
+
+    path = store_dir(uri, name)
+    _write_rows(spark, rows, path)
+    files = _files(spark, path)
+    log.info("Wrote store=%s rows=%d files=%d", name, len(rows), len(files))
+    return StoreCopy(
+        name=name,
+        type="partitioned",
+        table=schema.table_name(name),
+        writer=writer,
+        rows=len(rows),
+        checksum=checksum(cut_mod.as_checked(r) for r in rows),
+        bytes=sum(size for _, size in files),
+        files=[f"stores/{name}/{f}" for f, _ in files],
+    )
 
 
 def _write_rows(spark: Any, rows: list[cut_mod.FullRow], path: str) -> None:

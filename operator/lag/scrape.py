@@ -674,13 +674,7 @@ class Scraper:
         futures = self._request_ends(by_cluster, tps_of, failed)
         committed = self.cassandra.read([a for a in apps if a.key not in failed.stale])
         ends = self._ends(futures, by_cluster, failed)
-        rows_of: dict[tuple[str, str], dict[TP, CommittedRow]] = {}
-        for key, rows in committed.items():
-            if isinstance(rows, Exception):
-                failed.errors.append(("cassandra", str(rows)))
-                failed.stale.setdefault(key, f"Cassandra: {rows}")
-            else:
-                rows_of[key] = rows
+        rows_of = _readable(committed, failed)
         self._repartitions_found(by_cluster, rows_of, tps_of, ends, failed)
 
         # Partitions without a row in Cassandra (an app not started yet): the group's commits.
@@ -703,31 +697,40 @@ class Scraper:
                 failed.errors.append(("kafka", str(group)))
                 results.append(AppLag(app.namespace, app.name, now, stale=True, error=str(group)))
                 continue
-            inputs = set(app.topics)
-            parts = [
-                self._partition_lag(
-                    app,
-                    tp,
-                    end=end,
-                    row=rows_of.get(app.key, {}).get(tp),
-                    group=group,
-                    now=now,
-                    repartition=tp[0] not in inputs,
-                )
-                for tp in tps_of.get(app.key, [])
-                if (end := ends.get(app.kafka, {}).get(tp)) is not None
-            ]
-            live.update((app.namespace, app.name, p.topic, p.partition) for p in parts)
-            stopped = tuple(
-                StoppedPartition(topic, partition, int(row.next_offset), row.stopped_error or "")
-                for (topic, partition), row in sorted(rows_of.get(app.key, {}).items())
-                if row.stopped
-            )
-            results.append(dataclasses.replace(self._app_lag(app, parts, now), stopped=stopped))
+            rows = rows_of.get(app.key, {})
+            lag = self._lag_of(app, tps_of.get(app.key, []), ends.get(app.kafka, {}), rows, group, now)
+            live.update((app.namespace, app.name, p.topic, p.partition) for p in lag.partitions)
+            results.append(lag)
         self._forget(apps, live, failed.stale)
         return Scrape(
             at=now, duration=time.perf_counter() - started, apps=tuple(results), errors=tuple(failed.errors)
         )
+
+    def _lag_of(
+        self,
+        app: AppRef,
+        tps: Sequence[TP],
+        ends: Mapping[TP, int],
+        rows: Mapping[TP, CommittedRow],
+        group: Mapping[TP, int],
+        now: float,
+    ) -> AppLag:
+        """One app's lag from its partitions' end offsets and committed rows (the group's
+        commits where a partition has no row yet), with the partitions its stages stopped."""
+        inputs = set(app.topics)
+        parts = [
+            self._partition_lag(
+                app, tp, end=end, row=rows.get(tp), group=group, now=now, repartition=tp[0] not in inputs
+            )
+            for tp in tps
+            if (end := ends.get(tp)) is not None
+        ]
+        stopped = tuple(
+            StoppedPartition(topic, partition, int(row.next_offset), row.stopped_error or "")
+            for (topic, partition), row in sorted(rows.items())
+            if row.stopped
+        )
+        return dataclasses.replace(self._app_lag(app, parts, now), stopped=stopped)
 
     def _topics(self, app: AppRef) -> tuple[str, ...]:
         """The app's input topics, then the repartition topics its rows named at the last scrape."""
@@ -902,3 +905,17 @@ class Scraper:
     def memory_points(self) -> int:
         """Points and observations held, for the bounded-memory check."""
         return sum(len(s.ring) + len(s.window) for s in self._states.values())
+
+
+def _readable(
+    committed: Mapping[tuple[str, str], Any], failed: _Failures
+) -> dict[tuple[str, str], dict[TP, CommittedRow]]:
+    """The apps whose offsets rows were read; an app whose read failed is stale this pass."""
+    rows_of: dict[tuple[str, str], dict[TP, CommittedRow]] = {}
+    for key, rows in committed.items():
+        if isinstance(rows, Exception):
+            failed.errors.append(("cassandra", str(rows)))
+            failed.stale.setdefault(key, f"Cassandra: {rows}")
+        else:
+            rows_of[key] = rows
+    return rows_of
