@@ -2,8 +2,9 @@
 
 The Job runs `floe-job snapshot` once, as the app's replicas would run it: the app's image, its
 pod's security settings, ServiceAccount and scheduling, its container's environment (the
-ConfigMap and every Secret reference, exactly as `render.deployment` renders them) and mounts,
-plus the snapshot's volume for a file:// location. Its pods never carry the app's selector
+ConfigMap and every Secret reference, exactly as `render.deployment` renders them), mounts and
+init containers, plus the snapshot's volume for a file:// location; not the replicas' sidecars,
+probes or ports. Its pods never carry the app's selector
 label, so the app's Deployment, Services, PodDisruptionBudget and the operator's view of the
 app's pods never count them.
 
@@ -128,8 +129,11 @@ def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
     location, is the retry."""
     rendered = render.deployment(app, config_digest="")["spec"]["template"]["spec"]
     (main,) = (c for c in rendered["containers"] if c["name"] == render.CONTAINER)
+    # The init containers prepare what the app's container reads (spec.podTemplate); the other
+    # containers are sidecars of a replica, which would keep a Job's pod from ever finishing.
+    init = [dict(c) for c in rendered.get("initContainers") or []]
     mounts = [dict(m) for m in main.get("volumeMounts") or []]
-    mounted = {m["name"] for m in mounts}
+    mounted = {m["name"] for c in (main, *init) for m in c.get("volumeMounts") or []}
     volumes = [dict(v) for v in rendered.get("volumes") or [] if v["name"] in mounted]
     if snap.spec.volume is not None:
         mounts.append({"name": VOLUME, "mountPath": snap.spec.volume.mount_path})
@@ -158,6 +162,8 @@ def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
         "volumes": volumes,
         **render.placement(rendered),
     }
+    if init:
+        pod_spec["initContainers"] = init
     if "automountServiceAccountToken" in rendered:
         pod_spec["automountServiceAccountToken"] = rendered["automountServiceAccountToken"]
     template_meta: dict[str, Any] = {"labels": pod_labels(snap, app)}

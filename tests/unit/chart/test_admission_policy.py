@@ -79,6 +79,10 @@ def test_policy_checks_the_label_and_owner_the_renderer_sets(render: chartkit.Re
     assert f"== '{operator_render.FIELD_MANAGER}'" in text
     assert "r.kind == variables.ownerKind" in text
     assert f"r.apiVersion.startsWith('{model.GROUP}/')" in text
+    # Judged on the new object at create, the old at delete, both at update.
+    assert "request.operation == 'CREATE' ? variables.createdFloes" in text
+    assert "request.operation == 'DELETE' ? variables.wasFloes" in text
+    assert "variables.wasFloes && variables.createdFloes" in text
 
 
 def test_a_job_must_be_a_snapshots_and_every_other_child_an_apps(render: chartkit.Render) -> None:
@@ -98,10 +102,6 @@ def _snapshot() -> model.StreamingAppSnapshot:
     return model.StreamingAppSnapshot(
         name="s", namespace="n", uid="u", spec=model.SnapshotSpec(app="a", location="s3a://b/p")
     )
-    # Judged on the new object at create, the old at delete, both at update.
-    assert "request.operation == 'CREATE' ? variables.createdFloes" in text
-    assert "request.operation == 'DELETE' ? variables.wasFloes" in text
-    assert "variables.wasFloes && variables.createdFloes" in text
 
 
 def test_role_bindings_bind_only_the_drivers_role_to_their_service_account(render: chartkit.Render) -> None:
