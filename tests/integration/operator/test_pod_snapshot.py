@@ -1,0 +1,170 @@
+"""A StreamingAppSnapshot taken on the stack's node: word count runs in a namespace that enforces
+the restricted Pod Security profile, a snapshot resource asks for a cut of it to a file:// location
+on a PersistentVolumeClaim, and the operator's Job (the app's image, configuration and security)
+writes it while the input flows. The status ends Succeeded with the size the manifest gives, and
+the manifest's positions lie between the app's offsets rows before the snapshot and after it.
+Deleting the snapshot deletes its Job and leaves the data.
+
+The Job's pod runs the app image built by the stack from the main checkout: it needs
+`floe-job snapshot --summary-file` and the floe_jobs.snapshots package in that image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from floe_jobs import offsets
+from floe_stack import demo, localrun
+
+from ...nodekit import require_node, wait_exact_counts, word_count_app
+from ..waiting import wait_for
+from .kube import Kubectl, condition
+
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+SNAPSHOT_LABEL = "streaming.floe.dev/snapshot"
+MOUNT = "/snapshots"
+
+
+@pytest.fixture
+def claim(kube: Kubectl, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A PersistentVolumeClaim in the test's namespace bound to a hostPath PersistentVolume of a
+    fresh host directory (the node has no dynamic provisioner; the volume is the admin's part), and
+    that directory, which the test reads the snapshot from."""
+    host_dir = tmp_path_factory.mktemp("snapshots")
+    os.chmod(host_dir, 0o777)  # the Job's pod runs as uid 185; a hostPath volume takes no fsGroup
+    pv = f"floe-it-snapshots-{uuid.uuid4().hex[:8]}"
+    kube.apply({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(host_dir), "type": "Directory"},
+                 "claimRef": {"namespace": namespace, "name": "backups"}},
+    })
+    kube.apply({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "backups", "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    })
+    try:
+        yield "backups", host_dir
+    finally:
+        kube.run("delete", "pvc", "backups", "-n", namespace, "--wait=false", check=False)
+        kube.run("delete", "pv", pv, "--wait=false", check=False)
+
+
+def _snapshot_done(kube: Kubectl, namespace: str, name: str) -> dict[str, Any] | None:
+    found = kube.get("streamingappsnapshot", name, namespace)
+    return found if (found or {}).get("status", {}).get("phase") in ("Succeeded", "Failed") else None
+
+
+def _manifest(location_dir: Path) -> dict[str, Any]:
+    parts = sorted((location_dir / "manifest").glob("part-*"))
+    assert parts, f"no manifest under {location_dir}: {sorted(p.name for p in location_dir.rglob('*'))}"
+    return dict(json.loads("".join(p.read_text() for p in parts)))
+
+
+def _positions(env: dict[str, str], keyspace: str, app_id: str) -> dict[tuple[str | None, str, int], tuple[int, int]]:
+    """(stage, topic, partition) → (next_offset, committed_seq) of every offsets row of the app."""
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    try:
+        rows = offsets.stage_progress(cluster.connect(), keyspace=keyspace, app_id=app_id)
+    finally:
+        cluster.shutdown()
+    return {key: (row[0], row[1]) for key, row in rows.items()}
+
+
+def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_matches_the_offsets(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    env = require_node(stack_env)
+    kube.run("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+    body = word_count_app(env, namespace=namespace, name="snap", partitions=2, replicas=1)
+    app = body["metadata"]["name"]
+    spec = body["spec"]
+    topic_in, topic_out, keyspace = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], (
+        spec["state"]["cassandra"]["keyspace"])
+    kube.apply(body)
+
+    def app_pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
+    wait_for(lambda: any(demo.is_ready(p) for p in app_pods()), timeout=480, what="the app's pod Ready", every=2,
+             pods=app_pods)
+    first = localrun.word_lines(300, seed=11)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, first)
+    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(first)),
+                      pods=app_pods)
+    app_id = kube.get("streamingapp", app, namespace)["status"]["appId"]  # type: ignore[index]
+    before = _positions(env, keyspace, app_id)
+
+    claim_name, host_dir = claim
+    name = "nightly-1"
+    snapshot = {
+        "apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"app": app, "location": f"file://{MOUNT}/{app}/1", "volume": {"claimName": claim_name},
+                 "writers": {"word-count": "count"}, "activeDeadlineSeconds": 900},
+    }
+    kube.apply(snapshot)
+    # the input keeps flowing while the snapshot is taken
+    second = localrun.word_lines(300, seed=12)
+    feeder = threading.Thread(target=localrun.produce, args=(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, second))
+    feeder.start()
+
+    def job_pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"{SNAPSHOT_LABEL}={name}")
+
+    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=600, every=2,
+                    what="the snapshot Succeeded or Failed", pods=job_pods)
+    feeder.join(timeout=60)
+    status = done["status"]
+    logs = kube.run("logs", f"job/{name}", "-n", namespace, "--tail=40", check=False).stdout
+    assert status["phase"] == "Succeeded", f"{json.dumps(status, indent=1)}\nJob's log:\n{logs}"
+    assert condition(done, "Ready")["status"] == "True"
+    assert condition(done, "Failed")["status"] == "False"
+    assert status["sizeBytes"] > 0 and status["rows"] > 0 and status["durationSeconds"] > 0
+    assert status["startTime"] <= status["completionTime"]
+    assert (status["appId"], status["image"], status["location"]) == (app_id, spec["image"], f"file://{MOUNT}/{app}/1")
+
+    # The manifest, read where the Job wrote it: what the status says, and a cut between the
+    # offsets rows before the snapshot and now.
+    manifest = _manifest(host_dir / app / "1")
+    assert manifest["app_id"] == app_id
+    assert manifest["image"] == spec["image"]
+    assert manifest["generation"] == status["appGeneration"]
+    assert status["sizeBytes"] == sum(part["bytes"] for part in (*manifest["stores"], *manifest["tails"]))
+    assert {s["name"]: s["partitions"] for s in status["stages"]} == {
+        s["name"]: len(s["partitions"]) for s in manifest["stages"]}
+    after = _positions(env, keyspace, app_id)
+    cut = 0
+    for stage in manifest["stages"]:
+        for part in stage["partitions"]:
+            key = (stage["name"], stage["topic"], part["partition"])
+            assert key in after, f"{key} is in the manifest and not among the app's offsets rows {sorted(after)}"
+            then, now = before.get(key, (0, 0)), after[key]
+            assert then[0] <= part["next_offset"] <= now[0], (key, then, part, now)
+            assert then[1] <= part["committed_seq"] <= now[1], (key, then, part, now)
+            cut += 1
+    assert cut == len([k for k in after if k[0] in {s["name"] for s in manifest["stages"]}])
+
+    # The Job is the snapshot's: its pod ran as the app's pods do, never counted as one of them.
+    (job,) = kube.list("job", namespace, f"{SNAPSHOT_LABEL}={name}")
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "StreamingAppSnapshot"
+    (pod,) = job_pods()
+    assert "streaming.floe.dev/app" not in pod["metadata"]["labels"]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+    # Deleting the snapshot deletes its Job, never the data.
+    kube.run("delete", "streamingappsnapshot", name, "-n", namespace, "--wait=true", "--timeout=60s", timeout=90)
+    wait_for(lambda: not kube.list("job", namespace, f"{SNAPSHOT_LABEL}={name}"), timeout=120,
+             what="the snapshot's Job deleted with it")
+    assert _manifest(host_dir / app / "1")["app_id"] == app_id
