@@ -5,6 +5,10 @@ through `reconcile.reconcile`; deletion goes through `reconcile.finalize`. Child
 seen through watch-fed indexes, so a resync of an unchanged app reads nothing it does not
 have to and writes nothing.
 
+StreamingAppSnapshots go through `snapshots.converge`: when one is created or found at start,
+and whenever its Job or the Job's pod changes (label-filtered watches). They carry no finalizer:
+their Job goes with them through its owner reference.
+
 Only apps with `deletionPolicy: Delete` carry a finalizer: one with Retain has nothing to do
 when it goes, so it can be deleted even while the operator is down, and a burst of new apps
 costs no finalizer round trip. That is also why the resync is one loop over the indexed apps
