@@ -57,6 +57,7 @@ CASSANDRA_UNAVAILABLE = conditions.CASSANDRA_UNAVAILABLE
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 JOB_DELETED = "JobDeleted"
 JOB_REFUSED = "JobRefused"
+NOT_FAILED = "NotFailed"
 # The longest failure message kept in a condition.
 MESSAGE_CHARS = 1500
 
@@ -349,7 +350,7 @@ def status(
     ready = ("True", verdict.reason, verdict.message) if verdict.phase == SUCCEEDED else (
         "False", verdict.reason, verdict.message)
     failure = ("True", verdict.reason, verdict.message) if verdict.phase == FAILED else (
-        "False", "NotFailed", "The snapshot has not failed")
+        "False", NOT_FAILED, "The snapshot has not failed")
     for type_, (state, reason, message) in ((READY, ready), (FAILED_CONDITION, failure)):
         conds = conditions.set_condition(
             conds, type_=type_, status=state, reason=reason, message=message, generation=gen, now=now
