@@ -58,10 +58,12 @@ def release_watching_a_namespace(
     prefix: str,
     values: str = "",
 ) -> tuple[str, str, str, Path]:
-    """The CRD applied and a release of the chart in a namespace of its own, watching another one:
+    """The CRDs applied and a release of the chart in a namespace of its own, watching another one:
     (release, its namespace, the watched namespace, a kubeconfig with its ServiceAccount's token)."""
-    run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
-    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+    for crd in ("streamingapp.yaml", "streamingappsnapshot.yaml"):
+        run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / crd))
+    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
+        "crd/streamingappsnapshots.streaming.floe.dev", "--timeout=60s")
     operator_ns = namespaces(f"floe-{prefix}")
     apps_ns = namespaces(f"floe-{prefix}-apps")
     sets = f"crds.enabled=false,operator.watchNamespaces={{{apps_ns}}}" + (f",{values}" if values else "")
