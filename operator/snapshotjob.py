@@ -219,6 +219,16 @@ def _job_condition(job_body: Mapping[str, Any], type_: str) -> Mapping[str, Any]
     return None
 
 
+def _started(pod: Mapping[str, Any] | None) -> bool:
+    """Whether the Job's container has started: it runs, or it has ended and the Job has not said
+    so yet (a pod is no longer Ready then, and the snapshot must not look Pending again)."""
+    for cs in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == CONTAINER:
+            state = cs.get("state") or {}
+            return "running" in state or "terminated" in state
+    return False
+
+
 def _terminated(pod: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """The snapshot container's terminated state ({} while it runs or when there is no pod)."""
     for cs in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
@@ -331,7 +341,7 @@ def from_job(job_body: Mapping[str, Any], pod: Mapping[str, Any] | None) -> Verd
         verdict = _failure(job_body, pod, failure)
         when = failure.get("lastTransitionTime")
         return Verdict(verdict.phase, verdict.reason, verdict.message, {"completionTime": when} if when else {})
-    if int(status.get("ready") or 0) > 0:
+    if int(status.get("ready") or 0) > 0 or _started(pod):
         return Verdict(RUNNING, JOB_RUNNING, f"Job {name} is taking the snapshot")
     if pod is not None:
         blocked = podfaults.fault([podfaults.summary(pod)], image="")
@@ -346,6 +356,10 @@ def status(
     """The whole status for `verdict`: the fields kept from before, `extra` (what the operator set
     when it created the Job), the verdict's fields, and the Ready and Failed conditions."""
     conds = list(snap.status.get("conditions") or [])
+    if verdict.phase == PENDING and snap.status.get("phase") == RUNNING:
+        # never back: a Job read before its status moved on, or a pod before the kubelet's update
+        said = conditions.find(conds, READY) or {}
+        verdict = Verdict(RUNNING, JOB_RUNNING, str(said.get("message") or "The Job is taking the snapshot"))
     gen = snap.generation
     ready = ("True", verdict.reason, verdict.message) if verdict.phase == SUCCEEDED else (
         "False", verdict.reason, verdict.message)

@@ -273,3 +273,15 @@ def test_only_the_snapshots_own_job_is_followed() -> None:
     job = snapshotjob.job(snap, app)
     assert snapshotjob.owned_by(job, snap)
     assert not snapshotjob.owned_by(job, snap.model_copy(update={"uid": "a-later-snapshot-of-that-name"}))
+
+
+def test_a_pod_that_ended_before_its_job_said_so_is_still_running_and_running_never_turns_pending() -> None:
+    ended = _pod(terminated={"exitCode": 1, "reason": "Error", "message": "boom"})
+    assert snapshotjob.from_job(_job(ready=0), ended).phase == snapshotjob.RUNNING
+    app = _app()
+    snap = _snap(app)
+    running = snapshotjob.status(snap, snapshotjob.from_job(_job(ready=1), _pod()), now="2026-11-28T12:00:05Z")
+    snap = snap.model_copy(update={"status": running})
+    again = snapshotjob.status(snap, snapshotjob.from_job(_job(), None), now="2026-11-28T12:00:06Z")
+    assert again["phase"] == snapshotjob.RUNNING
+    assert next(c for c in again["conditions"] if c["type"] == "Ready")["reason"] == snapshotjob.JOB_RUNNING
