@@ -163,6 +163,10 @@ def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_mat
     assert "streaming.floe.dev/app" not in pod["metadata"]["labels"]
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
 
+    print(kube.run("get", "streamingappsnapshot", "-n", namespace, "-o", "wide").stdout)
+    print(f"snapshot: {status['rows']} rows, {status['sizeBytes']} bytes in {status['durationSeconds']} s"
+          f" (Job {status['startTime']} to {status['completionTime']}), stages {status['stages']}")
+
     # Deleting the snapshot deletes its Job, never the data.
     kube.run("delete", "streamingappsnapshot", name, "-n", namespace, "--wait=true", "--timeout=60s", timeout=90)
     wait_for(lambda: not kube.list("job", namespace, f"{SNAPSHOT_LABEL}={name}"), timeout=120,
