@@ -3,7 +3,8 @@ the restricted Pod Security profile, a snapshot resource asks for a cut of it to
 on a PersistentVolumeClaim, and the operator's Job (the app's image, configuration and security)
 writes it while the input flows. The status ends Succeeded with the size the manifest gives, and
 the manifest's positions lie between the app's offsets rows before the snapshot and after it.
-Deleting the snapshot deletes its Job and leaves the data.
+Deleting the snapshot deletes its Job and leaves the data. A snapshot whose pod is killed while it
+cuts ends Failed, with no manifest at its location.
 
 The Job's pod runs the app image built by the stack from the main checkout: it needs
 `floe-job snapshot --summary-file` and the floe_jobs.snapshots package in that image.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import uuid
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ import pytest
 from floe_jobs import offsets
 from floe_stack import demo, localrun
 
-from ...nodekit import require_node, wait_exact_counts, word_count_app
+from ...nodekit import main_pid, require_node, wait_exact_counts, word_count_app
 from ..waiting import wait_for
 from .kube import Kubectl, condition
 
@@ -41,21 +43,22 @@ def claim(kube: Kubectl, namespace: str, tmp_path_factory: pytest.TempPathFactor
     host_dir = tmp_path_factory.mktemp("snapshots")
     os.chmod(host_dir, 0o777)  # the Job's pod runs as uid 185; a hostPath volume takes no fsGroup
     pv = f"floe-it-snapshots-{uuid.uuid4().hex[:8]}"
+    pvc = f"backups-{pv[-8:]}"
     kube.apply({
         "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
                  "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(host_dir), "type": "Directory"},
-                 "claimRef": {"namespace": namespace, "name": "backups"}},
+                 "claimRef": {"namespace": namespace, "name": pvc}},
     })
     kube.apply({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "backups", "namespace": namespace},
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": pvc, "namespace": namespace},
         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
                  "resources": {"requests": {"storage": "1Gi"}}},
     })
     try:
-        yield "backups", host_dir
+        yield pvc, host_dir
     finally:
-        kube.run("delete", "pvc", "backups", "-n", namespace, "--wait=false", check=False)
+        kube.run("delete", "pvc", pvc, "-n", namespace, "--wait=false", check=False)
         kube.run("delete", "pv", pv, "--wait=false", check=False)
 
 
@@ -82,16 +85,22 @@ def _positions(env: dict[str, str], keyspace: str, app_id: str) -> dict[tuple[st
     return {key: (row[0], row[1]) for key, row in rows.items()}
 
 
-def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_matches_the_offsets(
-    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
-) -> None:
-    env = require_node(stack_env)
+def _snapshot(namespace: str, name: str, app: str, *, claim_name: str, location: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"app": app, "location": location, "volume": {"claimName": claim_name},
+                 "writers": {"word-count": "count"}, "activeDeadlineSeconds": 900},
+    }
+
+
+def _counted_app(kube: Kubectl, namespace: str, env: dict[str, str]) -> tuple[str, dict[str, Any], str]:
+    """Word count, one replica, in `namespace` (enforcing the restricted profile), with a first
+    wave of lines counted exactly: (its name, its spec, its app id)."""
     kube.run("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
     body = word_count_app(env, namespace=namespace, name="snap", partitions=2, replicas=1)
     app = body["metadata"]["name"]
     spec = body["spec"]
-    topic_in, topic_out, keyspace = spec["kafka"]["topics"][0], spec["kafka"]["outputTopics"][0], (
-        spec["state"]["cassandra"]["keyspace"])
     kube.apply(body)
 
     def app_pods() -> list[dict[str, Any]]:
@@ -100,21 +109,24 @@ def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_mat
     wait_for(lambda: any(demo.is_ready(p) for p in app_pods()), timeout=480, what="the app's pod Ready", every=2,
              pods=app_pods)
     first = localrun.word_lines(300, seed=11)
-    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, first)
-    wait_exact_counts(env, keyspace=keyspace, topic_out=topic_out, truth=dict(localrun.word_truth(first)),
-                      pods=app_pods)
-    app_id = kube.get("streamingapp", app, namespace)["status"]["appId"]  # type: ignore[index]
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], spec["kafka"]["topics"][0], first)
+    wait_exact_counts(env, keyspace=spec["state"]["cassandra"]["keyspace"], topic_out=spec["kafka"]["outputTopics"][0],
+                      truth=dict(localrun.word_truth(first)), pods=app_pods)
+    app_id = str(kube.get("streamingapp", app, namespace)["status"]["appId"])  # type: ignore[index]
+    return app, spec, app_id
+
+
+def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_matches_the_offsets(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    env = require_node(stack_env)
+    app, spec, app_id = _counted_app(kube, namespace, env)
+    topic_in, keyspace = spec["kafka"]["topics"][0], spec["state"]["cassandra"]["keyspace"]
     before = _positions(env, keyspace, app_id)
 
     claim_name, host_dir = claim
     name = "nightly-1"
-    snapshot = {
-        "apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"app": app, "location": f"file://{MOUNT}/{app}/1", "volume": {"claimName": claim_name},
-                 "writers": {"word-count": "count"}, "activeDeadlineSeconds": 900},
-    }
-    kube.apply(snapshot)
+    kube.apply(_snapshot(namespace, name, app, claim_name=claim_name, location=f"file://{MOUNT}/{app}/1"))
     # the input keeps flowing while the snapshot is taken
     second = localrun.word_lines(300, seed=12)
     feeder = threading.Thread(target=localrun.produce, args=(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, second))
@@ -172,3 +184,34 @@ def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_mat
     wait_for(lambda: not kube.list("job", namespace, f"{SNAPSHOT_LABEL}={name}"), timeout=120,
              what="the snapshot's Job deleted with it")
     assert _manifest(host_dir / app / "1")["app_id"] == app_id
+
+
+def test_a_snapshot_whose_pod_is_killed_while_it_cuts_fails_and_leaves_no_manifest(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    env = require_node(stack_env)
+    app, _, _ = _counted_app(kube, namespace, env)
+    claim_name, host_dir = claim
+    name = "killed"
+    kube.apply(_snapshot(namespace, name, app, claim_name=claim_name, location=f"file://{MOUNT}/{app}/killed"))
+
+    def cutting() -> dict[str, Any] | None:
+        """The Job's pod once its log says a stage is cut (nothing is written before every stage
+        is), or once the snapshot has finished (which the assertions below then explain)."""
+        pods = kube.list("pod", namespace, f"{SNAPSHOT_LABEL}={name}")
+        if _snapshot_done(kube, namespace, name) is not None:
+            return {"finished": True}
+        if not pods or pods[0]["status"].get("phase") != "Running":
+            return None
+        log = kube.run("logs", pods[0]["metadata"]["name"], "-n", namespace, check=False).stdout
+        return pods[0] if "Cut stage=" in log else None
+
+    pod = wait_for(cutting, timeout=480, every=0.3, what="the snapshot's pod cutting")
+    assert "finished" not in pod, f"the snapshot finished before it was killed: {kube.get('sas', name, namespace)}"
+    os.kill(main_pid(env, pod, container="snapshot"), signal.SIGKILL)
+    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=180, every=1,
+                    what="the killed snapshot Failed")
+    failed = condition(done, "Failed")
+    assert (done["status"]["phase"], failed["status"], failed["reason"]) == ("Failed", "True", "JobFailed"), done
+    assert "exit code 137" in failed["message"], failed
+    assert not (host_dir / app / "killed" / "manifest").exists(), "a manifest without its data"
