@@ -5,6 +5,10 @@ through `reconcile.reconcile`; deletion goes through `reconcile.finalize`. Child
 seen through watch-fed indexes, so a resync of an unchanged app reads nothing it does not
 have to and writes nothing.
 
+StreamingAppSnapshots go through `snapshots.converge`: when one is created or found at start,
+and whenever its Job or the Job's pod changes (label-filtered watches). They carry no finalizer:
+their Job goes with them through its owner reference.
+
 Only apps with `deletionPolicy: Delete` carry a finalizer: one with Retain has nothing to do
 when it goes, so it can be deleted even while the operator is down, and a burst of new apps
 costs no finalizer round trip. That is also why the resync is one loop over the indexed apps
@@ -29,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
-from floe_operator import cassandra, k8s, kafka, loops, model, podfaults, reconcile, render
+from floe_operator import cassandra, k8s, kafka, loops, model, podfaults, reconcile, render, snapshotjob, snapshots
 
 log = logging.getLogger(__name__)
 
@@ -400,6 +404,40 @@ async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) 
     log.info("Finalized app=%s/%s result=%s", body.metadata.namespace, body.metadata.name, done)
 
 
+# --- StreamingAppSnapshots: one Job each, followed through its events and its pod's ---------
+
+SNAPSHOT_JOBS: Mapping[str, Any] = {**MANAGED, snapshotjob.SNAPSHOT_LABEL: kopf.PRESENT}
+SNAPSHOT_PODS: Mapping[str, Any] = {snapshotjob.SNAPSHOT_LABEL: kopf.PRESENT}
+
+
+def _app_lookup(indexes: Mapping[str, Any]) -> snapshots.AppLookup:
+    apps = indexes.get(model.APPS_INDEX)
+    return lambda namespace, name: _indexed(apps, namespace, name)
+
+
+async def snapshot_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+    """A snapshot created, or found at start: one pass; retried by Kopf with backoff."""
+    namespace, name = body.metadata.namespace or "", body.metadata.name or ""
+    try:
+        await snapshots.converge(memo.deps, namespace, name, app_of=_app_lookup(kwargs))
+    except (snapshots.Retry, k8s.ApiError) as exc:
+        raise kopf.TemporaryError(str(exc), delay=backoff(retry)) from exc
+
+
+async def snapshot_job_changed(namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo,
+                               **kwargs: Any) -> None:
+    """A snapshot's Job or its pod changed: a pass over the snapshot it is labelled with. A failed
+    pass is left to the next event (a Job sends one when it finishes) and to the operator's start."""
+    name = labels.get(snapshotjob.SNAPSHOT_LABEL)
+    deps: reconcile.Deps | None = getattr(memo, "deps", None)
+    if not name or not namespace or deps is None:
+        return
+    try:
+        await snapshots.converge(deps, namespace, name, app_of=_app_lookup(kwargs))
+    except (snapshots.Retry, k8s.ApiError) as exc:
+        log.warning("Following a snapshot's job failed snapshot=%s/%s error=%s", namespace, name, exc)
+
+
 def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.OperatorRegistry:
     """Put every Floe handler on `registry` and return it."""
     app_kind = (model.GROUP, model.VERSION, model.PLURAL)
@@ -422,6 +460,15 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     )
     kopf.on.event("", "v1", "pods", labels=MANAGED, registry=registry, id="pod_changed")(pod_changed)
     kopf.on.delete(*app_kind, registry=registry, id="finalize", when=_deletes_state)(finalize)
+    snapshot_kind = (model.GROUP, model.VERSION, model.SNAPSHOT_PLURAL)
+    kopf.on.resume(*snapshot_kind, registry=registry, id="snapshot_resume")(snapshot_changed)
+    kopf.on.create(*snapshot_kind, registry=registry, id="snapshot_create")(snapshot_changed)
+    kopf.on.event("batch", "v1", "jobs", labels=SNAPSHOT_JOBS, registry=registry, id="snapshot_job_changed")(
+        snapshot_job_changed
+    )
+    kopf.on.event("", "v1", "pods", labels=SNAPSHOT_PODS, registry=registry, id="snapshot_pod_changed")(
+        snapshot_job_changed
+    )
     return registry
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -56,6 +57,9 @@ _RESOURCES: dict[tuple[str, str], str] = {
     ("keda.sh/v1alpha1", "ScaledObject"): "/apis/keda.sh/v1alpha1/namespaces/{ns}/scaledobjects",
     ("keda.sh/v1alpha1", "TriggerAuthentication"): "/apis/keda.sh/v1alpha1/namespaces/{ns}/triggerauthentications",
     (model.API_VERSION, model.KIND): f"/apis/{model.API_VERSION}/namespaces/{{ns}}/{model.PLURAL}",
+    (model.API_VERSION, model.SNAPSHOT_KIND): f"/apis/{model.API_VERSION}/namespaces/{{ns}}/{model.SNAPSHOT_PLURAL}",
+    # A StreamingAppSnapshot's Job (`snapshotjob`).
+    ("batch/v1", "Job"): "/apis/batch/v1/namespaces/{ns}/jobs",
     # The operator's own leader-election Lease (`leader`), in the operator's namespace.
     ("coordination.k8s.io/v1", "Lease"): "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases",
 }
@@ -227,18 +231,23 @@ class Cluster:
         await self._urgent.after()
         return await asyncio.to_thread(self.apply_sync, obj)
 
-    def patch_status_sync(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        WRITES.labels(kind=model.KIND, verb="patch-status").inc()
-        path = path_of(model.API_VERSION, model.KIND, namespace, name) + "/status"
+    def patch_status_sync(
+        self, namespace: str, name: str, status: Mapping[str, Any], *, kind: str = model.KIND
+    ) -> dict[str, Any]:
+        WRITES.labels(kind=kind, verb="patch-status").inc()
+        path = path_of(model.API_VERSION, kind, namespace, name) + "/status"
         code, parsed = self._call(
             "PATCH", path, body={"status": dict(status)}, content_type="application/merge-patch+json"
         )
-        return self._checked(code, parsed, kind=model.KIND, name=name)
+        return self._checked(code, parsed, kind=kind, name=name)
 
-    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge-patch the status subresource of a StreamingApp (after any urgent apply)."""
+    async def patch_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], *, kind: str = model.KIND
+    ) -> dict[str, Any]:
+        """Merge-patch the status subresource of a StreamingApp, or of another Floe kind (`kind`),
+        after any urgent apply."""
         await self._urgent.after()
-        return await asyncio.to_thread(self.patch_status_sync, namespace, name, status)
+        return await asyncio.to_thread(functools.partial(self.patch_status_sync, namespace, name, status, kind=kind))
 
     def scale_sync(self, namespace: str, name: str, replicas: int) -> dict[str, Any]:
         WRITES.labels(kind=model.KIND, verb="scale").inc()

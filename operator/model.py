@@ -448,3 +448,49 @@ def indexed_bodies(index: Mapping[tuple[str, str], Any] | None) -> dict[tuple[st
             found[key] = body
             break
     return found
+
+
+# --- StreamingAppSnapshot: one consistent cut of an app, taken by a Job -------------------
+
+SNAPSHOT_KIND = "StreamingAppSnapshot"
+SNAPSHOT_PLURAL = "streamingappsnapshots"
+
+
+class SnapshotVolume(_Model):
+    """spec.volume: the PersistentVolumeClaim a file:// location lies on (and nothing else: any
+    other volume source would let whoever may create a snapshot mount what they may not)."""
+
+    claim_name: str
+    mount_path: str = "/snapshots"
+
+
+class SnapshotSpec(_Model):
+    app: str
+    location: str
+    volume: SnapshotVolume | None = None
+    writers: dict[str, str] = Field(default_factory=dict)
+    settle_timeout_seconds: int = 120
+    active_deadline_seconds: int = 3600
+
+
+class StreamingAppSnapshot(_Model):
+    """One StreamingAppSnapshot: identity, the immutable spec and the status last written."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int = 1
+    spec: SnapshotSpec
+    status: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> StreamingAppSnapshot:
+        meta = body.get("metadata", {})
+        return cls(
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta.get("uid", ""),
+            generation=meta.get("generation", 1),
+            spec=SnapshotSpec.model_validate(dict(body.get("spec") or {})),
+            status=dict(body.get("status") or {}),
+        )

@@ -229,7 +229,9 @@ class SecretsSeen:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-async def _check_secrets(app: model.StreamingApp, deps: Deps) -> tuple[SecretsSeen, conditions.Fault | None]:
+async def check_secrets(app: model.StreamingApp, deps: Deps) -> tuple[SecretsSeen, conditions.Fault | None]:
+    """The Secrets the app's pods reference, read (their data for the operator's own clients, their
+    versions for the pods' digest), or the first one missing or unreadable, as a fault."""
     seen = SecretsSeen()
     for name, keys in model.referenced_secrets(app.spec).items():
         try:
@@ -457,7 +459,7 @@ async def _check(
     )
     if fault is not None:
         return _Checked(fault=fault)
-    secrets, fault = await _check_secrets(app, deps)
+    secrets, fault = await check_secrets(app, deps)
     if fault is None:
         fault = _check_material(app, secrets.data)
     if fault is not None:
@@ -782,7 +784,7 @@ async def finalize(body: Mapping[str, Any], *, deps: Deps, others: Sequence[Mapp
         except (pydantic.ValidationError, KeyError):
             continue
     tables = tables_to_drop(app, other_apps)
-    secrets, fault = await _check_secrets(app, deps)
+    secrets, fault = await check_secrets(app, deps)
     if fault is not None:
         raise cassandra.CassandraUnavailable(fault.message)
     target = cassandra.target_of(app, secrets.data)

@@ -335,18 +335,25 @@ def executor_pod_template(app: model.StreamingApp) -> Manifest:
         "containers": [container],
         "volumes": [v for v in driver["volumes"] if v["name"] in {m["name"] for m in mounts}],
     }
-    for key in ("nodeSelector", "tolerations", "imagePullSecrets", "priorityClassName"):
-        if key in driver:
-            pod_spec[key] = driver[key]
-    # Node affinity only: the drivers' pod (anti-)affinity terms speak of the drivers' labels.
-    node_affinity = (driver.get("affinity") or {}).get("nodeAffinity")
-    if node_affinity:
-        pod_spec["affinity"] = {"nodeAffinity": node_affinity}
+    pod_spec.update(placement(driver))
     labels = {k: v for k, v in app.spec.pod.labels.items() if k != APP_LABEL}
     metadata: dict[str, Any] = {"labels": {**labels, **executor_labels(app)}}
     if app.spec.pod.annotations:
         metadata["annotations"] = dict(app.spec.pod.annotations)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+
+
+def placement(driver: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a pod that works for the app's drivers runs and pulls from, taken from the drivers'
+    rendered pod spec: node selector, tolerations, image pull secrets, priority class and node
+    affinity. Node affinity only: the drivers' pod (anti-)affinity terms speak of the drivers'
+    labels, which the executors and the snapshot Job's pod do not carry."""
+    out = {key: driver[key] for key in ("nodeSelector", "tolerations", "imagePullSecrets", "priorityClassName")
+           if key in driver}
+    node_affinity = (driver.get("affinity") or {}).get("nodeAffinity")
+    if node_affinity:
+        out["affinity"] = {"nodeAffinity": node_affinity}
+    return out
 
 
 def config_hash(cm: Manifest) -> str:

@@ -1,6 +1,7 @@
-"""Generate docs/crd-reference.md from the CRD's schema, so the reference never drifts from it.
+"""Generate docs/crd-reference.md from the CRDs' schemas, so the reference never drifts from them.
 
-    python -m floe_stack.crddoc crds/streamingapp.yaml > docs/crd-reference.md
+    python -m floe_stack.crddoc > docs/crd-reference.md   # every CRD of crds/, StreamingApp first
+    python -m floe_stack.crddoc crds/streamingapp.yaml    # one of them
 
 A unit test regenerates it and compares.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +88,31 @@ def _section(path: str, node: Mapping[str, Any], out: list[str]) -> None:
             out.append("")
 
 
-def render_reference(crd: Mapping[str, Any]) -> str:
+# The CRDs of crds/, in the order the reference shows them.
+CRDS = ("crds/streamingapp.yaml", "crds/streamingappsnapshot.yaml")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _subresources(names: Mapping[str, Any], version: Mapping[str, Any]) -> str:
+    found = version.get("subresources") or {}
+    parts = ["status"] if "status" in found else []
+    if "scale" in found:
+        parts.append(f"scale (`kubectl scale {names['singular']} NAME --replicas=N`)")
+    return ", ".join(parts) or "none"
+
+
+def render_reference(crd: Mapping[str, Any], *, source: str = CRDS[0]) -> str:
     spec = crd["spec"]
     version = spec["versions"][0]
     schema = version["schema"]["openAPIV3Schema"]
     out = [
         f"# {spec['names']['kind']} reference ({spec['group']}/{version['name']})",
         "",
-        "Generated from `crds/streamingapp.yaml` by `python -m floe_stack.crddoc`; do not edit by hand.",
+        f"Generated from `{source}` by `python -m floe_stack.crddoc`; do not edit by hand.",
         "",
         f"Short name `{', '.join(spec['names'].get('shortNames', []))}`, "
         f"categories {', '.join(spec['names'].get('categories', []))}. "
-        "Subresources: status, scale (`kubectl scale streamingapp NAME --replicas=N`).",
+        f"Subresources: {_subresources(spec['names'], version)}.",
         "",
         "| Column | Source |",
         "|---|---|",
@@ -114,10 +128,15 @@ def render_reference(crd: Mapping[str, Any]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def render_references(sources: Sequence[str] = CRDS) -> str:
+    """The reference of each CRD (paths relative to the repository), one after the other."""
+    return "\n".join(render_reference(yaml.safe_load((ROOT / s).read_text()), source=s) for s in sources)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0]) if args else Path("crds/streamingapp.yaml")
-    sys.stdout.write(render_reference(yaml.safe_load(path.read_text())))
+    sources = [str(Path(a).resolve().relative_to(ROOT)) if Path(a).is_absolute() else a for a in args] or CRDS
+    sys.stdout.write(render_references(sources))
 
 
 if __name__ == "__main__":

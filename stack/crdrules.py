@@ -7,7 +7,7 @@
 
 The rest of the CRD is written by hand. A generated block sits between a BEGIN and an END
 comment line; after rewriting, regenerate the chart's copy (charts/floe/hack/sync-crd.py) and
-docs/crd-reference.md (`python -m floe_stack.crddoc`). tests/unit/stack/test_crdrules.py fails
+docs/crd-reference.md (`python -m floe_stack.crddoc > docs/crd-reference.md`). tests/unit/stack/test_crdrules.py fails
 while the CRD differs from what this writes.
 """
 

@@ -99,9 +99,10 @@ def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, tru
     return took
 
 
-def main_pid(env: dict[str, str], pod: dict[str, Any]) -> int:
-    """The host pid of the pod's app container's first process, from containerd's task list."""
-    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "app")
+def main_pid(env: dict[str, str], pod: dict[str, Any], *, container: str = "app") -> int:
+    """The host pid of the first process of the pod's container (`app`, the replica's, unless
+    named), from containerd's task list."""
+    status = next(s for s in pod["status"]["containerStatuses"] if s["name"] == container)
     container = status["containerID"].split("://", 1)[1]
     out = subprocess.run(["ctr", "--address", env["FLOE_CONTAINERD_ADDRESS"], "-n", "k8s.io", "task", "ls"],
                          capture_output=True, text=True, check=True).stdout

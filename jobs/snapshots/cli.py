@@ -2,7 +2,7 @@
 own configuration (floe.yaml and FLOE_* variables, as a replica loads them) and entry point.
 
     floe-job snapshot --to URI [--writer STORE=STAGE ...] [--settle-timeout S]
-                      [--generation N] [--image IMAGE]
+                      [--generation N] [--image IMAGE] [--summary-file PATH]
     floe-job restore --from URI
 
 `snapshot` reads the running app `app_id` and writes nothing to it; `restore` loads a snapshot
@@ -10,6 +10,11 @@ into the app the configuration names, which must be new (no positions yet). Both
 line (the manifest's summary) on success. Exit codes: 0 done; 2 refused (bad configuration, a
 missing, partial or mismatched snapshot, a partition that never settled: the message says what
 to change); 3 Cassandra unreachable.
+
+`--summary-file` also writes the snapshot's summary to a file, cut to what fits in
+SUMMARY_FILE_LIMIT bytes: the operator's snapshot Job passes its container's termination log
+(/dev/termination-log), which Kubernetes keeps in the pod's status, so the StreamingAppSnapshot's
+status gets the size, rows and cut without anyone reading the data.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from floe_jobs import config as config_mod
 from floe_jobs import logformat
 from floe_jobs.exitcodes import EXIT_CONFIG, EXIT_OK, EXIT_UNREACHABLE
 
+# What the kubelet keeps of a container's termination message.
+SUMMARY_FILE_LIMIT = 4096
+
 
 def _parser(command: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"floe-job {command}")
@@ -37,6 +45,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
                        help="seconds a partition may take to offer a consistent window before the snapshot fails")
         p.add_argument("--generation", type=int, help="the app's generation, recorded in the manifest")
         p.add_argument("--image", help="the app's image, recorded in the manifest")
+        p.add_argument("--summary-file", metavar="PATH",
+                       help="also write the summary JSON here, at most 4096 bytes (a container's termination log)")
     else:
         p.add_argument("--from", dest="source", required=True, help="URI of the snapshot")
     return p
@@ -50,6 +60,43 @@ def parse_writers(values: list[str]) -> dict[str, str]:
             raise config_mod.ConfigError(f"--writer {value!r}: expected STORE=STAGE")
         out[store] = stage
     return out
+
+
+def snapshot_summary(m: Any, uri: str) -> dict[str, Any]:
+    """What a snapshot reports on success: the manifest's totals, per store and tail, and per stage
+    the partitions cut, the sum of their positions and how many had a batch in flight."""
+    parts = [*m.stores, *m.tails]
+    return {
+        "uri": uri,
+        "app_id": m.app_id,
+        "seconds": m.seconds,
+        "attempts": m.attempts,
+        "bytes": sum(p.bytes for p in parts),
+        "rows": sum(p.rows for p in parts),
+        "stores": {s.name: {"rows": s.rows, "bytes": s.bytes} for s in m.stores},
+        "tails": {t.stage: {"rows": t.rows, "bytes": t.bytes} for t in m.tails},
+        "stages": {
+            s.name: {
+                "topic": s.topic,
+                "partitions": len(s.partitions),
+                "next_offsets": sum(p.next_offset for p in s.partitions),
+                "in_flight": sum(1 for p in s.partitions if p.in_flight),
+            }
+            for s in m.stages
+        },
+    }
+
+
+def bounded_text(summary: dict[str, Any], limit: int = SUMMARY_FILE_LIMIT) -> str:
+    """`summary` as compact JSON of at most `limit` bytes: the details (tails, stores, stages) are
+    left out, in that order, until it fits; the totals always are there."""
+    cut = dict(summary)
+    for key in ("tails", "stores", "stages", None):
+        text = json.dumps(cut, sort_keys=True, separators=(",", ":"))
+        if len(text.encode()) <= limit or key is None:
+            return text
+        cut.pop(key, None)
+    raise AssertionError("unreachable")
 
 
 def main(argv: list[str]) -> int:
@@ -82,8 +129,7 @@ def main(argv: list[str]) -> int:
         if command == "snapshot":
             m = take.take(cfg, job, session=session, spark=spark, uri=args.to, writers=writers,
                           settle_timeout=args.settle_timeout, generation=args.generation, image=args.image)
-            summary = {"uri": args.to, "app_id": m.app_id, "seconds": m.seconds, "attempts": m.attempts,
-                       "stores": {s.name: {"rows": s.rows, "bytes": s.bytes} for s in m.stores}}
+            summary = snapshot_summary(m, args.to)
         else:
             r = restore.restore(cfg, job, session=session, spark=spark, uri=args.source)
             summary = {"uri": args.source, "app_id": cfg.app_id, "from_app": r.manifest.app_id, "rows": r.rows,
@@ -96,4 +142,7 @@ def main(argv: list[str]) -> int:
         if spark is not None:
             spark.stop()
     print(json.dumps(summary, sort_keys=True))
+    if command == "snapshot" and args.summary_file:
+        with open(args.summary_file, "w", encoding="utf-8") as f:
+            f.write(bounded_text(summary))
     return EXIT_OK

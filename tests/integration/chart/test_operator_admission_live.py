@@ -59,6 +59,22 @@ def deployment(name: str, namespace: str, *, labels: dict[str, str] | None = Non
     }
 
 
+def job(name: str, namespace: str, *, labels: dict[str, str] | None = None, owner: Any = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
+    if owner:
+        meta["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never",
+                                  "containers": [{"name": "c", "image": "registry.invalid/none:1"}]}},
+        },
+    }
+
+
 def role(name: str, namespace: str) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -87,8 +103,10 @@ def test_the_operator_writes_only_children_of_streamingapps(
     install: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
-    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+    for crd in ("streamingapp.yaml", "streamingappsnapshot.yaml"):
+        run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / crd))
+    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
+        "crd/streamingappsnapshots.streaming.floe.dev", "--timeout=60s")
     ns = namespaces("floe-vap")
     apps = namespaces("floe-vap-apps")
     sets = ",".join(s for s in ("crds.enabled=false,replicaCount=0", MODES[mode].format(apps=apps)) if s)
@@ -105,6 +123,16 @@ def test_the_operator_writes_only_children_of_streamingapps(
     owner = {"apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingApp", "name": "owner", "uid": uid,
              "controller": True, "blockOwnerDeletion": True}
     floes = {"app.kubernetes.io/managed-by": "floe-operator"}
+    # A real StreamingAppSnapshot of it, to own a Job (the only kind of owner a Floe Job may have).
+    snapshot = {"apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot",
+                "metadata": {"name": "owner-snap", "namespace": apps},
+                "spec": {"app": "owner", "location": "s3a://backups/owner/1"}}
+    (tmp_path / "snap.yaml").write_text(yaml.safe_dump(snapshot))
+    run(kubectl, "apply", "-f", str(tmp_path / "snap.yaml"))
+    snap_uid = run(kubectl, "get", "streamingappsnapshot", "owner-snap", "-n", apps,
+                   "-o", "jsonpath={.metadata.uid}").stdout.strip()
+    snap_owner = {"apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot", "name": "owner-snap",
+                  "uid": snap_uid, "controller": True, "blockOwnerDeletion": True}
 
     # Objects the cluster's administrator made in the apps' namespace: one of Floe's, one not.
     for obj in (deployment("theirs", apps), deployment("owner", apps, labels=floes, owner=owner)):
@@ -167,6 +195,10 @@ def test_the_operator_writes_only_children_of_streamingapps(
             "create", obj=role_binding("owner-spark", apps, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                                              "name": "mallory"}, labels=floes, owner=owner),
         ),
+        "create a Job owned by the StreamingApp": as_operator("create", obj=job("app-job", apps, labels=floes,
+                                                                             owner=owner)),
+        "create an unlabelled Job owned by the snapshot": as_operator("create", obj=job("loose-job", apps,
+                                                                                     owner=snap_owner)),
         "release a Floe Deployment": as_operator(
             "patch", "deployment", "owner", "-n", apps, "--type=json",
             "-p", '[{"op":"remove","path":"/metadata/ownerReferences"}]',
@@ -195,6 +227,12 @@ def test_the_operator_writes_only_children_of_streamingapps(
                            "involvedObject": {"apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingApp",
                                               "name": "owner", "namespace": apps, "uid": uid},
                            "reason": "Probe", "message": "probe", "type": "Normal"}
+        ),
+        "create the snapshot's Job": as_operator("create", obj=job("owner-snap", apps, labels=floes,
+                                                                    owner=snap_owner)),
+        "patch the snapshot's status": as_operator(
+            "patch", "streamingappsnapshot", "owner-snap", "-n", apps, "--subresource=status", "--type=merge",
+            "-p", '{"status":{"phase":"Pending"}}',
         ),
         "patch the StreamingApp's status": as_operator(
             "patch", "streamingapp", "owner", "-n", apps, "--subresource=status", "--type=merge",

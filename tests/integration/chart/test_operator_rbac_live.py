@@ -58,10 +58,12 @@ def release_watching_a_namespace(
     prefix: str,
     values: str = "",
 ) -> tuple[str, str, str, Path]:
-    """The CRD applied and a release of the chart in a namespace of its own, watching another one:
+    """The CRDs applied and a release of the chart in a namespace of its own, watching another one:
     (release, its namespace, the watched namespace, a kubeconfig with its ServiceAccount's token)."""
-    run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / "streamingapp.yaml"))
-    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+    for crd in ("streamingapp.yaml", "streamingappsnapshot.yaml"):
+        run(kubectl, "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / crd))
+    run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
+        "crd/streamingappsnapshots.streaming.floe.dev", "--timeout=60s")
     operator_ns = namespaces(f"floe-{prefix}")
     apps_ns = namespaces(f"floe-{prefix}-apps")
     sets = f"crds.enabled=false,operator.watchNamespaces={{{apps_ns}}}" + (f",{values}" if values else "")
@@ -97,6 +99,23 @@ def keyspace(cassandra_hosts: list[str], cassandra_port: int) -> Iterator[str]:
     cluster = Cluster(cassandra_hosts, port=cassandra_port)
     try:
         cluster.connect().execute(f"DROP KEYSPACE IF EXISTS {name}")
+    finally:
+        cluster.shutdown()
+
+
+def committed_as_a_replica(hosts: list[str], port: int, keyspace: str, app_id: str, topic: str) -> None:
+    """Partition 0 of `topic` claimed and committed to offset 10 by the input stage, as a replica
+    of word count leaves its offsets row."""
+    from cassandra.cluster import Cluster
+    from floe_jobs import offsets, planning
+
+    cluster = Cluster(hosts, port=port)
+    try:
+        table = offsets.OffsetsTable(cluster.connect(), keyspace=keyspace, app_id=app_id, owner="replica-0/t1")
+        table.create([planning.OffsetRow(topic, 0, next_offset=0, planned_ts=1)], stage="split")
+        rows = table.read([topic], stage="split")
+        plan = [planning.PartitionPlan(topic, 0, 1, 0, 10, replay=False, stamp=10)]
+        assert table.claim(plan, rows, stage="split") and table.commit(plan, stage="split")
     finally:
         cluster.shutdown()
 
@@ -164,6 +183,28 @@ def test_operator_manages_an_app_with_only_the_charts_rbac(
 
             wait_for(child, exists, timeout=60, log=log)
         assert status().get("observedGeneration") == 1
+
+        # A snapshot of it: the operator creates its Job (RBAC on jobs, the admission policy's
+        # check of a Job's owner) and writes its status, as the ServiceAccount. The app has no pod
+        # here, so a commit as a replica leaves it stands for its having run.
+        committed_as_a_replica(cassandra_hosts, cassandra_port, keyspace, status()["appId"], f"{app}-input")
+        snapshot = {"apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot",
+                    "metadata": {"name": f"{app}-snap", "namespace": apps_ns},
+                    "spec": {"app": app, "location": f"s3a://backups/{app}/1", "writers": {"word-count": "count"}}}
+        (tmp_path / "snapshot.yaml").write_text(yaml.safe_dump(snapshot))
+        run(kubectl, "apply", "-f", str(tmp_path / "snapshot.yaml"))
+
+        def snapshot_job() -> dict[str, Any] | None:
+            found = run(kubectl, "get", "job", f"{app}-snap", "-n", apps_ns, "-o", "json", check=False)
+            return json.loads(found.stdout) if found.returncode == 0 else None
+
+        job = wait_for("the snapshot's Job", snapshot_job, timeout=60, log=log)
+        assert job["metadata"]["ownerReferences"][0]["kind"] == "StreamingAppSnapshot"
+        snap_status = json.loads(run(kubectl, "get", "streamingappsnapshot", f"{app}-snap", "-n", apps_ns,
+                                     "-o", "json").stdout).get("status") or {}
+        assert snap_status.get("job") == f"{app}-snap", snap_status
+        run(kubectl, "delete", "streamingappsnapshot", f"{app}-snap", "-n", apps_ns, "--wait=true", "--timeout=60s")
+        wait_for("the snapshot's Job gone with it", lambda: snapshot_job() is None, timeout=60, log=log)
 
         # A scale through the subresource reaches the Deployment.
         run(kubectl, "scale", "streamingapp", app, "-n", apps_ns, "--replicas=2")

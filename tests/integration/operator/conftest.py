@@ -24,14 +24,17 @@ from .kube import Kubectl
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "streamingapp.yaml"
+SNAPSHOT_CRD = ROOT / "crds" / "streamingappsnapshot.yaml"
 RESYNC_SECONDS = 2.0
 
 
 @pytest.fixture(scope="session")
 def kube(kubectl: str, kubeconfig: str) -> Kubectl:
     k = Kubectl(kubectl, kubeconfig)
-    k.run("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    k.run("wait", "--for=condition=Established", "--timeout=60s", "crd/streamingapps.streaming.floe.dev")
+    for crd in (CRD, SNAPSHOT_CRD):
+        k.run("apply", "--server-side", "--force-conflicts", "-f", str(crd))
+    k.run("wait", "--for=condition=Established", "--timeout=60s", "crd/streamingapps.streaming.floe.dev",
+          "crd/streamingappsnapshots.streaming.floe.dev")
     return k
 
 

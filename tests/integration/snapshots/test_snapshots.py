@@ -300,3 +300,25 @@ def test_interrupted_snapshot_leaves_no_manifest(stopped_app: localrun.App, tmp_
     done = floe_job(stopped_app, "restore", "restore", "--from", snap_dir.as_uri())
     assert done.returncode == 2
     assert "it has no manifest" in done.stderr
+
+
+def test_the_summary_file_says_what_the_manifest_holds(stopped_app: localrun.App, tmp_path: Path) -> None:
+    """`--summary-file` (what the operator's snapshot Job passes as its termination log): the
+    totals and the cut of the manifest, read by the operator into a StreamingAppSnapshot's status."""
+    from floe_operator import snapshotjob
+
+    snap_dir, summary_file = tmp_path / "snap", tmp_path / "termination-log"
+    taken = floe_job(stopped_app, "snapshot", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER,
+                     "--summary-file", str(summary_file))
+    assert taken.returncode == 0, taken.stderr[-3000:]
+    text = summary_file.read_text()
+    assert len(text.encode()) <= 4096
+    assert json.loads(text) == json.loads(taken.stdout.strip().splitlines()[-1])
+    manifest = manifest_of(snap_dir)
+    parts = [*manifest["stores"], *manifest["tails"]]
+    status = snapshotjob.summary_fields(snapshotjob.reported(text) or {})
+    assert status["sizeBytes"] == sum(p["bytes"] for p in parts) > 0
+    assert status["rows"] == sum(p["rows"] for p in parts) > 0
+    assert status["durationSeconds"] == manifest["seconds"]
+    assert {s["name"]: (s["partitions"], s["nextOffsets"]) for s in status["stages"]} == {
+        s["name"]: (len(s["partitions"]), sum(p["next_offset"] for p in s["partitions"])) for s in manifest["stages"]}

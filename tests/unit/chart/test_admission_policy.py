@@ -60,14 +60,15 @@ def test_every_kind_the_operator_writes_is_matched(render: chartkit.Render) -> N
     policy = one(render(), "ValidatingAdmissionPolicy")
     writable = set()
     for (api_version, kind), path in k8s._RESOURCES.items():
-        if kind in (model.KIND, "Lease"):
-            continue  # the app itself (status, scale, finalizers) and the operator's own Lease
+        if kind in (model.KIND, model.SNAPSHOT_KIND, "Lease"):
+            continue  # the app and the snapshot themselves (status, scale, finalizers) and the operator's own Lease
         group = api_version.rpartition("/")[0]
         writable.add((group, path.rsplit("/", 1)[1]))
     missing = writable - matched(policy)
     assert not missing, f"kinds the operator can write that the policy does not check: {missing}"
     # Never matched: what the operator legitimately writes that is no child of an app.
-    for group, resource in [(model.GROUP, model.PLURAL), ("coordination.k8s.io", "leases"), ("", "events"),
+    for group, resource in [(model.GROUP, model.PLURAL), (model.GROUP, model.SNAPSHOT_PLURAL),
+                            ("coordination.k8s.io", "leases"), ("", "events"),
                             ("events.k8s.io", "events"), ("kopf.dev", "kopfpeerings")]:
         assert (group, resource) not in matched(policy)
 
@@ -76,12 +77,31 @@ def test_policy_checks_the_label_and_owner_the_renderer_sets(render: chartkit.Re
     text = expressions(one(render(), "ValidatingAdmissionPolicy"))
     assert f"'{operator_render.MANAGED_BY}'" in text
     assert f"== '{operator_render.FIELD_MANAGER}'" in text
-    assert f"r.kind == '{model.KIND}'" in text
+    assert "r.kind == variables.ownerKind" in text
     assert f"r.apiVersion.startsWith('{model.GROUP}/')" in text
     # Judged on the new object at create, the old at delete, both at update.
     assert "request.operation == 'CREATE' ? variables.createdFloes" in text
     assert "request.operation == 'DELETE' ? variables.wasFloes" in text
     assert "variables.wasFloes && variables.createdFloes" in text
+
+
+def test_a_job_must_be_a_snapshots_and_every_other_child_an_apps(render: chartkit.Render) -> None:
+    """The owner kinds the renderers put on their children: a Job is a snapshot's (snapshotjob.job),
+    anything else an app's (render.owner_reference)."""
+    from floe_operator import snapshotjob
+
+    variables = {v["name"]: v["expression"] for v in one(render(), "ValidatingAdmissionPolicy")["spec"]["variables"]}
+    assert variables["ownerKind"] == (
+        f"request.resource.resource == 'jobs' ? '{model.SNAPSHOT_KIND}' : '{model.KIND}'"
+    )
+    assert snapshotjob.owner_reference(_snapshot())["kind"] == model.SNAPSHOT_KIND
+    assert ("batch", "jobs") in matched(one(render(), "ValidatingAdmissionPolicy"))
+
+
+def _snapshot() -> model.StreamingAppSnapshot:
+    return model.StreamingAppSnapshot(
+        name="s", namespace="n", uid="u", spec=model.SnapshotSpec(app="a", location="s3a://b/p")
+    )
 
 
 def test_role_bindings_bind_only_the_drivers_role_to_their_service_account(render: chartkit.Render) -> None:

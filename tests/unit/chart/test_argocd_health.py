@@ -28,10 +28,10 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     ) from exc
 
 
-def run_health(obj: dict[str, Any]) -> dict[str, Any]:
+def run_health(obj: dict[str, Any], where: Path = ARGOCD) -> dict[str, Any]:
     lua = lupa_runtime.LuaRuntime(unpack_returned_tuples=True)
     lua.globals().obj = lua.table_from(obj, recursive=True)
-    script = (ARGOCD / "health.lua").read_text()
+    script = (where / "health.lua").read_text()
     # Argo CD runs the script as a chunk whose return value is the health table.
     result = lua.execute(script)
     return {"status": result["status"], "message": result["message"]}
@@ -64,3 +64,35 @@ def test_script_uses_no_library_argo_cd_withholds() -> None:
     script = (ARGOCD / "health.lua").read_text()
     for forbidden in ("os.", "io.", "require", "dofile", "loadfile"):
         assert forbidden not in script
+
+
+# --- StreamingAppSnapshot: charts/floe/argocd/snapshot, in the same layout ----------------------
+
+SNAPSHOT = ARGOCD / "snapshot"
+SNAPSHOT_CASES = yaml.safe_load((SNAPSHOT / "health_test.yaml").read_text())["tests"]
+
+
+@pytest.mark.parametrize("case", SNAPSHOT_CASES, ids=[Path(c["inputPath"]).stem for c in SNAPSHOT_CASES])
+def test_snapshot_health_case(case: dict[str, Any]) -> None:
+    obj = yaml.safe_load((SNAPSHOT / case["inputPath"]).read_text())
+    assert obj["kind"] == "StreamingAppSnapshot"
+    assert run_health(obj, SNAPSHOT) == case["healthStatus"]
+
+
+def test_snapshot_cases_cover_every_phase_and_use_the_operators_reasons() -> None:
+    from floe_operator import snapshotjob
+
+    assert {c["healthStatus"]["status"] for c in SNAPSHOT_CASES} == {"Healthy", "Progressing", "Degraded"}
+    listed = {Path(c["inputPath"]).name for c in SNAPSHOT_CASES}
+    assert listed == {p.name for p in (SNAPSHOT / "testdata").glob("*.yaml")}
+    phases = set()
+    reasons = {value for name, value in vars(snapshotjob).items() if name.isupper() and isinstance(value, str)}
+    for case in SNAPSHOT_CASES:
+        status = yaml.safe_load((SNAPSHOT / case["inputPath"]).read_text()).get("status") or {}
+        phases.add(status.get("phase"))
+        for cond in status.get("conditions") or []:
+            assert cond["type"] in (snapshotjob.READY, snapshotjob.FAILED_CONDITION)
+            assert cond["reason"] in reasons, cond["reason"]
+    assert phases == {None, *snapshotjob.TERMINAL, snapshotjob.PENDING, snapshotjob.RUNNING}
+    script = (SNAPSHOT / "health.lua").read_text()
+    assert not any(forbidden in script for forbidden in ("os.", "io.", "require", "dofile", "loadfile"))

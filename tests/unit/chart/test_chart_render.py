@@ -164,17 +164,19 @@ def test_fullname_override_and_release_containing_the_chart_name(render: chartki
     assert one(render(release="prod"), "Deployment")["metadata"]["name"] == "prod-floe"
 
 
-def test_crd_is_installed_and_kept_by_default(render: chartkit.Render) -> None:
-    crd = one(render(), "CustomResourceDefinition")
-    source = yaml.safe_load((chartkit.ROOT / "crds" / "streamingapp.yaml").read_text())
-    assert crd["metadata"]["name"] == source["metadata"]["name"]
-    assert crd["spec"] == source["spec"]
-    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+def test_crds_are_installed_and_kept_by_default(render: chartkit.Render) -> None:
+    crds = {c["metadata"]["name"]: c for c in by_kind(render(), "CustomResourceDefinition")}
+    sources = [yaml.safe_load(p.read_text()) for p in sorted((chartkit.ROOT / "crds").glob("*.yaml"))]
+    assert sorted(crds) == sorted(s["metadata"]["name"] for s in sources)
+    for source in sources:
+        crd = crds[source["metadata"]["name"]]
+        assert crd["spec"] == source["spec"]
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
 
 
 def test_crd_keep_off_and_crds_off(render: chartkit.Render) -> None:
-    crd = one(render({"crds": {"keep": False}}), "CustomResourceDefinition")
-    assert "annotations" not in crd["metadata"]
+    for crd in by_kind(render({"crds": {"keep": False}}), "CustomResourceDefinition"):
+        assert "annotations" not in crd["metadata"]
     assert by_kind(render({"crds": {"enabled": False}}), "CustomResourceDefinition") == []
     assert (
         by_kind(

@@ -175,3 +175,29 @@ def test_rbac_off_renders_no_rbac(render: chartkit.Render) -> None:
     docs = render({"rbac": {"create": False}})
     for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
         assert by_kind(docs, kind) == []
+
+
+SNAPSHOT_RIGHTS = [
+    ("streaming.floe.dev", "streamingappsnapshots", ["get", "list", "watch", "patch"]),
+    ("streaming.floe.dev", "streamingappsnapshots/status", ["get", "patch"]),
+    ("streaming.floe.dev", "streamingappsnapshots/finalizers", ["update"]),
+    ("batch", "jobs", ["get", "list", "watch", "create"]),
+    ("", "pods", ["list", "watch"]),
+]
+
+
+def test_snapshots_and_their_jobs_are_granted_in_every_install_mode(render: chartkit.Render) -> None:
+    cluster = one(render(), "ClusterRole")["rules"]
+    namespaced = [r for r in by_kind(render({"operator": {"watchNamespaces": ["team-a", "team-b"]}}), "Role")
+                  if not r["metadata"]["name"].endswith("-leader-election")]
+    assert len(namespaced) == 2
+    for rules in [cluster, *(r["rules"] for r in namespaced)]:
+        for group, resource, verbs in SNAPSHOT_RIGHTS:
+            for verb in verbs:
+                assert grants(rules, group, resource, verb), f"{verb} {resource}.{group}"
+        # the garbage collector deletes a snapshot's Job with it; the operator never changes one
+        for verb in ("delete", "update", "patch", "deletecollection"):
+            assert not grants(rules, "batch", "jobs", verb), f"{verb} jobs must not be granted"
+        assert not grants(rules, "batch", "cronjobs", "create")
+        assert not grants(rules, "streaming.floe.dev", "streamingappsnapshots", "create")
+        assert not grants(rules, "streaming.floe.dev", "streamingappsnapshots", "delete")

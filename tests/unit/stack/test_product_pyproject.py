@@ -37,3 +37,15 @@ def test_a_layout_the_script_does_not_know_is_refused() -> None:
         '"floe_jobs.stores", "floe_stack"]', '"floe_jobs.stores",\n  "floe_stack",\n]')
     with pytest.raises(SystemExit, match="floe_stack is still packaged"):
         _script().product(text)
+
+
+def test_every_package_of_the_product_is_packaged() -> None:
+    """A sub-package left out of the list is missing from the images' wheel: `floe-job snapshot`
+    failed with ModuleNotFoundError in the app image while floe_jobs.snapshots was."""
+    full = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for name, folder in full["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *parts)))
+    assert found == set(full["packages"])

@@ -1,0 +1,217 @@
+"""A StreamingAppSnapshot taken on the stack's node: word count runs in a namespace that enforces
+the restricted Pod Security profile, a snapshot resource asks for a cut of it to a file:// location
+on a PersistentVolumeClaim, and the operator's Job (the app's image, configuration and security)
+writes it while the input flows. The status ends Succeeded with the size the manifest gives, and
+the manifest's positions lie between the app's offsets rows before the snapshot and after it.
+Deleting the snapshot deletes its Job and leaves the data. A snapshot whose pod is killed while it
+cuts ends Failed, with no manifest at its location.
+
+The Job's pod runs the app image built by the stack from the main checkout: it needs
+`floe-job snapshot --summary-file` and the floe_jobs.snapshots package in that image.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from floe_jobs import offsets
+from floe_stack import demo, localrun
+
+from ...nodekit import main_pid, require_node, wait_exact_counts, word_count_app
+from ..waiting import wait_for
+from .kube import Kubectl, condition
+
+pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
+
+SNAPSHOT_LABEL = "streaming.floe.dev/snapshot"
+MOUNT = "/snapshots"
+
+
+@pytest.fixture
+def claim(kube: Kubectl, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A PersistentVolumeClaim in the test's namespace bound to a hostPath PersistentVolume of a
+    fresh host directory (the node has no dynamic provisioner; the volume is the admin's part), and
+    that directory, which the test reads the snapshot from."""
+    host_dir = tmp_path_factory.mktemp("snapshots")
+    os.chmod(host_dir, 0o777)  # the Job's pod runs as uid 185; a hostPath volume takes no fsGroup
+    pv = f"floe-it-snapshots-{uuid.uuid4().hex[:8]}"
+    pvc = f"backups-{pv[-8:]}"
+    kube.apply({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(host_dir), "type": "Directory"},
+                 "claimRef": {"namespace": namespace, "name": pvc}},
+    })
+    kube.apply({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": pvc, "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    })
+    try:
+        yield pvc, host_dir
+    finally:
+        kube.run("delete", "pvc", pvc, "-n", namespace, "--wait=false", check=False)
+        kube.run("delete", "pv", pv, "--wait=false", check=False)
+
+
+def _snapshot_done(kube: Kubectl, namespace: str, name: str) -> dict[str, Any] | None:
+    found = kube.get("streamingappsnapshot", name, namespace)
+    return found if (found or {}).get("status", {}).get("phase") in ("Succeeded", "Failed") else None
+
+
+def _manifest(location_dir: Path) -> dict[str, Any]:
+    parts = sorted((location_dir / "manifest").glob("part-*"))
+    assert parts, f"no manifest under {location_dir}: {sorted(p.name for p in location_dir.rglob('*'))}"
+    return dict(json.loads("".join(p.read_text() for p in parts)))
+
+
+def _positions(env: dict[str, str], keyspace: str, app_id: str) -> dict[tuple[str | None, str, int], tuple[int, int]]:
+    """(stage, topic, partition) → (next_offset, committed_seq) of every offsets row of the app."""
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    try:
+        rows = offsets.stage_progress(cluster.connect(), keyspace=keyspace, app_id=app_id)
+    finally:
+        cluster.shutdown()
+    return {key: (row[0], row[1]) for key, row in rows.items()}
+
+
+def _snapshot(namespace: str, name: str, app: str, *, claim_name: str, location: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"app": app, "location": location, "volume": {"claimName": claim_name},
+                 "writers": {"word-count": "count"}, "activeDeadlineSeconds": 900},
+    }
+
+
+def _counted_app(kube: Kubectl, namespace: str, env: dict[str, str]) -> tuple[str, dict[str, Any], str]:
+    """Word count, one replica, in `namespace` (enforcing the restricted profile), with a first
+    wave of lines counted exactly: (its name, its spec, its app id)."""
+    kube.run("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
+    body = word_count_app(env, namespace=namespace, name="snap", partitions=2, replicas=1)
+    app = body["metadata"]["name"]
+    spec = body["spec"]
+    kube.apply(body)
+
+    def app_pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
+    wait_for(lambda: any(demo.is_ready(p) for p in app_pods()), timeout=480, what="the app's pod Ready", every=2,
+             pods=app_pods)
+    first = localrun.word_lines(300, seed=11)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], spec["kafka"]["topics"][0], first)
+    wait_exact_counts(env, keyspace=spec["state"]["cassandra"]["keyspace"], topic_out=spec["kafka"]["outputTopics"][0],
+                      truth=dict(localrun.word_truth(first)), pods=app_pods)
+    app_id = str(kube.get("streamingapp", app, namespace)["status"]["appId"])  # type: ignore[index]
+    return app, spec, app_id
+
+
+def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_matches_the_offsets(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    env = require_node(stack_env)
+    app, spec, app_id = _counted_app(kube, namespace, env)
+    topic_in, keyspace = spec["kafka"]["topics"][0], spec["state"]["cassandra"]["keyspace"]
+    before = _positions(env, keyspace, app_id)
+
+    claim_name, host_dir = claim
+    name = "nightly-1"
+    kube.apply(_snapshot(namespace, name, app, claim_name=claim_name, location=f"file://{MOUNT}/{app}/1"))
+    # the input keeps flowing while the snapshot is taken
+    second = localrun.word_lines(300, seed=12)
+    feeder = threading.Thread(target=localrun.produce, args=(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, second))
+    feeder.start()
+
+    def job_pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"{SNAPSHOT_LABEL}={name}")
+
+    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=600, every=2,
+                    what="the snapshot Succeeded or Failed", pods=job_pods)
+    feeder.join(timeout=60)
+    status = done["status"]
+    logs = kube.run("logs", f"job/{name}", "-n", namespace, "--tail=40", check=False).stdout
+    assert status["phase"] == "Succeeded", f"{json.dumps(status, indent=1)}\nJob's log:\n{logs}"
+    assert condition(done, "Ready")["status"] == "True"
+    assert condition(done, "Failed")["status"] == "False"
+    assert status["sizeBytes"] > 0 and status["rows"] > 0 and status["durationSeconds"] > 0
+    assert status["startTime"] <= status["completionTime"]
+    assert (status["appId"], status["image"], status["location"]) == (app_id, spec["image"], f"file://{MOUNT}/{app}/1")
+
+    # The manifest, read where the Job wrote it: what the status says, and a cut between the
+    # offsets rows before the snapshot and now.
+    manifest = _manifest(host_dir / app / "1")
+    assert manifest["app_id"] == app_id
+    assert manifest["image"] == spec["image"]
+    assert manifest["generation"] == status["appGeneration"]
+    assert status["sizeBytes"] == sum(part["bytes"] for part in (*manifest["stores"], *manifest["tails"]))
+    assert {s["name"]: s["partitions"] for s in status["stages"]} == {
+        s["name"]: len(s["partitions"]) for s in manifest["stages"]}
+    after = _positions(env, keyspace, app_id)
+    cut = 0
+    for stage in manifest["stages"]:
+        for part in stage["partitions"]:
+            key = (stage["name"], stage["topic"], part["partition"])
+            assert key in after, f"{key} is in the manifest and not among the app's offsets rows {sorted(after)}"
+            then, now = before.get(key, (0, 0)), after[key]
+            assert then[0] <= part["next_offset"] <= now[0], (key, then, part, now)
+            assert then[1] <= part["committed_seq"] <= now[1], (key, then, part, now)
+            cut += 1
+    assert cut == len([k for k in after if k[0] in {s["name"] for s in manifest["stages"]}])
+
+    # The Job is the snapshot's: its pod ran as the app's pods do, never counted as one of them.
+    (job,) = kube.list("job", namespace, f"{SNAPSHOT_LABEL}={name}")
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "StreamingAppSnapshot"
+    (pod,) = job_pods()
+    assert "streaming.floe.dev/app" not in pod["metadata"]["labels"]
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+    print(kube.run("get", "streamingappsnapshot", "-n", namespace, "-o", "wide").stdout)
+    print(f"snapshot: {status['rows']} rows, {status['sizeBytes']} bytes in {status['durationSeconds']} s"
+          f" (Job {status['startTime']} to {status['completionTime']}), stages {status['stages']}")
+
+    # Deleting the snapshot deletes its Job, never the data.
+    kube.run("delete", "streamingappsnapshot", name, "-n", namespace, "--wait=true", "--timeout=60s", timeout=90)
+    wait_for(lambda: not kube.list("job", namespace, f"{SNAPSHOT_LABEL}={name}"), timeout=120,
+             what="the snapshot's Job deleted with it")
+    assert _manifest(host_dir / app / "1")["app_id"] == app_id
+
+
+def test_a_snapshot_whose_pod_is_killed_while_it_cuts_fails_and_leaves_no_manifest(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    env = require_node(stack_env)
+    app, _, _ = _counted_app(kube, namespace, env)
+    claim_name, host_dir = claim
+    name = "killed"
+    kube.apply(_snapshot(namespace, name, app, claim_name=claim_name, location=f"file://{MOUNT}/{app}/killed"))
+
+    def cutting() -> dict[str, Any] | None:
+        """The Job's pod once its log says a stage is cut (nothing is written before every stage
+        is), or once the snapshot has finished (which the assertions below then explain)."""
+        pods = kube.list("pod", namespace, f"{SNAPSHOT_LABEL}={name}")
+        if _snapshot_done(kube, namespace, name) is not None:
+            return {"finished": True}
+        if not pods or pods[0]["status"].get("phase") != "Running":
+            return None
+        log = kube.run("logs", pods[0]["metadata"]["name"], "-n", namespace, check=False).stdout
+        return pods[0] if "Cut stage=" in log else None
+
+    pod = wait_for(cutting, timeout=480, every=0.3, what="the snapshot's pod cutting")
+    assert "finished" not in pod, f"the snapshot finished before it was killed: {kube.get('sas', name, namespace)}"
+    os.kill(main_pid(env, pod, container="snapshot"), signal.SIGKILL)
+    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=180, every=1,
+                    what="the killed snapshot Failed")
+    failed = condition(done, "Failed")
+    assert (done["status"]["phase"], failed["status"], failed["reason"]) == ("Failed", "True", "JobFailed"), done
+    assert "exit code 137" in failed["message"], failed
+    assert not (host_dir / app / "killed" / "manifest").exists(), "a manifest without its data"

@@ -1,0 +1,177 @@
+"""A pass over a StreamingAppSnapshot (`snapshots.converge`) with in-memory stand-ins for the API
+server and Cassandra: what it creates, when it creates nothing, and what it writes in status. The
+integration test on the node drives the real Job."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from floe_operator import k8s, model, reconcile, snapshotjob, snapshots
+
+from .conftest import load_case
+
+
+class FakeCluster:
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: list[dict[str, Any]] = []
+        self.created: list[dict[str, Any]] = []
+        self.statuses: list[dict[str, Any]] = []
+        self.events: list[tuple[str, str]] = []
+        self.refuse_create: k8s.ApiError | None = None
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str, *,
+                  deferred: bool = False) -> dict[str, Any] | None:
+        found = self.objects.get((kind, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    async def secret(self, namespace: str, name: str) -> tuple[dict[str, str], str] | None:
+        return None
+
+    async def create(self, obj: Mapping[str, Any], *, urgent: bool = False) -> dict[str, Any]:
+        if self.refuse_create is not None:
+            raise self.refuse_create
+        stored = copy.deepcopy(dict(obj)) | {"status": {}}
+        stored["metadata"]["uid"] = "job-uid"
+        self.objects[(obj["kind"], obj["metadata"]["name"])] = stored
+        self.created.append(stored)
+        return stored
+
+    async def list_objects(self, api_version: str, kind: str, namespace: str, *, selector: str) -> list[dict[str, Any]]:
+        return list(self.pods)
+
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], *,
+                           kind: str = model.KIND) -> dict[str, Any]:
+        self.statuses.append(dict(status))
+        self.objects[(kind, name)]["status"] = copy.deepcopy(dict(status))
+        return self.objects[(kind, name)]
+
+    async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason))
+
+
+class FakeProvisioner:
+    def __init__(self, topics: list[str]) -> None:
+        self.topics = topics
+
+    async def recorded_topics(self, target: Any, app: model.StreamingApp) -> list[str]:
+        return self.topics
+
+
+def _deps(cluster: FakeCluster, *, topics: list[str] | None = None) -> reconcile.Deps:
+    return reconcile.Deps(
+        cluster=cluster,  # type: ignore[arg-type]
+        provisioner=FakeProvisioner(["lines"] if topics is None else topics),  # type: ignore[arg-type]
+        kafka=None,  # type: ignore[arg-type]
+    )
+
+
+def _setup(*, app: bool = True, location: str = "s3a://backups/shop/1") -> tuple[FakeCluster, dict[str, Any]]:
+    cluster = FakeCluster()
+    body = load_case("minimal")
+    snap = {
+        "apiVersion": model.API_VERSION, "kind": model.SNAPSHOT_KIND,
+        "metadata": {"name": "nightly-1", "namespace": body["metadata"]["namespace"], "uid": "snap-uid"},
+        "spec": {"app": body["metadata"]["name"], "location": location},
+    }
+    cluster.objects[(model.SNAPSHOT_KIND, "nightly-1")] = snap
+    if app:
+        cluster.objects[(model.KIND, body["metadata"]["name"])] = body
+    return cluster, snap
+
+
+async def _pass(cluster: FakeCluster, snap: Mapping[str, Any], **kw: Any) -> None:
+    await snapshots.converge(_deps(cluster, **kw), snap["metadata"]["namespace"], snap["metadata"]["name"],
+                             app_of=lambda namespace, name: None)
+
+
+def _status(cluster: FakeCluster) -> dict[str, Any]:
+    return dict(cluster.objects[(model.SNAPSHOT_KIND, "nightly-1")].get("status") or {})
+
+
+async def test_a_snapshot_of_a_running_app_creates_one_job_and_is_pending() -> None:
+    cluster, snap = _setup()
+    await _pass(cluster, snap)
+    assert [j["kind"] for j in cluster.created] == ["Job"]
+    status = _status(cluster)
+    assert status["phase"] == snapshotjob.PENDING
+    assert status["job"] == "nightly-1"
+    assert status["location"] == "s3a://backups/shop/1"
+    assert status["image"] == load_case("minimal")["spec"]["image"]
+    assert cluster.events == [("Normal", snapshotjob.JOB_PENDING)]
+    await _pass(cluster, snap)  # the Job's own events: nothing new to create or write
+    assert len(cluster.created) == 1 and len(cluster.statuses) == 1
+
+
+async def test_the_job_is_followed_to_succeeded_and_then_left_alone() -> None:
+    cluster, snap = _setup()
+    await _pass(cluster, snap)
+    job = cluster.objects[("Job", "nightly-1")]
+    job["status"] = {"ready": 1}
+    await _pass(cluster, snap)
+    assert _status(cluster)["phase"] == snapshotjob.RUNNING
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "completionTime": "2026-11-28T12:01:00Z"}
+    cluster.pods = [{"metadata": {"name": "p", "creationTimestamp": "2026-11-28T12:00:00Z"}, "status": {
+        "containerStatuses": [{"name": snapshotjob.CONTAINER, "state": {"terminated": {
+            "exitCode": 0, "message": '{"bytes": 2048, "rows": 10, "seconds": 1.5}'}}}]}}]
+    await _pass(cluster, snap)
+    status = _status(cluster)
+    assert (status["phase"], status["sizeBytes"], status["rows"]) == (snapshotjob.SUCCEEDED, 2048, 10)
+    assert status["startTime"] and status["completionTime"] == "2026-11-28T12:01:00Z"
+    del cluster.objects[("Job", "nightly-1")]  # its TTL ran out
+    writes = len(cluster.statuses)
+    await _pass(cluster, snap)
+    assert len(cluster.statuses) == writes and len(cluster.created) == 1
+
+
+async def test_a_snapshot_of_a_missing_app_fails_naming_it_and_creates_nothing() -> None:
+    cluster, snap = _setup(app=False)
+    await _pass(cluster, snap)
+    assert cluster.created == []
+    status = _status(cluster)
+    assert status["phase"] == snapshotjob.FAILED
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == snapshotjob.APP_NOT_FOUND
+    assert f"StreamingApp {snap['spec']['app']} not found in namespace {snap['metadata']['namespace']}" in (
+        failed["message"])
+    assert cluster.events == [("Warning", snapshotjob.APP_NOT_FOUND)]
+
+
+async def test_a_snapshot_of_an_app_that_never_ran_fails_before_any_job() -> None:
+    cluster, snap = _setup()
+    await _pass(cluster, snap, topics=[])
+    assert cluster.created == []
+    failed = next(c for c in _status(cluster)["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == snapshotjob.APP_NEVER_RAN
+    assert "has no committed positions" in failed["message"]
+
+
+async def test_a_job_deleted_before_it_finished_fails_the_snapshot() -> None:
+    cluster, snap = _setup()
+    await _pass(cluster, snap)
+    del cluster.objects[("Job", "nightly-1")]
+    await _pass(cluster, snap)
+    assert len(cluster.created) == 1
+    assert _status(cluster)["phase"] == snapshotjob.FAILED
+    assert next(c for c in _status(cluster)["conditions"] if c["type"] == "Failed")["reason"] == snapshotjob.JOB_DELETED
+
+
+async def test_a_job_left_by_an_earlier_snapshot_of_that_name_is_waited_for() -> None:
+    cluster, snap = _setup()
+    await _pass(cluster, snap)
+    cluster.objects[(model.SNAPSHOT_KIND, "nightly-1")]["metadata"]["uid"] = "a-new-one"
+    cluster.objects[(model.SNAPSHOT_KIND, "nightly-1")]["status"] = {}
+    with pytest.raises(snapshots.Retry, match="earlier snapshot"):
+        await _pass(cluster, snap)
+
+
+async def test_a_job_the_api_server_refuses_fails_the_snapshot_with_its_words() -> None:
+    cluster, snap = _setup()
+    cluster.refuse_create = k8s.ApiError(403, 'jobs.batch is forbidden: User "op" cannot create resource "jobs"')
+    await _pass(cluster, snap)
+    failed = next(c for c in _status(cluster)["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == snapshotjob.JOB_REFUSED
+    assert "cannot create resource" in failed["message"]
