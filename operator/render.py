@@ -146,22 +146,6 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     Secrets (see `process`).
     """
     spec = app.spec
-    kafka = spec.kafka
-    cass = spec.state.cassandra
-    security: dict[str, Any] = {"security_protocol": kafka.security.protocol}
-    if kafka.security.sasl is not None:
-        security["sasl_mechanism"] = kafka.security.sasl.mechanism
-    if kafka.security.tls is not None and not kafka.security.tls.verify_hostname:
-        security["ssl_verify_hostname"] = False
-    tls: dict[str, Any] = {"tls": True} if cass.tls.enabled else {}
-    if cass.tls.enabled and not cass.tls.verify_hostname:
-        tls["tls_verify_hostname"] = False
-    reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
-    protocol = {} if kafka.group_protocol == "auto" else {"group_protocol": kafka.group_protocol}
-    rows = kafka.repartition_rows_per_record
-    rekeyed = {} if rows is None else {"repartition_rows_per_record": rows}
-    # the runtime's kafka.extra; only when set, so adding spec.kafka.properties rolled no running app
-    props = {"extra": dict(sorted(kafka.properties.items()))} if kafka.properties else {}
     cache = spec.state.cache_max_keys
     state = {} if cache is None else {"state": {"cache_max_keys": cache}}
     # rendered only when not the default, so adding the setting rolled no running app
@@ -173,31 +157,8 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
         "app_id": app.app_id,
         # the `app` label of the replicas' series: the name the operator's series carry
         "app_name": app.name,
-        "kafka": {
-            "bootstrap_servers": kafka.bootstrap_servers,
-            "topics": list(kafka.topics),
-            "output_topics": list(kafka.output_topics),
-            "group_id": app.consumer_group,
-            "starting_offsets": kafka.starting_offsets,
-            "max_records_per_batch": kafka.max_records_per_batch,
-            "max_bytes_per_batch": kafka.max_bytes_per_batch,
-            **reads,
-            **rekeyed,
-            **protocol,
-            "session_timeout_ms": spec.shutdown.session_timeout_ms,
-            "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
-            "leave_group_on_close": spec.shutdown.leave_group_on_close,
-            **security,
-            **props,
-        },
-        "cassandra": {
-            "hosts": list(cass.hosts),
-            "port": cass.port,
-            "local_datacenter": cass.local_datacenter,
-            "keyspace": cass.keyspace,
-            **tls,
-            **cass.tuning(),
-        },
+        "kafka": _kafka_config(app),
+        "cassandra": _cassandra_config(app),
         "stores": [
             {
                 "name": s.name,
@@ -222,6 +183,57 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
     if problems:
         raise config.ConfigError(f"the runtime would refuse the rendered {CONFIG_FILE}: {'; '.join(problems)}")
     return rendered
+
+
+def _kafka_config(app: model.StreamingApp) -> dict[str, Any]:
+    """The runtime's `kafka` section. Optional keys are rendered only when set, so that adding a
+    setting to the CRD rolls no running app and an older runtime never meets a key it lacks."""
+    spec = app.spec
+    kafka = spec.kafka
+    security: dict[str, Any] = {"security_protocol": kafka.security.protocol}
+    if kafka.security.sasl is not None:
+        security["sasl_mechanism"] = kafka.security.sasl.mechanism
+    if kafka.security.tls is not None and not kafka.security.tls.verify_hostname:
+        security["ssl_verify_hostname"] = False
+    reads = {} if kafka.spark_read_min_records is None else {"spark_read_min_records": kafka.spark_read_min_records}
+    protocol = {} if kafka.group_protocol == "auto" else {"group_protocol": kafka.group_protocol}
+    rows = kafka.repartition_rows_per_record
+    rekeyed = {} if rows is None else {"repartition_rows_per_record": rows}
+    # the runtime's kafka.extra; only when set, so adding spec.kafka.properties rolled no running app
+    props = {"extra": dict(sorted(kafka.properties.items()))} if kafka.properties else {}
+    return {
+        "bootstrap_servers": kafka.bootstrap_servers,
+        "topics": list(kafka.topics),
+        "output_topics": list(kafka.output_topics),
+        "group_id": app.consumer_group,
+        "starting_offsets": kafka.starting_offsets,
+        "max_records_per_batch": kafka.max_records_per_batch,
+        "max_bytes_per_batch": kafka.max_bytes_per_batch,
+        **reads,
+        **rekeyed,
+        **protocol,
+        "session_timeout_ms": spec.shutdown.session_timeout_ms,
+        "heartbeat_interval_ms": spec.shutdown.heartbeat_interval_ms,
+        "leave_group_on_close": spec.shutdown.leave_group_on_close,
+        **security,
+        **props,
+    }
+
+
+def _cassandra_config(app: model.StreamingApp) -> dict[str, Any]:
+    """The runtime's `cassandra` section: where the state lives; TLS flags only when TLS is on."""
+    cass = app.spec.state.cassandra
+    tls: dict[str, Any] = {"tls": True} if cass.tls.enabled else {}
+    if cass.tls.enabled and not cass.tls.verify_hostname:
+        tls["tls_verify_hostname"] = False
+    return {
+        "hosts": list(cass.hosts),
+        "port": cass.port,
+        "local_datacenter": cass.local_datacenter,
+        "keyspace": cass.keyspace,
+        **tls,
+        **cass.tuning(),
+    }
 
 
 def spark_conf(app: model.StreamingApp) -> dict[str, str]:

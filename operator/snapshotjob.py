@@ -128,6 +128,31 @@ def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
     backoffLimit 0: a snapshot that failed halfway left files at its location, which a second
     attempt would refuse to write over (Spark's errorifexists); a new snapshot resource, at a new
     location, is the retry."""
+    pod_spec = _pod_spec(snap, app)
+    template_meta: dict[str, Any] = {"labels": pod_labels(snap, app)}
+    if app.spec.pod.annotations:
+        template_meta["annotations"] = dict(app.spec.pod.annotations)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(snap),
+            "namespace": snap.namespace,
+            "labels": labels(snap, app),
+            "ownerReferences": [owner_reference(snap)],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": snap.spec.active_deadline_seconds,
+            "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
+            "template": {"metadata": template_meta, "spec": pod_spec},
+        },
+    }
+
+
+def _pod_spec(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> dict[str, Any]:
+    """The Job's pod: the app's rendered pod with its one container running the snapshot, its
+    init containers, the volumes they mount and the snapshot's claim; the pod never restarts."""
     rendered = render.deployment(app, config_digest="")["spec"]["template"]["spec"]
     (main,) = (c for c in rendered["containers"] if c["name"] == render.CONTAINER)
     # The init containers prepare what the app's container reads (spec.podTemplate); the other
@@ -167,25 +192,7 @@ def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
         pod_spec["initContainers"] = init
     if "automountServiceAccountToken" in rendered:
         pod_spec["automountServiceAccountToken"] = rendered["automountServiceAccountToken"]
-    template_meta: dict[str, Any] = {"labels": pod_labels(snap, app)}
-    if app.spec.pod.annotations:
-        template_meta["annotations"] = dict(app.spec.pod.annotations)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(snap),
-            "namespace": snap.namespace,
-            "labels": labels(snap, app),
-            "ownerReferences": [owner_reference(snap)],
-        },
-        "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": snap.spec.active_deadline_seconds,
-            "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
-            "template": {"metadata": template_meta, "spec": pod_spec},
-        },
-    }
+    return pod_spec
 
 
 def owned_by(obj: Mapping[str, Any], snap: model.StreamingAppSnapshot) -> bool:
