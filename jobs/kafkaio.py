@@ -161,28 +161,11 @@ class RangeReader:
         deadline = time.monotonic() + self.timeout
         progressed = time.monotonic()
         while remaining:
-            now = time.monotonic()
-            if now - progressed > STALL_PROBE_SECONDS:
-                _brokers_answer(self._consumer)
-                progressed = now  # the brokers answer: the read is slow, not cut off
-            if now > deadline:
-                # a timeout says the brokers did not answer (`floe_jobs.outages` waits it out)
-                raise ReadError(
-                    f"planned records not read within {self.timeout:.0f}s; partitions left "
-                    f"{sorted((tp, ranges[tp]) for tp in remaining)}"
-                ) from KafkaException(KafkaError(KafkaError._TIMED_OUT, "planned records not read"))
+            progressed = self._still_answered(progressed, deadline, ranges, remaining)
             # consume() waits for its whole timeout unless it fills num_messages: keep it short
             for msg in self._consumer.consume(num_messages=10_000, timeout=0.02):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                        raise ReadError(
-                            f"records of topic={msg.topic()} partition={msg.partition()} in the planned range "
-                            f"are gone (deleted by retention?): {err.str()}"
-                        )
-                    if err.fatal():
-                        raise KafkaException(err)
-                    log.warning("Reader event error=%s", err)
+                if msg.error() is not None:
+                    _reader_event(msg)
                     continue
                 progressed = time.monotonic()
                 tp = (str(msg.topic()), int(msg.partition() or 0))
@@ -218,6 +201,27 @@ class RangeReader:
                     if pos.offset >= ranges[(pos.topic, pos.partition)][1]:
                         remaining.discard((pos.topic, pos.partition))
         return out, stopped
+
+    def _still_answered(
+        self,
+        progressed: float,
+        deadline: float,
+        ranges: Mapping[tuple[str, int], tuple[int, int]],
+        remaining: set[tuple[str, int]],
+    ) -> float:
+        """When a read last progressed, or now when the brokers still answer a probe after
+        STALL_PROBE_SECONDS without records (the read is slow, not cut off); past the deadline, a
+        ReadError whose cause is a timeout (`floe_jobs.outages` waits that out)."""
+        now = time.monotonic()
+        if now - progressed > STALL_PROBE_SECONDS:
+            _brokers_answer(self._consumer)
+            progressed = now
+        if now > deadline:
+            raise ReadError(
+                f"planned records not read within {self.timeout:.0f}s; partitions left "
+                f"{sorted((tp, ranges[tp]) for tp in remaining)}"
+            ) from KafkaException(KafkaError(KafkaError._TIMED_OUT, "planned records not read"))
+        return progressed
 
     def close(self) -> None:
         self._consumer.close()
@@ -353,22 +357,8 @@ class KafkaSink:
                 df = df.withColumn("headers", position_headers_column(*order[:4]))
                 cols = [*cols, "headers"]
             return self._write_with_spark(df.select(*cols), topic)
-        held = rows is not None and cols == ["key", "value"]
-        if held:
-            collected = list(rows or [])
-            if order:
-                # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
-                collected.sort(key=lambda r: tuple(r[len(cols) :]))
-            if dry_run:
-                self._check_sizes(OutputColumns(
-                    keys=[r[0] for r in collected],
-                    values=[r[1] for r in collected],
-                    headers=[position_headers(*r[2:6]) for r in collected] if positions else None,
-                ), topic)
-                return len(collected)
-            return self.write_rows(
-                (r[0], r[1], position_headers(*r[2:6]) if positions else None, topic) for r in collected
-            )
+        if rows is not None and cols == ["key", "value"]:
+            return self._write_held(rows, topic, order=order, positions=positions, dry_run=dry_run)
         # as Arrow columns: sorted, split and converted a column at a time, with no Python
         # tuple per row before the producer's call (docs/runtime.md, "Where a replica's Python
         # CPU goes")
@@ -380,6 +370,32 @@ class KafkaSink:
         targets = out.topics if out.topics is not None else topic
         assert targets is not None  # no topic: `cols` has the topic column (checked above)
         return self._produce_columns(targets, out)
+
+    def _write_held(
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        topic: str | None,
+        *,
+        order: tuple[str, ...],
+        positions: bool,
+        dry_run: bool,
+    ) -> int:
+        """`write` of key/value rows the driver already holds (`floe_jobs.api.Emit.rows`), with
+        their order columns after the two written ones: no Spark job."""
+        collected = list(rows)
+        if order:
+            # the sort keys follow the written columns; a sort in Python costs no Spark shuffle
+            collected.sort(key=lambda r: tuple(r[2:]))
+        if dry_run:
+            self._check_sizes(OutputColumns(
+                keys=[r[0] for r in collected],
+                values=[r[1] for r in collected],
+                headers=[position_headers(*r[2:6]) for r in collected] if positions else None,
+            ), topic)
+            return len(collected)
+        return self.write_rows(
+            (r[0], r[1], position_headers(*r[2:6]) if positions else None, topic) for r in collected
+        )
 
     def _check_sizes(self, out: OutputColumns, topic: str | None) -> None:
         """Raise the error a write of `out` would fail with on a record above the producer's
@@ -618,3 +634,17 @@ def _bytes(value: Any) -> bytes | str | None:
     if value is None or isinstance(value, bytes | str):
         return value
     return bytes(value)
+
+
+def _reader_event(msg: Any) -> None:
+    """An error a read's consumer returned in place of a record: records of the planned range
+    gone (retention) and fatal errors end the read; others are logged and the read goes on."""
+    err = msg.error()
+    if err.code() == KafkaError._AUTO_OFFSET_RESET:
+        raise ReadError(
+            f"records of topic={msg.topic()} partition={msg.partition()} in the planned range "
+            f"are gone (deleted by retention?): {err.str()}"
+        )
+    if err.fatal():
+        raise KafkaException(err)
+    log.warning("Reader event error=%s", err)
