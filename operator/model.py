@@ -359,13 +359,9 @@ class StreamingApp(_Model):
         """Build from a raw object as the API server returns it (raises pydantic.ValidationError)."""
         meta = body.get("metadata", {})
         return cls(
-            name=meta["name"],
-            namespace=meta["namespace"],
-            uid=meta.get("uid", ""),
-            generation=meta.get("generation", 1),
+            **_identity(body),
             created=str(meta.get("creationTimestamp") or ""),
             spec=AppSpec.model_validate(dict(body.get("spec") or {})),
-            status=dict(body.get("status") or {}),
             reconcile_annotation=(meta.get("annotations") or {}).get(RECONCILE_ANNOTATION),
         )
 
@@ -485,12 +481,16 @@ class StreamingAppSnapshot(_Model):
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> StreamingAppSnapshot:
-        meta = body.get("metadata", {})
-        return cls(
-            name=meta["name"],
-            namespace=meta["namespace"],
-            uid=meta.get("uid", ""),
-            generation=meta.get("generation", 1),
-            spec=SnapshotSpec.model_validate(dict(body.get("spec") or {})),
-            status=dict(body.get("status") or {}),
-        )
+        return cls(**_identity(body), spec=SnapshotSpec.model_validate(dict(body.get("spec") or {})))
+
+
+def _identity(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields every Floe resource's model reads from an object's metadata, and its status."""
+    meta = body.get("metadata", {})
+    return {
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "uid": meta.get("uid", ""),
+        "generation": meta.get("generation", 1),
+        "status": dict(body.get("status") or {}),
+    }

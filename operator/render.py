@@ -102,11 +102,17 @@ def common_labels(app: model.StreamingApp) -> dict[str, str]:
 
 
 def owner_reference(app: model.StreamingApp) -> dict[str, Any]:
+    return controller_reference(model.KIND, app.name, app.uid)
+
+
+def controller_reference(kind: str, name: str, uid: str) -> dict[str, Any]:
+    """An owner reference to a Floe resource that controls the child: the garbage collector
+    removes the child with it, and blocks the owner's foreground deletion until it has."""
     return {
         "apiVersion": model.API_VERSION,
-        "kind": model.KIND,
-        "name": app.name,
-        "uid": app.uid,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }

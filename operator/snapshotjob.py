@@ -70,14 +70,7 @@ def job_name(snap: model.StreamingAppSnapshot) -> str:
 
 
 def owner_reference(snap: model.StreamingAppSnapshot) -> dict[str, Any]:
-    return {
-        "apiVersion": model.API_VERSION,
-        "kind": model.SNAPSHOT_KIND,
-        "name": snap.name,
-        "uid": snap.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return render.controller_reference(model.SNAPSHOT_KIND, snap.name, snap.uid)
 
 
 def pod_labels(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> dict[str, str]:
