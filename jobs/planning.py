@@ -192,57 +192,23 @@ def plan_batch(
     starts_rows: dict[TopicPartition, OffsetRow] = {}
 
     for tp in sorted(owned):
-        topic, partition = tp
         row = rows.get(tp)
         marks = watermarks.get(tp)
         if row is not None and row.in_flight:
-            assert row.planned_from is not None and row.planned_to is not None
-            start = row.planned_from
-            if marks is not None and start < marks.low:
-                # Retention deleted the head of the plan (or all of it) before it committed: those
-                # records are gone for every reader, so the replay applies what is left of its range,
-                # under its sequence and stamp, as a committed position below the log start moves up
-                # to it. Keys an earlier attempt wrote carry the plan's fence and are skipped, the
-                # others get the surviving records; a replay of the whole range could only fail, on
-                # every owner, for good.
-                start = min(marks.low, row.planned_to)
-                warnings.append(
-                    f"Replay of topic={topic} partition={partition} seq={row.planned_seq} starts at "
-                    f"offset={row.planned_from} below the log start {marks.low}: records were deleted by retention; "
-                    f"replaying [{start}, {row.planned_to}) ({start - row.planned_from} records lost)"
-                )
-            # a replay writes above every earlier attempt of its plan (the claim stores the new
-            # stamp): an earlier attempt's late write then loses to it instead of tying, which
-            # Cassandra would break by value, not by writer
-            stamp = stamp_for(row, now_us=now_us)
-            plans.append(
-                PartitionPlan(topic, partition, row.planned_seq, start, row.planned_to, replay=True, stamp=stamp)
-            )
+            plans.append(_replay(tp, row, marks, now_us=now_us, warnings=warnings))
             continue
         if marks is None:
             continue
         if row is None:
-            start = marks.low if starting_offsets == "earliest" else marks.high
             # created under a stamp below every plan's, and recording it: whichever replica plans
             # next stamps above it, so no commit can lose to the row's first cells
-            row = OffsetRow(topic, partition, next_offset=start, planned_ts=now_us - 1)
+            start = marks.low if starting_offsets == "earliest" else marks.high
+            row = OffsetRow(tp[0], tp[1], next_offset=start, planned_ts=now_us - 1)
             new_rows.append(row)
             starts_rows[tp] = row
             seq = 0
         else:
-            start, seq = row.next_offset, row.committed_seq
-            if start < marks.low:
-                warnings.append(
-                    f"Stored offset={start} of topic={topic} partition={partition} is below the log start "
-                    f"{marks.low}: records were deleted by retention; continuing from {marks.low} "
-                    f"({marks.low - start} records lost)"
-                )
-                start = marks.low
-            elif start > marks.high:
-                warnings.append(
-                    f"Stored offset={start} of topic={topic} partition={partition} is past the log end "
-                    f"{marks.high}: waiting for the log to reach it"
-                )
+            start, seq = _resume_at(tp, row, marks, warnings=warnings), row.committed_seq
         lag = max(0, marks.high - start)
         if lag > 0:
             backlog[tp] = lag
@@ -258,6 +224,54 @@ def plan_batch(
         plans.append(PartitionPlan(tp[0], tp[1], seq + 1, start, start + count, replay=False, stamp=stamp))
     plans.sort(key=lambda p: p.tp)
     return BatchPlan(partitions=plans, new_rows=new_rows, warnings=warnings)
+
+
+def _replay(
+    tp: TopicPartition, row: OffsetRow, marks: Watermarks | None, *, now_us: int, warnings: list[str]
+) -> PartitionPlan:
+    """The replay of `row`'s plan in flight, over what retention left of its range."""
+    assert row.planned_from is not None and row.planned_to is not None
+    topic, partition = tp
+    start = row.planned_from
+    if marks is not None and start < marks.low:
+        # Retention deleted the head of the plan (or all of it) before it committed: those
+        # records are gone for every reader, so the replay applies what is left of its range,
+        # under its sequence and stamp, as a committed position below the log start moves up
+        # to it. Keys an earlier attempt wrote carry the plan's fence and are skipped, the
+        # others get the surviving records; a replay of the whole range could only fail, on
+        # every owner, for good.
+        start = min(marks.low, row.planned_to)
+        warnings.append(
+            f"Replay of topic={topic} partition={partition} seq={row.planned_seq} starts at "
+            f"offset={row.planned_from} below the log start {marks.low}: records were deleted by retention; "
+            f"replaying [{start}, {row.planned_to}) ({start - row.planned_from} records lost)"
+        )
+    # a replay writes above every earlier attempt of its plan (the claim stores the new
+    # stamp): an earlier attempt's late write then loses to it instead of tying, which
+    # Cassandra would break by value, not by writer
+    stamp = stamp_for(row, now_us=now_us)
+    return PartitionPlan(topic, partition, row.planned_seq, start, row.planned_to, replay=True, stamp=stamp)
+
+
+def _resume_at(tp: TopicPartition, row: OffsetRow, marks: Watermarks, *, warnings: list[str]) -> int:
+    """Where a committed row's next batch starts: its next offset, or the log start when
+    retention deleted records it had not read (said in `warnings`, as a position past the log
+    end is, which the batch waits for)."""
+    topic, partition = tp
+    start = row.next_offset
+    if start < marks.low:
+        warnings.append(
+            f"Stored offset={start} of topic={topic} partition={partition} is below the log start "
+            f"{marks.low}: records were deleted by retention; continuing from {marks.low} "
+            f"({marks.low - start} records lost)"
+        )
+        return marks.low
+    if start > marks.high:
+        warnings.append(
+            f"Stored offset={start} of topic={topic} partition={partition} is past the log end "
+            f"{marks.high}: waiting for the log to reach it"
+        )
+    return start
 
 
 def advance_positions(
