@@ -83,7 +83,8 @@ def handover(
 
     taken = [first_commit(tp, by_victim=False) for tp in theirs]
     phases: dict[str, float | None] = {
-        "sigterm_s": first(victim_log, SIGTERM, since=t_term),
+        # a log line's time is cut to the millisecond: the signal's may read just before `t_term`
+        "sigterm_s": first(victim_log, SIGTERM, since=t_term - 0.001),
         "drain_last_commit_s": last(victim_log, COMMITTED, since=t_term),
         "left_group_s": first(victim_log, LEFT, since=t_term),
         "assigned_s": assigned,

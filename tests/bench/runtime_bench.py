@@ -246,7 +246,8 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
         try:
             feeder.start()
             watcher.start()
-            for i, leave in enumerate(itertools.islice(itertools.cycle([True, False]), 2 * args.runs)):
+            sides = [True] if args.no_baseline else [True, False]
+            for i, leave in enumerate(itertools.islice(itertools.cycle(sides), len(sides) * args.runs)):
                 victim = localrun.Replica(
                     app, f"leaving{i}", FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE="true" if leave else "false"
                 ).start()
@@ -314,6 +315,11 @@ def bench_handover(args: argparse.Namespace) -> None:
     for protocol in args.protocols:
         runs = bench_handover_protocol(env, protocol=protocol, args=args)
         on = [r["max_gap_s"] for r in runs["leave_on"]]
+        if args.no_baseline:  # a signal while working on the handover: no row is written
+            phases = podphases.medians([r["phases_s"] for r in runs["leave_on"]])
+            summary = {"value": spread(on), "phases_median_s": phases}
+            print(protocol, "leave-on only", json.dumps(summary), flush=True)
+            continue
         off = [r["max_gap_s"] for r in runs["leave_off"]]
         value, baseline = statistics.median(on), statistics.median(off)
         gaps = [g for r in runs["leave_on"] for g in r["per_partition_gap_s"].values()]
@@ -1055,6 +1061,11 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--runs", type=int, default=3, help="runs of each side, alternated (medians)")
     h.add_argument("--heartbeat-ms", type=int, default=None, help="an extra row with this heartbeat on both sides")
     h.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
+    h.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="leave-group-on-close on only, printed with its phases, no result file (a quick signal, not a row)",
+    )
     so = sub.add_parser("scaleout")
     so.add_argument("--small", type=int, default=10_000)
     so.add_argument("--large", type=int, default=1_000_000)

@@ -42,6 +42,7 @@ def test_the_phases_of_a_process_handover_in_order() -> None:
         T0,
         victim="leaving0",
         victim_log=lines(
+            (-2.0, "Received signal=15; draining deadline_seconds=20.0"),  # an earlier replica's
             (0.1, "Received signal=15; draining deadline_seconds=20.0"),
             (0.6, "Committed stage=split partitions=2 records=5 out=9 seconds=0.400 plan=0.1"),
             (0.7, "Left group group=g"),
