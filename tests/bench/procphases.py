@@ -74,6 +74,9 @@ def handover(
     as the bench saw it; `theirs`: the partitions the leaving replica owned at the SIGTERM."""
     survivors = sorted(line for lines in survivor_logs.values() for line in lines)
     assigned = first(survivors, ASSIGNED, since=t_term)
+    # each remaining replica learns of the leave at its own next heartbeat: the last one to be
+    # assigned is what the slowest taken partition waited for
+    each = [first(lines, ASSIGNED, since=t_term) for lines in survivor_logs.values()]
     survivor_batches = [b for lines in survivor_logs.values() for b in batches(lines)]
 
     def first_commit(tp: tuple[str, int], by_victim: bool) -> float | None:
@@ -88,6 +91,7 @@ def handover(
         "drain_last_commit_s": last(victim_log, COMMITTED, since=t_term),
         "left_group_s": first(victim_log, LEFT, since=t_term),
         "assigned_s": assigned,
+        "all_assigned_s": max((t for t in each if t is not None), default=None),
         "running_at_assignment_end_s": None,
         "first_planned_after_assignment_s": None,
         "taken_first_commit_s": min((t for t in taken if t is not None), default=None),

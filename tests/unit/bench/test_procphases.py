@@ -64,6 +64,7 @@ def test_the_phases_of_a_process_handover_in_order() -> None:
         "drain_last_commit_s": 0.6,
         "left_group_s": 0.7,
         "assigned_s": 0.8,
+        "all_assigned_s": 0.9,
         "running_at_assignment_end_s": 1.0,
         "first_planned_after_assignment_s": 1.05,
         "taken_first_commit_s": 1.6,
@@ -77,4 +78,4 @@ def test_a_partition_not_committed_again_leaves_the_last_phase_open() -> None:
     )
     assert phases["taken_first_commit_s"] == 1.0
     assert phases["taken_all_committed_s"] is None
-    assert phases["assigned_s"] is None
+    assert phases["assigned_s"] is None and phases["all_assigned_s"] is None
