@@ -307,8 +307,14 @@ class Membership:
         for event in wakers:
             event.set()
 
+    def wake(self) -> None:
+        """End every idle `wait` now: the replica is stopping, and an idle lane that slept out its
+        poll interval would hold the drain, and the leave, back by up to that interval."""
+        self._wake_all()
+
     def wait(self, timeout: float) -> None:
-        """Idle (the calling thread) until the assignment changes or `timeout` seconds pass."""
+        """Idle (the calling thread) until the assignment changes, `wake` is called or `timeout`
+        seconds pass."""
         self._raise_error()
         event = self._waker()
         if event.wait(timeout):

@@ -55,6 +55,8 @@ def on_signal(ctx: ReplicaContext, stops: Stops, signum: int) -> None:
     log.info("Received signal=%d; draining deadline_seconds=%.1f", signum, drain)
     stops.deadline = time.monotonic() + drain
     stops.stop_requested.set()
+    if ctx.membership is not None:
+        ctx.membership.wake()  # idle lanes stop now, not after their poll interval
     ctx.health.stopping = True
     threading.Thread(target=_watchdog, args=(ctx, stops), name="floe-drain-watchdog", daemon=True).start()
 

@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import podphases
+import procphases
 import workloads  # run as a script: its own folder is on the path
 from cpusample import Sampler, stack_pids
 
@@ -132,12 +134,17 @@ def product_membership() -> dict[str, str]:
 
 
 def owners(session: Any, app: Any, topics: set[str]) -> list[str]:
-    """Replica that planned last, per partition of `topics` (the offsets table's owner column
+    """Replica that planned last, per partition of `topics`."""
+    return list(owner_of(session, app, topics).values())
+
+
+def owner_of(session: Any, app: Any, topics: set[str]) -> dict[tuple[str, int], str]:
+    """Partition of `topics` → the replica that planned it last (the offsets table's owner column
     holds `<replica>/<process id>`)."""
     from floe_jobs import offsets
 
     rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
-    return [row[3].split("/")[0] for (t, _), row in sorted(rows.items()) if t in topics]
+    return {tp: row[3].split("/")[0] for tp, row in sorted(rows.items()) if tp[0] in topics}
 
 
 def keep_logs(workdir: Path, dest: Path | None, tag: str) -> None:
@@ -216,17 +223,20 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
                 stop.wait(0.1)
 
         advances: dict[tuple[str, int], list[float]] = {}
+        # (wall time, partition, replica that planned it) of each advance, for the phases
+        moves: list[tuple[float, tuple[str, int], str]] = []
         last: dict[tuple[str, int], int] = {}
 
         def monitor() -> None:
             while not stop.is_set():
-                now = time.monotonic()
+                now, now_wall = time.monotonic(), time.time()
                 with contextlib.suppress(Exception):  # the table may not exist yet
                     rows = offsets.progress(session, keyspace=app.keyspace, app_id=app.app_id)
-                    for tp, (nxt, *_) in rows.items():
+                    for tp, (nxt, _c, _p, owner) in rows.items():
                         if tp[0] in watched and last.get(tp) != nxt:
                             last[tp] = nxt
                             advances.setdefault(tp, []).append(now)
+                            moves.append((now_wall, tp, owner.split("/")[0]))
                 stop.wait(0.1)
 
         stay = [localrun.Replica(app, f"r{i}", FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE="true").start() for i in range(2)]
@@ -236,7 +246,8 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
         try:
             feeder.start()
             watcher.start()
-            for i, leave in enumerate(itertools.islice(itertools.cycle([True, False]), 2 * args.runs)):
+            sides = [True] if args.no_baseline else [True, False]
+            for i, leave in enumerate(itertools.islice(itertools.cycle(sides), len(sides) * args.runs)):
                 victim = localrun.Replica(
                     app, f"leaving{i}", FLOE_KAFKA_LEAVE_GROUP_ON_CLOSE="true" if leave else "false"
                 ).start()
@@ -255,7 +266,7 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
                     time.sleep(1)
                 steady_from = time.monotonic()
                 time.sleep(args.steady)
-                owned = owners(session, app, watched).count(victim.name)
+                theirs = [tp for tp, owner in owner_of(session, app, watched).items() if owner == victim.name]
                 t_term, term_wall = time.monotonic(), time.time()
                 victim.signal(signal.SIGTERM)
                 code = victim.wait(120)
@@ -265,8 +276,16 @@ def bench_handover_protocol(env: dict[str, str], *, protocol: str, args: argpars
                 run = {
                     "leave_group_on_close": leave,
                     **gaps_around(advances, t_term=t_term, t_end=t_end, steady_from=steady_from),
-                    "partitions_of_leaving_replica": owned,
+                    "partitions_of_leaving_replica": len(theirs),
                     "drain_s": round(t_exit - t_term, 3),
+                    "phases_s": procphases.handover(
+                        term_wall,
+                        victim_log=procphases.log_lines(victim.log_path, since=term_wall - 1),
+                        survivor_logs={r.name: procphases.log_lines(r.log_path, since=term_wall - 5) for r in stay},
+                        victim=victim.name,
+                        moves=list(moves),
+                        theirs=theirs,
+                    ),
                     "exit_code": code,
                     "sigterm_at": round(term_wall, 3),
                     "load_average": load_average(),
@@ -296,6 +315,11 @@ def bench_handover(args: argparse.Namespace) -> None:
     for protocol in args.protocols:
         runs = bench_handover_protocol(env, protocol=protocol, args=args)
         on = [r["max_gap_s"] for r in runs["leave_on"]]
+        if args.no_baseline:  # a signal while working on the handover: no row is written
+            phases = podphases.medians([r["phases_s"] for r in runs["leave_on"]])
+            summary = {"value": spread(on), "phases_median_s": phases}
+            print(protocol, "leave-on only", json.dumps(summary), flush=True)
+            continue
         off = [r["max_gap_s"] for r in runs["leave_off"]]
         value, baseline = statistics.median(on), statistics.median(off)
         gaps = [g for r in runs["leave_on"] for g in r["per_partition_gap_s"].values()]
@@ -324,6 +348,7 @@ def bench_handover(args: argparse.Namespace) -> None:
                 "spread": {"value": spread(on), "baseline": spread(off)},
                 "p50_s": round(statistics.median(gaps), 3),
                 "p99_s": round(percentile(gaps, 0.99), 3),
+                "phases_median_s": {side: podphases.medians([r["phases_s"] for r in rs]) for side, rs in runs.items()},
                 "command": f".venv/bin/python tests/bench/runtime_bench.py handover --protocols {protocol} "
                 f"--runs {args.runs}" + (f" --heartbeat-ms {args.heartbeat_ms}" if args.heartbeat_ms else ""),
                 "load_average_1m": load_average()[0],
@@ -1036,6 +1061,11 @@ def main(argv: list[str] | None = None) -> int:
     h.add_argument("--runs", type=int, default=3, help="runs of each side, alternated (medians)")
     h.add_argument("--heartbeat-ms", type=int, default=None, help="an extra row with this heartbeat on both sides")
     h.add_argument("--logs", type=Path, default=None, help="keep the replicas' logs here")
+    h.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="leave-group-on-close on only, printed with its phases, no result file (a quick signal, not a row)",
+    )
     so = sub.add_parser("scaleout")
     so.add_argument("--small", type=int, default=10_000)
     so.add_argument("--large", type=int, default=1_000_000)

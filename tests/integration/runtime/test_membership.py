@@ -129,3 +129,29 @@ def test_a_partition_that_comes_back_has_a_new_assignment_number(kafka_bootstrap
         after = first.assignments(tps)
         assert after[kept] == before[kept]
         assert after[moved] not in (before[moved], before[kept])
+
+
+@pytest.mark.timeout(120)
+def test_wake_ends_an_idle_wait_at_once(kafka_bootstrap: str) -> None:
+    """What a drain relies on: a lane idle between batches stops when SIGTERM comes, not after
+    its poll interval (`stopping.on_signal` wakes it)."""
+    with _group(kafka_bootstrap) as group:
+        first = group.first
+        waited: list[float] = []
+        idle = threading.Event()
+
+        def lane() -> None:
+            first.wait(0.01)  # the thread's waker exists from here on
+            idle.set()
+            started = time.monotonic()
+            first.wait(30)
+            waited.append(time.monotonic() - started)
+
+        thread = threading.Thread(target=lane)
+        thread.start()
+        assert idle.wait(10)
+        time.sleep(0.3)
+        first.wake()
+        thread.join(10)
+        assert waited and waited[0] < 2.0
+
