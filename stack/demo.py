@@ -44,6 +44,8 @@ from floe_stack.layout import Layout
 
 NAMESPACE = "floe-demo"
 RELEASE_NAMESPACE = "floe-system"
+# the chart's own CRDs (crds/), which the demo's release takes over when tests applied them first
+CRDS = ("streamingapps.streaming.floe.dev", "streamingappsnapshots.streaming.floe.dev")
 APP = "word-count"
 LINES = 3000
 TOP = 8
@@ -161,18 +163,19 @@ def _drop_internal_topics(bootstrap: str, app_id: str) -> list[str]:
 
 
 def _adopt_crd(env: dict[str, str], kubectl: str) -> None:
-    """A CRD applied earlier with kubectl (the operator's tests do) is handed over to the Helm
-    release the way Helm documents: by its ownership label and annotations."""
-    crd = "crd/streamingapps.streaming.floe.dev"
-    got = subprocess.run([kubectl, "get", crd, "-o", "json"], env=env, capture_output=True, text=True)
-    if got.returncode != 0:
-        return
-    labels = json.loads(got.stdout)["metadata"].get("labels") or {}
-    if labels.get("app.kubernetes.io/managed-by") == "Helm":
-        return
-    _run([kubectl, "label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm"], env=env)
-    _run([kubectl, "annotate", "--overwrite", crd, "meta.helm.sh/release-name=floe",
-          f"meta.helm.sh/release-namespace={RELEASE_NAMESPACE}"], env=env)
+    """Each of Floe's CRDs applied earlier with kubectl (the operator's tests do) is handed over to
+    the Helm release the way Helm documents: by its ownership label and annotations."""
+    for name in CRDS:
+        crd = f"crd/{name}"
+        got = subprocess.run([kubectl, "get", crd, "-o", "json"], env=env, capture_output=True, text=True)
+        if got.returncode != 0:
+            continue
+        labels = json.loads(got.stdout)["metadata"].get("labels") or {}
+        if labels.get("app.kubernetes.io/managed-by") == "Helm":
+            continue
+        _run([kubectl, "label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm"], env=env)
+        _run([kubectl, "annotate", "--overwrite", crd, "meta.helm.sh/release-name=floe",
+              f"meta.helm.sh/release-namespace={RELEASE_NAMESPACE}"], env=env)
 
 
 def app_body(root: Path, env: dict[str, str], *, namespace: str, topic_in: str, topic_out: str, keyspace: str,

@@ -15,8 +15,8 @@ install Floe from these files alone, with no registry and no checkout (docs/rele
 - ``floe-job-<version>.cdx.json``, ``floe-operator-<version>.cdx.json``: a CycloneDX 1.5 SBOM of
   each image's Python packages (its hash-pinned lock) and, for the job image, the Maven jars
   its Dockerfile adds, so a scanner can tell what each image carries without unpacking it.
-- ``streamingapp-crd-<version>.yaml``: the CRD alone, for clusters that install it apart from
-  the chart (``crds.enabled=false``, GitOps).
+- ``streamingapp-crd-<version>.yaml`` and ``streamingappsnapshot-crd-<version>.yaml``: each CRD
+  alone, for clusters that install them apart from the chart (``crds.enabled=false``, GitOps).
 - ``SHA256SUMS``: the sha256 of every other file (``sha256sum -c SHA256SUMS``).
 
 The version is pyproject.toml's ``[project] version``, the one place it is written; the chart's
@@ -358,7 +358,9 @@ def image_packages(root: Path, image: str) -> list[Package]:
 # -- the build ---------------------------------------------------------------------------------------
 
 # What a release folder holds, so that rebuilding one never removes anything else.
-RELEASE_NAME = re.compile(r"floe-.+|streamingapp-crd-.+\.yaml|index\.yaml|" + re.escape(SUMS))
+# the CRDs of crds/, each also released alone as <name>-crd-<version>.yaml
+CRD_FILES = ("streamingapp", "streamingappsnapshot")
+RELEASE_NAME = re.compile(r"floe-.+|streamingapp(snapshot)?-crd-.+\.yaml|index\.yaml|" + re.escape(SUMS))
 
 
 def replaceable(folder: Path) -> bool:
@@ -407,7 +409,8 @@ def build(layout: Layout, *, registry: str = REGISTRY, chart_url: str = CHART_UR
     helm.build(layout)
     chart = _chart(root, layout.bin / "helm", out, version=version, registry=registry, chart_url=chart_url)
     write_files(out / f"floe-{version}.oci", chart_oci_layout(chart.read_bytes()))
-    shutil.copyfile(root / "crds" / "streamingapp.yaml", out / f"streamingapp-crd-{version}.yaml")
+    for crd in CRD_FILES:
+        shutil.copyfile(root / "crds" / f"{crd}.yaml", out / f"{crd}-crd-{version}.yaml")
     say(f"release: chart {chart.name}, index.yaml, floe-{version}.oci/")
 
     artifacts.debian_packages(images.BUILD_DEBS)

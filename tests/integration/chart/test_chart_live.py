@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from floe_stack import demo
 
 from .livekit import CHART, Run
 
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.helm, pytest.mark.k8s]
 
 CRD = "streamingapps.streaming.floe.dev"
 # Cluster-scoped objects every release of the chart (and other tests) share.
-SHARED_CRDS = (CRD, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
+SHARED_CRDS = (*demo.CRDS, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
 
 
 def get_json(run: Run, kubectl: str, *args: str) -> dict[str, Any] | None:

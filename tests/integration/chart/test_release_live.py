@@ -53,8 +53,10 @@ def test_a_release_installs_on_the_node_from_its_artifacts_alone(
 
         # The CRD is shared with the other tests and the demo's release: applied from the release's
         # own copy, and left out of this release (crds.enabled=false), as test_pods does.
-        run(kubectl, "apply", "-f", str(out / f"streamingapp-crd-{version}.yaml"))
-        run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev", "--timeout=60s")
+        for crd in release.CRD_FILES:
+            run(kubectl, "apply", "-f", str(out / f"{crd}-crd-{version}.yaml"))
+        run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
+            "crd/streamingappsnapshots.streaming.floe.dev", "--timeout=60s")
         run(kubectl, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
         installed = True
         run(helm, "install", name, str(out / f"floe-{version}.tgz"), "--namespace", ns,

@@ -289,10 +289,16 @@ def test_the_sums_verify_and_name_what_changed(tmp_path: Path) -> None:
 
 
 def test_only_a_release_folder_is_emptied_for_a_new_build(tmp_path: Path) -> None:
-    for name in ("floe-1.2.3.tgz", "floe-1.2.3.oci", "index.yaml", "streamingapp-crd-1.2.3.yaml", release.SUMS):
+    for name in ("floe-1.2.3.tgz", "floe-1.2.3.oci", "index.yaml", "streamingapp-crd-1.2.3.yaml",
+                 "streamingappsnapshot-crd-1.2.3.yaml", release.SUMS):
         (tmp_path / name).touch()
     assert release.replaceable(tmp_path)
     (tmp_path / "notes.txt").touch()
     assert not release.replaceable(tmp_path)
     with pytest.raises(release.ReleaseError, match="holds files no release writes"):
         release.build(Layout(root=ROOT, cache=tmp_path / "cache"), out=tmp_path)
+
+
+def test_every_crd_of_the_chart_is_released_alone() -> None:
+    crds = ROOT / "crds"
+    assert sorted(f"{name}.yaml" for name in release.CRD_FILES) == sorted(p.name for p in crds.glob("*.yaml"))
