@@ -302,3 +302,10 @@ def test_only_a_release_folder_is_emptied_for_a_new_build(tmp_path: Path) -> Non
 def test_every_crd_of_the_chart_is_released_alone() -> None:
     crds = ROOT / "crds"
     assert sorted(f"{name}.yaml" for name in release.CRD_FILES) == sorted(p.name for p in crds.glob("*.yaml"))
+
+
+def test_the_demo_and_the_chart_tests_adopt_every_crd_of_the_chart() -> None:
+    from floe_stack import demo
+
+    names = {yaml.safe_load(p.read_text())["metadata"]["name"] for p in (ROOT / "crds").glob("*.yaml")}
+    assert set(demo.CRDS) == names
