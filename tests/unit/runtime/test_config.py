@@ -7,13 +7,9 @@ from pathlib import Path
 import pytest
 from floe_jobs import config
 
-BASE_ENV = {
-    "FLOE_APP_ID": "word-count",
-    "FLOE_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
-    "FLOE_KAFKA_TOPICS": "lines",
-    "FLOE_CASSANDRA_KEYSPACE": "floe",
-    "FLOE_JOB_ENTRYPOINT": "examples/word-count/word_count.py",
-}
+from .appenv import WORD_COUNT_ENV
+
+BASE_ENV = WORD_COUNT_ENV
 
 
 def test_env_only() -> None:

@@ -7,14 +7,9 @@ from types import SimpleNamespace
 
 from floe_jobs import api, config, placement, stagepass
 
-ENV = {
-    "FLOE_APP_ID": "word-count",
-    "FLOE_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
-    "FLOE_KAFKA_TOPICS": "lines",
-    "FLOE_CASSANDRA_KEYSPACE": "floe",
-    "FLOE_JOB_ENTRYPOINT": "examples/word-count/word_count.py",
-    "FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "5000",
-}
+from .appenv import WORD_COUNT_ENV
+
+ENV = {**WORD_COUNT_ENV, "FLOE_KAFKA_MAX_RECORDS_PER_BATCH": "5000"}
 
 
 def _cap(stage: api.Stage, **env: str) -> int:

@@ -9,13 +9,9 @@ import threading
 from floe_jobs import api, config, stopping
 from floe_jobs.replica import ReplicaContext
 
-ENV = {
-    "FLOE_APP_ID": "word-count",
-    "FLOE_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
-    "FLOE_KAFKA_TOPICS": "lines",
-    "FLOE_CASSANDRA_KEYSPACE": "floe",
-    "FLOE_JOB_ENTRYPOINT": "examples/word-count/word_count.py",
-}
+from .appenv import WORD_COUNT_ENV
+
+ENV = WORD_COUNT_ENV
 
 
 class _Member:
