@@ -37,7 +37,7 @@ from typing import Any
 from floe_jobs import offsets, placement, smallbatch, state
 from floe_jobs.config import FloeConfig, StoreSettings
 from floe_jobs.kafkaio import KafkaSink
-from floe_jobs.localdf import arrow_dataframe, beside, collect_rows, local_dataframe
+from floe_jobs.localdf import arrow_dataframe, arrow_schema, beside, collect_rows, local_dataframe
 from floe_jobs.statecache import Ownership
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -529,9 +529,11 @@ class Batch:
     def dedup(self, df: DataFrame, *, store: str, key: Column, key_serde: str = "str") -> DataFrame:
         """Rows whose key was not seen within the store's TTL (ttl_seconds); first occurrence wins."""
         keyed = df.withColumn("_floe_key", key)
-        first = keyed.groupBy(F.col("partition"), F.col("_floe_key").alias("key")).agg(F.min("offset").alias("value"))
         ref = self.store_ref(store, key_serde=key_serde, value_serde="long", helper="dedup", types=FENCED_TYPES)
         fn = self._fenced(state.first_seen_partition_rows, ref)
+        if self._small() and arrow_schema(keyed.schema) is not None:
+            return self._dedup_in_driver(keyed, fn, df.schema)
+        first = keyed.groupBy(F.col("partition"), F.col("_floe_key").alias("key")).agg(F.min("offset").alias("value"))
         verdicts = self._apply(first, fn, StructField("keep", _bool_type()), aligned=True)
         kept = verdicts.where("keep").select(F.col("partition").alias("_p"), F.col("key").alias("_k"))
         firsts = first.join(kept, (first["partition"] == kept["_p"]) & (first["key"] == kept["_k"])).select(
@@ -544,6 +546,21 @@ class Batch:
             & (keyed["offset"] == firsts["_first_offset"])
         )
         return keyed.join(firsts, on).drop("_p2", "_k2", "_first_offset", "_floe_key")
+
+    def _dedup_in_driver(self, keyed: DataFrame, fn: Callable[..., Any], schema: StructType) -> DataFrame:
+        """`dedup` of a small batch (`floe_jobs.smallbatch`): one collect of its rows, the first
+        rows found and joined back in Arrow, the kept rows handed back to Spark as Arrow. The
+        same rows as the Spark plan's (its group-by and two joins are three shuffles)."""
+        table = keyed.toArrow()
+        firsts = smallbatch.reduced(table.select(["partition", "_floe_key", "offset"]), "min")
+        self.clock.lap("fn")
+        kept: list[tuple[Any, ...]] = []
+        if not self.dry_run:
+            keep = {(p, k) for p, k, verdict in fn(firsts) if verdict}
+            kept = [f for f in firsts if (f[0], f[1]) in keep]
+        rows = smallbatch.at(table, ("partition", "_floe_key", "offset"), kept).drop_columns(["_floe_key"])
+        self.clock.lap("state")
+        return arrow_dataframe(self.spark, rows, schema)
 
     def lookup(
         self,

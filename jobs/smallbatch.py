@@ -110,3 +110,26 @@ def indexed(rows: Sequence[Row], index: Sequence[int] | None = None) -> list[Row
         kvs.sort(key=lambda kv: (_nulls_first(kv[0]), _nulls_first(kv[1])))
         out.extend((key, value, topic, partition, offset, i) for i, (key, value) in enumerate(kvs, start=1))
     return out
+
+
+def at(rows: pa.Table, columns: tuple[str, str, str], wanted: Sequence[Row]) -> pa.Table:
+    """The rows of `rows` whose (partition, key, offset) `columns` equal one of `wanted`'s tuples,
+    in `rows`' order: `dedup`'s join back to the first rows, as one Arrow hash join. A null key
+    matches nothing, as in Spark's join."""
+    probe = pa.table(
+        {
+            "p": rows.column(columns[0]),
+            "k": rows.column(columns[1]),
+            "o": rows.column(columns[2]),
+            "i": pa.array(np.arange(rows.num_rows, dtype=np.int64)),
+        }
+    )
+    wanted = [w for w in wanted if w[1] is not None]
+    found = pa.table(
+        {
+            name: pa.array([w[n] for w in wanted], type=probe.column(name).type)
+            for n, name in enumerate(("p", "k", "o"))
+        }
+    )
+    hits = probe.join(found, keys=["p", "k", "o"], join_type="inner").column("i").to_numpy()
+    return rows.take(pa.array(np.sort(hits)))

@@ -3,11 +3,12 @@ their keys, a read stops at its row limit, and every row of a run reaches the st
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from floe_jobs import api, config, kafkaio, planning, records, runs
+from floe_jobs import api, config, kafkaio, placement, planning, records, runs
 from floe_jobs.localdf import collect_rows
 from floe_stack import localrun
 from pyspark.sql import functions as F
@@ -118,7 +119,9 @@ def test_a_combining_rekey_is_written_as_runs_and_counted_back(
 
 
 @pytest.mark.cassandra
+@pytest.mark.parametrize("in_driver", [True, False], ids=["driver", "spark"])
 def test_dedup_keeps_only_new_keys_among_rows_that_share_a_runs_offset(
+    in_driver: bool,
     spark: Any,
     job_config: config.FloeConfig,
     session: Any,
@@ -128,7 +131,8 @@ def test_dedup_keeps_only_new_keys_among_rows_that_share_a_runs_offset(
     rekeyed_table: Any,
 ) -> None:
     """Rows of one run share its offset: `dedup` finds each kept key's first row by key as well,
-    so a repeated key next to a new one in the same run is still dropped."""
+    so a repeated key next to a new one in the same run is still dropped; grouped in the driver
+    (a small batch) or by Spark's plan, with the same rows and columns."""
     from floe_jobs import state
     from floe_jobs.stores import schema
 
@@ -149,7 +153,8 @@ def test_dedup_keeps_only_new_keys_among_rows_that_share_a_runs_offset(
 
     def kept(seq: int, offset: int, keys: list[bytes]) -> list[str]:
         (run,) = runs.pack(rekeyed_table([(k, b"1", "lines", 0, offset, i) for i, k in enumerate(keys, 1)]), 1)
-        plain = records.Record(b"solo", b"1", topic, 0, offset - 1, None, None)
+        stamp = datetime(2026, 11, 28, 12, 0, offset, 123456, tzinfo=UTC)
+        plain = records.Record(b"solo", b"1", topic, 0, offset - 1, stamp, [("h", b"v"), ("n", None)])
         rows = [plain, records.Record(None, run.value, topic, 0, offset, None, records.run_headers(run))]
         batch = api.Batch(
             spark=spark,
@@ -160,9 +165,16 @@ def test_dedup_keeps_only_new_keys_among_rows_that_share_a_runs_offset(
             seqs={(topic, 0): seq},
             sink=kafkaio.KafkaSink(cfg, client_id=cfg.app_id),
             records=len(keys) + 1,
+            where=placement.Placement(
+                records=len(keys) + 1, spark_read=False, driver_grouping=in_driver, spark_sink=False
+            ),
         )
         out = batch.dedup(batch.df, store="seen", key=F.col("key").cast("string"))
-        return sorted(bytes(k).decode() for (k,) in collect_rows(out.select("key")))
+        assert out.schema == batch.df.schema
+        got = collect_rows(out)
+        read = {r[2:5]: r for r in collect_rows(batch.df)}
+        assert all(r == read[r[2:5]] for r in got if r[0] == b"solo"), "the kept record as read, every column"
+        return sorted(bytes(r[0]).decode() for r in got)
 
     try:
         assert kept(1, 5, [b"a"]) == ["a", "solo"]

@@ -110,3 +110,26 @@ def test_ranked_keeps_a_null_value_and_takes_the_largest_last_offset_of_each_sou
         (b"a", b"1", "t", 1, 3, 1),
         (b"b", b"2", "t", 0, 9, 2),
     ]
+
+
+def test_at_keeps_the_rows_at_the_wanted_positions_in_their_order_and_no_null_key() -> None:
+    rows = pa.table(
+        {
+            "value": ["a0", "b1", "a2", "n3", "b4", "a5", "c6"],
+            "partition": pa.array([0, 0, 1, 0, 0, 1, 0], type=pa.int32()),
+            "k": ["a", "b", "a", None, "b", "a", "c"],
+            "offset": pa.array([10, 10, 3, 11, 12, 3, 13], type=pa.int64()),
+        }
+    )
+    # a at 10 in partition 0; a at 3 in partition 1 (two rows of one run share it); b at 12,
+    # not 10; a null key matches nothing; c is not wanted
+    wanted = [(0, "a", 10), (1, "a", 3), (0, "b", 12), (0, None, 11)]
+    got = smallbatch.at(rows, ("partition", "k", "offset"), wanted)
+    assert got.column("value").to_pylist() == ["a0", "a2", "b4", "a5"]
+    assert got.schema == rows.schema
+
+
+def test_at_with_nothing_wanted_is_empty_with_the_same_columns() -> None:
+    rows = pa.table({"partition": pa.array([0], type=pa.int32()), "k": [b"x"], "offset": pa.array([1], type=pa.int64())})
+    got = smallbatch.at(rows, ("partition", "k", "offset"), [])
+    assert got.num_rows == 0 and got.schema == rows.schema
