@@ -71,6 +71,18 @@ def drop_and_close(session: Any, keyspaces: list[str]) -> None:
         session.cluster.shutdown()
 
 
+def drop_topics(bootstrap: str, prefixes: list[str]) -> None:
+    """Deletes a run's topics (every topic whose name starts with one of `prefixes`: an app's own
+    repartition and dead-letter topics too), so later runs meet a broker of the same size: with
+    thousands of leftover topics every metadata and offsets request of both sides grows."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=15).topics if any(t.startswith(p) for p in prefixes)]
+    for fut in admin.delete_topics(names, operation_timeout=30).values() if names else ():
+        fut.result(timeout=40)
+
+
 def new_app(
     env: dict[str, str],
     workdir: Path,
@@ -868,6 +880,7 @@ def floe_throughput(
             compaction = store_compaction(session, app.keyspace)
         finally:
             drop_and_close(session, [app.keyspace])
+            drop_topics(app.bootstrap, [app.app_id])
     return {
         **phases,
         "store_compaction": compaction,
@@ -931,9 +944,12 @@ def ss_throughput(
         stdout, stderr = proc.communicate(timeout=3600)
         peak = rss.stop()
         cpu_s = cpu.stop()
-    if "PROGRESS" not in stdout:
-        raise RuntimeError(f"Structured Streaming failed: {stderr[-3000:]}")
-    checked = workloads.check_output(workload, records, localrun.read_topic(bootstrap, out, timeout=900))
+    try:
+        if "PROGRESS" not in stdout:
+            raise RuntimeError(f"Structured Streaming failed: {stderr[-3000:]}")
+        checked = workloads.check_output(workload, records, localrun.read_topic(bootstrap, out, timeout=900))
+    finally:
+        drop_topics(bootstrap, [topic, out])
     progress = json.loads(stdout.split("PROGRESS", 1)[1].strip().splitlines()[0])
     return {
         "seconds": round(progress["seconds"], 2),
