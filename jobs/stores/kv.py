@@ -334,20 +334,25 @@ class _KeyValueStore(BaseStore[K, V]):
         fenced = self.statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
                                                                              stamped=stamped))
         fenced_ttl = None
-        # the partition, fence and stamp are the same for every row: serialized once here,
-        # not once per row (`_Serialized`)
+        if ttl is not None:
+            fenced_ttl = self.statement(f"insert_fenced_ttl:{stamped}",
+                                        self._insert_cql(ttl=True, fenced=True, stamped=stamped))
+        # the partition, fence, TTL and stamp are the same for most rows: serialized once here,
+        # not once per row (`_Serialized`); such a row only adds its key and value
         ser = _Serialized(self.session.cluster.protocol_version)
-        head = [ser.one(fenced, 0, partition)]
-        fence_at = [ser.one(fenced, 3, fence), *(ser.one(fenced, 4, v) for v in at)]
+        usual = fenced if fenced_ttl is None else fenced_ttl
+        usual_tail = (fence,) if fenced_ttl is None else (fence, ttl)
+        head = [ser.one(usual, 0, partition)]
+        tail = [ser.one(usual, 3 + i, v) for i, v in enumerate((*usual_tail, *at))]
         stmts: list[_Stmt] = []
         for kb, (k, vb) in latest.items():
             own_stamp = bool(stamps) and k in stamps  # type: ignore[operator]
-            row_at = (stamps[k],) if own_stamp else at  # type: ignore[index]
             row_ttl = ttl if vb is not None else self.options.fence_tombstone_ttl
-            if row_ttl is None and not own_stamp:  # most rows: no serializing at all
-                stmts.append((fenced, (partition, kb, vb, fence, *row_at), k, len(kb) + len(vb or b""),
-                              [*head, kb, vb, *fence_at]))
+            if row_ttl == ttl and not own_stamp:  # most rows: no serializing at all
+                stmts.append((usual, (partition, kb, vb, *usual_tail, *at), k, len(kb) + len(vb or b""),
+                              [*head, kb, vb, *tail]))
                 continue
+            row_at = (stamps[k],) if own_stamp else at  # type: ignore[index]
             if row_ttl is None:
                 params: tuple[Any, ...] = (partition, kb, vb, fence, *row_at)
                 stmt = fenced
