@@ -130,6 +130,8 @@ def test_at_keeps_the_rows_at_the_wanted_positions_in_their_order_and_no_null_ke
 
 
 def test_at_with_nothing_wanted_is_empty_with_the_same_columns() -> None:
-    rows = pa.table({"partition": pa.array([0], type=pa.int32()), "k": [b"x"], "offset": pa.array([1], type=pa.int64())})
+    rows = pa.table(
+        {"partition": pa.array([0], type=pa.int32()), "k": [b"x"], "offset": pa.array([1], type=pa.int64())}
+    )
     got = smallbatch.at(rows, ("partition", "k", "offset"), [])
     assert got.num_rows == 0 and got.schema == rows.schema
