@@ -19,8 +19,10 @@ an integer value (`combined`), or `(topic, partition, key, combined value, last 
 (`ranked`), and give `(key, value, src_topic, src_partition, src_offset, src_idx)` sorted by
 source and position. `indexed` takes tuples `(topic, partition, offset, key, value)`, with
 bytes values when it numbers the rows itself, and gives tuples of those six columns;
-`reduced` takes an Arrow table and gives tuples of `(partition, key, value)`. The six re-keyed
-columns are the written ones followed by `api.REKEY_ORDER`.
+`reduced` takes an Arrow table and gives tuples of `(partition, key, value)`; `at` takes an
+Arrow table and the `(partition, key, offset)` tuples to keep (`dedup`'s kept first rows) and
+gives those rows of the table, in its order. The six re-keyed columns are the written ones
+followed by `api.REKEY_ORDER`.
 """
 
 from __future__ import annotations
