@@ -7,6 +7,7 @@ replica exited after five attempts, on every owner, for good.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from floe_stack import localrun
 
 from .conftest import NewApp
-from .test_poison import read_with_headers
+from .test_poison import offsets_rows, read_with_headers
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
 
@@ -50,6 +51,60 @@ def test_dead_letter_takes_the_record_whose_output_is_too_large_and_every_other_
         )
         assert b"above the producer's message.max.bytes 1,000,000" in headers["floe.error"]
         assert replica.alive()
+    finally:
+        code = replica.stop()
+    assert code == 0
+
+
+def test_stop_halts_only_the_partition_whose_output_is_too_large_at_that_record(
+    new_app: NewApp, session: Any
+) -> None:
+    """Under `errors: stop` (the default) the record whose output Kafka refuses stops only its
+    own partition, named in its offsets row with its offset and size. A failed write may have
+    produced part of the batch, so the partition stops at that batch's start, the batch kept in
+    flight whole (held, not skipped); every other partition is committed to its end, and every
+    record before the stop or on another partition goes out."""
+    app = new_app("hugestop", entrypoint=str(JOB), stores=[], input_name="lines", batch=500)
+    lines = [f"line {i}" for i in range(LINES)]
+    lines[HUGE_INDEX] = "HUGE line"
+    localrun.produce(app.bootstrap, app.topics[0], lines)
+    source = app.topics[0]
+    ends = localrun.end_offsets(app.bootstrap, source)
+    replica = localrun.Replica(app, "r0").start()
+
+    def settled() -> bool:
+        rows = offsets_rows(session, app)
+        stop = rows.get((source, HUGE_PARTITION))
+        return (
+            stop is not None
+            and stop[5] is not None
+            and all(
+                (row := rows.get((source, p))) is not None and row[2] == end and row[3] == row[4]
+                for p, end in ends.items()
+                if p != HUGE_PARTITION
+            )
+        )
+
+    try:
+        deadline = time.monotonic() + 400
+        while not settled():
+            assert replica.alive(), f"the replica exited; see {replica.log_path}"
+            assert time.monotonic() < deadline, "the app did not settle around the oversized record"
+            time.sleep(1)
+        row = offsets_rows(session, app)[(source, HUGE_PARTITION)]
+        # stopped where it is committed, at or before the record, which the stop names
+        assert row[2] == row[5] <= HUGE_OFFSET
+        assert f"record at offset {HUGE_OFFSET} fails" in (row[6] or ""), row[6]
+        assert "above the producer's message.max.bytes 1,000,000" in (row[6] or ""), row[6]
+        # output is at-least-once: attempts before the narrowing may have produced part of it, but
+        # nothing past the stop on its partition, and every record of the others
+        out = {k.decode(): v.decode() for k, v in localrun.read_topic(app.bootstrap, app.output_topics[0])
+               if k is not None and v is not None}
+        assert "HUGE line" not in out
+        held = {i for i in range(LINES) if i % PARTITIONS == HUGE_PARTITION and i // PARTITIONS >= row[5]}
+        assert {line for i, line in enumerate(lines) if i not in held} <= set(out)
+        assert all(out[line] == line for line in out)
+        assert replica.alive() and replica.ready()
     finally:
         code = replica.stop()
     assert code == 0
