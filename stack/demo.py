@@ -147,19 +147,20 @@ def _drop_internal_topics(bootstrap: str, app_id: str) -> list[str]:
     """Delete the app's repartition and dead-letter topics (named after the app id, see
     `floe_jobs.config`) and wait until the brokers no longer list them."""
     from confluent_kafka.admin import AdminClient
+    from floe_stack import localrun
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    def internal(name: str) -> bool:
+        return bool(_repartition_topics([name], app_id)) or name == f"{app_id}-dlq"
 
-    def internal() -> list[str]:
-        names = admin.list_topics(timeout=10).topics
-        return _repartition_topics(names, app_id) + [t for t in names if t == f"{app_id}-dlq"]
-
-    found = internal()
-    if found:
-        for fut in admin.delete_topics(found, operation_timeout=30).values():
-            fut.result()
-        _wait(lambda: not internal(), what=f"deleting topics {', '.join(found)}", timeout=60)
-    return found
+    done = localrun.delete_topics(bootstrap, internal)
+    failed = {t: e for t, e in done.items() if e is not None}
+    if failed:
+        raise DemoError(f"deleting topics failed: {failed}")
+    if done:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        _wait(lambda: not [t for t in admin.list_topics(timeout=10).topics if internal(t)],
+              what=f"deleting topics {', '.join(done)}", timeout=60)
+    return sorted(done)
 
 
 def _adopt_crd(env: dict[str, str], kubectl: str) -> None:

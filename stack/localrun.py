@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,21 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
             return
         time.sleep(0.2)
     raise TimeoutError(f"topic {name} did not appear")
+
+
+def delete_topics(bootstrap: str, wanted: Callable[[str], bool]) -> dict[str, Exception | None]:
+    """Deletes every topic whose name `wanted` accepts; each one's outcome (None: deleted, or gone
+    already), so a caller decides what a failure means to it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = sorted(t for t in admin.list_topics(timeout=15).topics if wanted(t))
+    outcome: dict[str, Exception | None] = {}
+    for name, fut in (admin.delete_topics(names, operation_timeout=30).items() if names else ()):
+        try:
+            fut.result(timeout=40)
+            outcome[name] = None
+        except Exception as exc:
+            outcome[name] = None if "UNKNOWN_TOPIC" in str(exc) else exc
+    return outcome
 
 
 def produce(bootstrap: str, topic: str, values: Iterable[str | tuple[str, str]], *, keyed: bool = False) -> int:

@@ -68,18 +68,11 @@ def complain(message: str) -> None:
 
 
 def delete_topics(bootstrap: str, made: Leftovers) -> None:
-    from confluent_kafka.admin import AdminClient
+    from floe_stack import localrun
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    names = made.matching(set(admin.list_topics(timeout=15).topics))
-    if not names:
-        return
-    for name, fut in admin.delete_topics(names, operation_timeout=30).items():
-        try:
-            fut.result(timeout=40)
-        except Exception as exc:
-            if "UNKNOWN_TOPIC" not in str(exc):
-                complain(f"topic {name} left on the broker: {exc}")
+    for name, exc in localrun.delete_topics(bootstrap, lambda t: bool(made.matching({t}))).items():
+        if exc is not None:
+            complain(f"topic {name} left on the broker: {exc}")
 
 
 def drop_keyspaces(env: Mapping[str, str], names: list[str]) -> None:

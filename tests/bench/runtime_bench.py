@@ -75,12 +75,11 @@ def drop_topics(bootstrap: str, prefixes: list[str]) -> None:
     """Deletes a run's topics (every topic whose name starts with one of `prefixes`: an app's own
     repartition and dead-letter topics too), so later runs meet a broker of the same size: with
     thousands of leftover topics every metadata and offsets request of both sides grows."""
-    from confluent_kafka.admin import AdminClient
+    from floe_stack import localrun
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    names = [t for t in admin.list_topics(timeout=15).topics if any(t.startswith(p) for p in prefixes)]
-    for fut in admin.delete_topics(names, operation_timeout=30).values() if names else ():
-        fut.result(timeout=40)
+    failed = {t: e for t, e in localrun.delete_topics(bootstrap, lambda t: t.startswith(tuple(prefixes))).items() if e}
+    if failed:
+        raise RuntimeError(f"topics left on the broker: {failed}")
 
 
 def new_app(
