@@ -85,6 +85,11 @@ class _KeyValueStore(BaseStore[K, V]):
             cql += " USING " + " AND ".join(using)
         return cql
 
+    def _fenced_insert(self, *, ttl: bool, stamped: bool) -> Any:
+        """The prepared fenced insert, with a TTL parameter or without."""
+        name = f"insert_fenced_ttl:{stamped}" if ttl else f"insert_fenced:{stamped}"
+        return self.statement(name, self._insert_cql(ttl=ttl, fenced=True, stamped=stamped))
+
     def _insert(self, ttl: int | None) -> Any:
         if ttl is None:
             return self.statement("insert", self._insert_cql(ttl=False))
@@ -331,12 +336,8 @@ class _KeyValueStore(BaseStore[K, V]):
         stamped with `stamp`, or with its own stamp from `stamps`."""
         stamped = stamp is not None
         at: tuple[Any, ...] = (stamp,) if stamped else ()
-        fenced = self.statement(f"insert_fenced:{stamped}", self._insert_cql(ttl=False, fenced=True,
-                                                                             stamped=stamped))
-        fenced_ttl = None
-        if ttl is not None:
-            fenced_ttl = self.statement(f"insert_fenced_ttl:{stamped}",
-                                        self._insert_cql(ttl=True, fenced=True, stamped=stamped))
+        fenced = self._fenced_insert(ttl=False, stamped=stamped)
+        fenced_ttl = None if ttl is None else self._fenced_insert(ttl=True, stamped=stamped)
         # the partition, fence, TTL and stamp are the same for most rows: serialized once here,
         # not once per row (`_Serialized`); such a row only adds its key and value
         ser = _Serialized(self.session.cluster.protocol_version)
@@ -357,9 +358,7 @@ class _KeyValueStore(BaseStore[K, V]):
                 params: tuple[Any, ...] = (partition, kb, vb, fence, *row_at)
                 stmt = fenced
             else:
-                fenced_ttl = fenced_ttl or self.statement(
-                    f"insert_fenced_ttl:{stamped}", self._insert_cql(ttl=True, fenced=True, stamped=stamped)
-                )
+                fenced_ttl = fenced_ttl or self._fenced_insert(ttl=True, stamped=stamped)
                 params = (partition, kb, vb, fence, row_ttl, *row_at)
                 stmt = fenced_ttl
             stmts.append((stmt, params, k, len(kb) + len(vb or b""), ser.values(stmt, params)))
