@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from floe_stack import release
+from floe_stack import demo, release
 from floe_stack.layout import Layout
 
 from ...nodekit import require_node
@@ -55,8 +55,7 @@ def test_a_release_installs_on_the_node_from_its_artifacts_alone(
         # own copy, and left out of this release (crds.enabled=false), as test_pods does.
         for crd in release.CRD_FILES:
             run(kubectl, "apply", "-f", str(out / f"{crd}-crd-{version}.yaml"))
-        run(kubectl, "wait", "--for=condition=Established", "crd/streamingapps.streaming.floe.dev",
-            "crd/streamingappsnapshots.streaming.floe.dev", "--timeout=60s")
+        run(kubectl, "wait", "--for=condition=Established", *(f"crd/{name}" for name in demo.CRDS), "--timeout=60s")
         run(kubectl, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted")
         installed = True
         run(helm, "install", name, str(out / f"floe-{version}.tgz"), "--namespace", ns,

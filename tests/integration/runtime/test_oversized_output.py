@@ -7,13 +7,13 @@ replica exited after five attempts, on every owner, for good.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from floe_stack import localrun
 
+from ..waiting import wait_for
 from .conftest import NewApp
 from .test_poison import offsets_rows, read_with_headers
 
@@ -56,7 +56,7 @@ def test_dead_letter_takes_the_record_whose_output_is_too_large_and_every_other_
     assert code == 0
 
 
-def test_stop_halts_only_the_partition_whose_output_is_too_large_at_that_record(
+def test_stop_halts_only_the_partition_whose_output_is_too_large_and_names_the_record(
     new_app: NewApp, session: Any
 ) -> None:
     """Under `errors: stop` (the default) the record whose output Kafka refuses stops only its
@@ -85,12 +85,12 @@ def test_stop_halts_only_the_partition_whose_output_is_too_large_at_that_record(
             )
         )
 
+    def alive_and_settled() -> bool:
+        assert replica.alive(), f"the replica exited; see {replica.log_path}"
+        return settled()
+
     try:
-        deadline = time.monotonic() + 400
-        while not settled():
-            assert replica.alive(), f"the replica exited; see {replica.log_path}"
-            assert time.monotonic() < deadline, "the app did not settle around the oversized record"
-            time.sleep(1)
+        wait_for(alive_and_settled, timeout=400, every=1, what="the app to settle around the oversized record")
         row = offsets_rows(session, app)[(source, HUGE_PARTITION)]
         # stopped where it is committed, at or before the record, which the stop names
         assert row[2] == row[5] <= HUGE_OFFSET
