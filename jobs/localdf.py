@@ -7,13 +7,21 @@ columns) and Spark reads its record batches in the JVM: every job over the DataF
 there. Before this, the rows went as JSON text that Spark parsed (base64 for binary values):
 about ten times the Python work per row, and a parse in every job.
 
+Every table crosses as record batches in an RDD, whatever
+`spark.sql.execution.arrow.localRelationThreshold` says (`_RecordBatches`): below it Spark would
+make a local relation, whose projections run interpreted over the rows and whose rows every task
+carries through Java serialization. The threshold keeps governing the job's own
+`createDataFrame` calls.
+
 The other way, `collect_rows` fetches a DataFrame's rows as Arrow record batches (one socket
 stream, no per-row pickling) and turns the columns into plain Python tuples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +38,46 @@ def arrow_schema(schema: StructType) -> Any:
         return None
 
 
+LOCAL_RELATION_THRESHOLD = "spark.sql.execution.arrow.localRelationThreshold"
+
+
+class _RecordBatches:
+    """Holds the threshold at 0 while any of Floe's crossings is inside `createDataFrame`.
+
+    Spark reads the threshold in the JVM when the table arrives (`ArrowConverters.toDataFrame`),
+    so it is a session setting, not an argument: the first crossing in sets it to 0 and the last
+    one out puts back what it found, so that lanes crossing side by side never restore each
+    other's 0. Where it is already 0 (Floe's default) a crossing only reads it. A job's own call
+    that runs meanwhile on another lane gets record batches too: the same rows, another plan."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._found: str | None = None
+
+    @contextlib.contextmanager
+    def held(self, spark: SparkSession) -> Iterator[None]:
+        with self._lock:
+            if self._inside == 0:
+                self._found = spark.conf.get(LOCAL_RELATION_THRESHOLD, None)
+                if self._found != "0":
+                    spark.conf.set(LOCAL_RELATION_THRESHOLD, "0")
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inside -= 1
+                if self._inside == 0 and self._found != "0":
+                    if self._found is None:
+                        spark.conf.unset(LOCAL_RELATION_THRESHOLD)
+                    else:
+                        spark.conf.set(LOCAL_RELATION_THRESHOLD, self._found)
+
+
+_RECORD_BATCHES = _RecordBatches()
+
+
 def local_dataframe(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: StructType) -> DataFrame:
     """A DataFrame of `rows` (tuples in `schema`'s field order) whose jobs need no Python worker.
 
@@ -37,13 +85,15 @@ def local_dataframe(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: 
     table = arrow_table(rows, schema)
     if table is None:
         return spark.createDataFrame(list(rows), schema, verifySchema=False)
-    return spark.createDataFrame(table, schema)
+    with _RECORD_BATCHES.held(spark):
+        return spark.createDataFrame(table, schema)
 
 
 def arrow_dataframe(spark: SparkSession, table: Any, schema: StructType) -> DataFrame:
     """A DataFrame of an Arrow table whose columns are `schema`'s, read by Spark in the JVM."""
     # one chunk: from a table of several, Spark 4.0's createDataFrame kept only some of the rows
-    return spark.createDataFrame(table.combine_chunks(), schema)
+    with _RECORD_BATCHES.held(spark):
+        return spark.createDataFrame(table.combine_chunks(), schema)
 
 
 def arrow_table(rows: Sequence[Sequence[Any]], schema: StructType) -> Any:

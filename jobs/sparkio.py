@@ -62,12 +62,13 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
         # and again as plans change, and C2's compiler threads take a large share of the JVM's
         # CPU, on the cores the batches need (docs/runtime.md, "Where the CPU goes").
         "spark.driver.extraJavaOptions": "-XX:+UseG1GC -XX:TieredStopAtLevel=1",
-        # DataFrames the driver makes from Arrow tables (a batch's records, a helper's results)
-        # stay Arrow record batches in an RDD. Below this threshold (48 MiB by default) Spark
-        # would turn them into a local relation: the optimizer then runs each projection over
-        # the rows in interpreted code, and every job ships the rows inside its tasks through
-        # Java serialization. Kept as record batches, a large batch costs less than half as much
-        # and a small one no more (docs/runtime.md, "DataFrames made from Arrow stay Arrow").
+        # DataFrames made from Arrow tables stay Arrow record batches in an RDD. Below this
+        # threshold (48 MiB by default) Spark would turn them into a local relation: the
+        # optimizer then runs each projection over the rows in interpreted code, and every job
+        # ships the rows inside its tasks through Java serialization. Floe's own crossings (a
+        # batch's records, a helper's results) do so whatever the setting (`floe_jobs.localdf`);
+        # this default gives a job's own `createDataFrame` calls the same (docs/runtime.md,
+        # "DataFrames made from Arrow stay Arrow").
         "spark.sql.execution.arrow.localRelationThreshold": "0",
         "spark.python.worker.reuse": "true",
         "spark.task.maxFailures": "1",
