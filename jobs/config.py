@@ -144,9 +144,11 @@ class KafkaSettings(_Model):
         description="cap of one micro-batch, all partitions",
     )
     repartition_rows_per_record: int = setting(
-        # 10 ran word count over 1M words faster but filled a 768 MiB driver heap under Spark's
-        # own Arrow settings (spark.sql.execution.arrow.localRelationThreshold 48MB); 4 did not
-        default=4,
+        # 4 before Floe's crossings kept their tables out of local relations whatever Spark's
+        # Arrow threshold (`floe_jobs.localdf`): under its 48 MiB default a larger counting batch
+        # filled a 768 MiB driver heap at 1M words. Out of them, 8 runs within it and writes each
+        # key fewer times (docs/runtime.md, "Throughput against Structured Streaming").
+        default=8,
         ge=1,
         env="FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD",
         description="a stage fed by a repartition topic reads up to this many re-keyed rows per record "

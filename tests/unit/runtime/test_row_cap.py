@@ -21,8 +21,8 @@ def test_an_input_stage_reads_the_batch_cap() -> None:
     assert _cap(api.Stage(name="split", fn=lambda b: b, source=None)) == 5000
 
 
-def test_a_rekeyed_stage_reads_four_rows_per_record_by_default() -> None:
-    assert _cap(api.Stage(name="count", fn=lambda b: b, source="split")) == 20_000
+def test_a_rekeyed_stage_reads_eight_rows_per_record_by_default() -> None:
+    assert _cap(api.Stage(name="count", fn=lambda b: b, source="split")) == 40_000
 
 
 def test_the_rows_per_record_setting_is_read() -> None:
@@ -34,9 +34,9 @@ def test_the_rows_per_record_setting_is_read() -> None:
 def test_a_rekeyed_batch_is_placed_as_the_input_records_its_rows_stand_for() -> None:
     cfg = config.load(environ={**ENV, "FLOE_SPARK_MASTER": "local[2]"})
     assert cfg.spark.driver_batch_limit == 50_000
-    within = placement.for_rows(cfg, 200_000)
+    within = placement.for_rows(cfg, 400_000)
     assert (within.records, within.driver_grouping, within.spark_sink) == (50_000, True, False)
-    beyond = placement.for_rows(cfg, 200_001)
+    beyond = placement.for_rows(cfg, 400_001)
     assert (beyond.records, beyond.driver_grouping) == (50_001, False)
     one = config.load(environ={**ENV, "FLOE_SPARK_MASTER": "local[2]", "FLOE_KAFKA_REPARTITION_ROWS_PER_RECORD": "1"})
     assert placement.for_rows(one, 60_000) == placement.decide(one, records=60_000)
