@@ -88,3 +88,12 @@ USER 185:185
 # floe-job runs as PID 1 and handles SIGTERM itself: it drains the batch, commits and leaves
 # the Kafka group (the operator sets the same command in the pod).
 ENTRYPOINT ["floe-job"]
+
+# What this image's runtime is: its release, and the configuration schema it reads
+# (floe_jobs.config.CONFIG_SCHEMA). An operator of a newer schema may render keys this runtime
+# does not have; it then refuses to start and names both schemas (docs/releasing.md, "Version
+# skew"). A unit test keeps these defaults equal to pyproject.toml's version and the runtime's.
+ARG FLOE_VERSION=0.1.0
+ARG FLOE_CONFIG_SCHEMA=1
+LABEL org.opencontainers.image.version="${FLOE_VERSION}" \
+      dev.floe.config-schema="${FLOE_CONFIG_SCHEMA}"

@@ -34,6 +34,23 @@ from floe_jobs.exitcodes import EXIT_CONFIG, EXIT_OK, EXIT_UNREACHABLE
 # less often costs little memory. Figures: docs/runtime.md, "What a batch costs".
 GC_THRESHOLDS = (50_000, 20, 100)
 
+TERMINATION_LOG = "/dev/termination-log"
+"""Where the kubelet reads a container's last words (the default terminationMessagePath); the
+operator quotes them in the app's CrashLooping condition (`floe_operator.podfaults`), so a
+configuration the runtime refuses (a key of a newer operator among them) is named on the app."""
+
+
+def _refuse(message: str, code: int) -> int:
+    """Exit with `code` after saying why on stderr and, in a pod, in the termination log."""
+    print(message, file=sys.stderr)
+    if os.path.exists(TERMINATION_LOG):
+        try:
+            with open(TERMINATION_LOG, "w", encoding="utf-8") as f:
+                f.write(message[:4096])
+        except OSError:
+            pass
+    return code
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="floe-job", description="Run one replica of a Floe streaming app.")
@@ -81,8 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_mod.load(path=args.config, environ=env)
     except config_mod.ConfigError as exc:
-        print(f"floe-job: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _refuse(f"floe-job: {exc}", EXIT_CONFIG)
     logformat.apply(cfg.logging.format, app=cfg.app_id, pod=cfg.pod.name or socket.gethostname())
     # the configuration holds them now: Spark's JVM and Python workers, started below, must not
     config_mod.scrub_secrets(os.environ)
@@ -101,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         r.start()
     except (startup.StartupError, StoreConfigError, TypeError, ValueError) as exc:
         # a refused credential or certificate names its variable: say which Secret key it came from
-        print(f"floe-job: {cfg.sourced(str(exc))}", file=sys.stderr)
-        return EXIT_UNREACHABLE if isinstance(exc, startup.StartupError) else EXIT_CONFIG
+        code = EXIT_UNREACHABLE if isinstance(exc, startup.StartupError) else EXIT_CONFIG
+        return _refuse(f"floe-job: {cfg.sourced(str(exc))}", code)
     return r.run()
 
 

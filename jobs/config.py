@@ -29,6 +29,7 @@ and renaming every variable would break every deployed pod template.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import typing
@@ -57,6 +58,14 @@ ErrorPolicy = Literal["stop", "deadLetter"]
 CONFIG_ENV = "FLOE_CONFIG"
 """The variable naming the config file: read by `load` itself, not a setting."""
 
+CONFIG_SCHEMA = 1
+"""The schema of the configuration this runtime reads. The operator writes the schema it
+rendered (`config_schema`), and each key it starts rendering raises this by one
+(docs/releasing.md, "Version skew"). A runtime given a newer schema leaves out the keys that the
+file lists as `optional_keys` (settings it can run without: `dispensable` ones) and refuses any
+other key it does not declare with both schemas named: an app whose spec asks for what its image
+cannot do stops at start with that reason, instead of running without it."""
+
 ENV_NAMES_ENV = "FLOE_ENV_NAMES"
 """The FLOE_* variables the operator set on the replica's container, comma-separated (itself
 among them). FLOE_ names are reserved: the CRD refuses them in spec.env, but an envFrom
@@ -81,16 +90,26 @@ _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
 def setting(
-    *args: Any, env: str, description: str = "", secret: bool = False, kind: EnvKind | None = None, **kwargs: Any
+    *args: Any,
+    env: str,
+    description: str = "",
+    secret: bool = False,
+    kind: EnvKind | None = None,
+    dispensable: bool = False,
+    **kwargs: Any,
 ) -> Any:
     """A field with its environment variable; `secret` keeps it out of files, repr and logs.
 
     `kind` says how the variable's text is parsed (derived from the type when left out: lists
-    comma-separated, mappings and lists of objects as JSON).
+    comma-separated, mappings and lists of objects as JSON). `dispensable`: a runtime that
+    predates the setting may run without it (it changes a label or a log line, never what is
+    computed, read or written); the operator lists such keys as `optional_keys`.
     """
     extra: dict[str, Any] = {"env": env, "secret": secret}
     if kind is not None:
         extra["kind"] = kind
+    if dispensable:
+        extra["dispensable"] = True
     if secret:
         kwargs.setdefault("repr", False)
     return Field(*args, description=f"{env}: {description}" if description else env, json_schema_extra=extra, **kwargs)
@@ -730,11 +749,23 @@ class SecretRef(_Model):
 
 
 class FloeConfig(_Model):
+    config_schema: int = setting(
+        default=CONFIG_SCHEMA,
+        ge=1,
+        env="FLOE_CONFIG_SCHEMA",
+        description="the configuration schema the file was rendered for (CONFIG_SCHEMA of the operator's release)",
+    )
+    optional_keys: list[str] = setting(
+        default_factory=list,
+        env="FLOE_OPTIONAL_KEYS",
+        description="keys of the file that a runtime of an older schema may leave out (dotted paths)",
+    )
     app_id: str = setting(env="FLOE_APP_ID", description="the StreamingApp name; group id, topic and table prefix")
     app_name: str | None = setting(
         default=None,
         min_length=1,
         env="FLOE_APP_NAME",
+        dispensable=True,
         description="the StreamingApp's name: the `app` label of the replica's series, as the operator's series "
         "have it (the scrape adds `namespace`); default: app_id",
     )
@@ -958,6 +989,69 @@ def file_problems(raw: Mapping[str, Any]) -> list[str]:
     return unknown + secrets
 
 
+def optional_keys(rendered: Mapping[str, Any]) -> list[str]:
+    """The keys of `rendered` that are `dispensable` settings: what the operator lists as
+    `optional_keys`, so that a runtime older than one of them leaves it out."""
+    return [
+        ".".join(path)
+        for path, info in _fields(FloeConfig)
+        if isinstance(info.json_schema_extra, dict)
+        and info.json_schema_extra.get("dispensable")
+        and _get_path(rendered, path) is not None
+    ]
+
+
+def runtime_version() -> str:
+    """This runtime's release (the installed `floe` distribution's version)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("floe")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def skew(rendered: int) -> str:
+    """Why a key of a file of schema `rendered` is unknown here, and what to change."""
+    return (
+        f"the configuration was rendered for config schema {rendered} (a newer Floe operator) and this image's "
+        f"runtime, floe {runtime_version()}, reads config schema {CONFIG_SCHEMA}: run the app on an image whose "
+        f"runtime reads schema {rendered} (spec.image), or unset the StreamingApp fields behind these keys"
+    )
+
+
+def _rendered_schema(raw: Mapping[str, Any]) -> int:
+    schema = raw.get("config_schema", CONFIG_SCHEMA)
+    return schema if isinstance(schema, int) and not isinstance(schema, bool) else CONFIG_SCHEMA
+
+
+def _without_optional(raw: dict[str, Any]) -> dict[str, Any]:
+    """`raw` of a newer schema without the unknown keys it lists as optional; ConfigError naming
+    both schemas for any other unknown key. A file of this schema or an older one is returned as
+    it is: an unknown key there is a typo, which validation reports."""
+    rendered = _rendered_schema(raw)
+    if rendered <= CONFIG_SCHEMA:
+        return raw
+    listed = raw.get("optional_keys")
+    optional = {str(k) for k in listed} if isinstance(listed, list) else set()
+    unknown = list(_undeclared(FloeConfig, raw, ()))
+    required = [key for key in unknown if re.sub(r"\.\d+(?=\.|$)", "", key) not in optional]
+    if required:
+        named = ", ".join(required)
+        raise ConfigError(f"invalid configuration:\n  {named}: not known to this runtime; {skew(rendered)}")
+    for key in unknown:
+        *parents, last = key.split(".")
+        node: Any = raw
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.get(part)
+        node.pop(last, None)
+    if unknown:
+        logging.getLogger("floe_jobs").warning(
+            "Left out optional keys=%s of config schema %d (this runtime reads %d)", unknown, rendered, CONFIG_SCHEMA
+        )
+    return raw
+
+
 def _secret_refs(env: Mapping[str, str]) -> dict[str, SecretRef]:
     """FLOE_SECRET_REFS as far as it can be read (validation reports what it cannot)."""
     try:
@@ -1016,15 +1110,16 @@ def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, st
     traceback from the first client). Errors name the Secret and key of each variable set from
     one (FLOE_SECRET_REFS)."""
     env = os.environ if environ is None else environ
+    path = path or env.get(CONFIG_ENV) or None
     foreign = foreign_variables(env)
     if foreign:
-        raise ConfigError("invalid environment:\n  " + "\n  ".join(foreign))
+        raise ConfigError("invalid environment:\n  " + "\n  ".join(foreign) + _skew_of_file(path))
     refs = _secret_refs(env)
     try:
         unset = _unset_secrets(env, refs)
         if unset is not None:
             raise ConfigError(unset)
-        cfg = _load(path=path, env=env)
+        cfg = _load(raw=_read_file(path) if path else {}, env=env)
         refused = kafkaprops.problems(cfg.kafka.extra)
         if refused:
             where = f"kafka.extra ({env_name('kafka', 'extra')})"
@@ -1034,28 +1129,40 @@ def load(*, path: str | os.PathLike[str] | None = None, environ: Mapping[str, st
         raise ConfigError(sourced(str(exc), refs)) from None
 
 
-def _load(*, path: str | os.PathLike[str] | None, env: Mapping[str, str]) -> FloeConfig:
-    path = path or env.get(CONFIG_ENV) or None
-    raw: dict[str, Any] = {}
-    if path:
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ConfigError(f"invalid configuration: cannot read config file {path}: {exc.strerror}") from exc
-        try:
-            loaded = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"invalid configuration: {path} is not valid YAML: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"invalid configuration: {path} must hold a mapping at the top level")
-        raw = loaded
-        in_file = _secrets_in(raw)
-        if in_file:
-            named = ", ".join(f"{'.'.join(p)} ({_ENV_OF[p]})" for p in in_file)
-            raise ConfigError(
-                f"invalid configuration: {path} holds {named}: credentials and key material come from Kubernetes "
-                "Secrets through their environment variables, never from a file"
-            )
+def _skew_of_file(path: str | os.PathLike[str] | None) -> str:
+    """The version skew behind unknown variables, when the file (if readable) is of a newer schema:
+    a newer operator sets the variables of the settings it renders."""
+    try:
+        rendered = _rendered_schema(_read_file(path)) if path else CONFIG_SCHEMA
+    except ConfigError:
+        return ""
+    return f"\n  ({skew(rendered)})" if rendered > CONFIG_SCHEMA else ""
+
+
+def _read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The config file's mapping, refused if it holds a secret."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"invalid configuration: cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid configuration: {path} is not valid YAML: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"invalid configuration: {path} must hold a mapping at the top level")
+    in_file = _secrets_in(loaded)
+    if in_file:
+        named = ", ".join(f"{'.'.join(p)} ({_ENV_OF[p]})" for p in in_file)
+        raise ConfigError(
+            f"invalid configuration: {path} holds {named}: credentials and key material come from Kubernetes "
+            "Secrets through their environment variables, never from a file"
+        )
+    return loaded
+
+
+def _load(*, raw: dict[str, Any], env: Mapping[str, str]) -> FloeConfig:
+    raw = _without_optional(raw)
     for key_path, (name, kind) in ENV_KEYS.items():
         value = env.get(name)
         if value is not None and value != "":

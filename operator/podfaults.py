@@ -25,6 +25,10 @@ UNSCHEDULABLE = "Unschedulable"
 CRASH_LOOPING = "CrashLooping"
 PODS_REJECTED = "PodsRejected"
 
+# What a condition quotes of a container's termination message: the runtime writes at most a
+# few lines there (a configuration it refuses, a dependency it cannot reach at start).
+LAST_MESSAGE_LIMIT = 600
+
 # Container waiting reasons of the kubelet's image manager.
 IMAGE_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"})
 
@@ -46,6 +50,8 @@ def summary(pod: Mapping[str, Any]) -> dict[str, Any]:
             "restarts": int(cs.get("restartCount", 0)),
             "lastExit": last.get("exitCode"),
             "lastReason": last.get("reason"),
+            # the runtime's own words on why it stopped at start (its termination log), bounded
+            "lastMessage": str(last.get("message") or "").strip()[:LAST_MESSAGE_LIMIT],
         })
     scheduled: Mapping[str, Any] = next(
         (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), {}
@@ -93,7 +99,8 @@ def _fault_of(pod: Mapping[str, Any], *, image: str) -> Fault | None:
             last = f"exit code {c['lastExit']}" + (f" ({c['lastReason']})" if c["lastReason"] else "")
             hint = ("raise spec.resources.limits.memory (or lower spec.spark.driver.memory)"
                     if c["lastReason"] == "OOMKilled" else f"see kubectl logs --previous {pod['name']}")
-            message = f"Pod {pod['name']} keeps exiting: {c['restarts']} restarts, last {last}; {hint}"
+            said = f": {c['lastMessage']}" if c.get("lastMessage") else ""
+            message = f"Pod {pod['name']} keeps exiting: {c['restarts']} restarts, last {last}{said}; {hint}"
             return Fault(CRASH_LOOPING, message)
     return None
 

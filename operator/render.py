@@ -135,7 +135,8 @@ def object_meta(app: model.StreamingApp, name: str, *, labels: Mapping[str, str]
 def job_config(app: model.StreamingApp) -> dict[str, Any]:
     """The runtime's configuration (`floe_jobs.config`), mounted as floe.yaml; never a secret.
 
-    Keys: app_id, app_name, kafka.{bootstrap_servers, topics, output_topics, group_id,
+    Keys: config_schema, optional_keys (the dispensable settings rendered, which a runtime of an
+    older schema may leave out), app_id, app_name, kafka.{bootstrap_servers, topics, output_topics, group_id,
     starting_offsets, max_records_per_batch, max_bytes_per_batch, spark_read_min_records,
     repartition_rows_per_record and group_protocol (when set), session_timeout_ms,
     heartbeat_interval_ms, leave_group_on_close, security_protocol,
@@ -185,10 +186,19 @@ def job_config(app: model.StreamingApp) -> dict[str, Any]:
         **logs,
         "job": {"entrypoint": spec.job.entrypoint, "args": list(spec.job.args), **errors},
     }
-    problems = config.file_problems(rendered)
+    stamped = _schema_stamped(rendered)
+    problems = config.file_problems(stamped)
     if problems:
         raise config.ConfigError(f"the runtime would refuse the rendered {CONFIG_FILE}: {'; '.join(problems)}")
-    return rendered
+    return stamped
+
+
+def _schema_stamped(rendered: dict[str, Any]) -> dict[str, Any]:
+    """`rendered` after the schema it was rendered for and the dispensable keys it holds, which
+    a runtime of an older schema may leave out (`floe_jobs.config.CONFIG_SCHEMA`;
+    docs/releasing.md, "Version skew")."""
+    optional = config.optional_keys(rendered)
+    return {"config_schema": config.CONFIG_SCHEMA, **({"optional_keys": optional} if optional else {}), **rendered}
 
 
 def _kafka_config(app: model.StreamingApp) -> dict[str, Any]:

@@ -136,3 +136,17 @@ def test_job_image_connector_matches_the_pinned_pyspark() -> None:
     env_jars = re.search(r"FLOE_SPARK_JARS=(\S+)", text)
     assert env_jars
     assert {p.rsplit("/", 1)[1] for p in env_jars.group(1).split(",")} == jars
+
+
+def test_the_job_image_labels_its_release_and_the_config_schema_its_runtime_reads() -> None:
+    from floe_jobs import config
+
+    steps = parse(DOCKERFILES["job"].read_text())
+    args = dict(s.args.split("=", 1) for s in steps if s.keyword == "ARG" and s.args.startswith("FLOE_"))
+    assert args == {"FLOE_VERSION": PYPROJECT["project"]["version"], "FLOE_CONFIG_SCHEMA": str(config.CONFIG_SCHEMA)}
+    pairs = [p.split("=", 1) for s in steps if s.keyword == "LABEL" for p in shlex.split(s.args, posix=False)]
+    labels = {k: v.strip('"') for k, v in pairs}
+    assert labels == {
+        "org.opencontainers.image.version": "${FLOE_VERSION}",
+        "dev.floe.config-schema": "${FLOE_CONFIG_SCHEMA}",
+    }

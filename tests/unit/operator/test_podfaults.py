@@ -9,11 +9,14 @@ from floe_operator import conditions, model, podfaults
 
 def pod(name: str = "wc-1", *, created: str = "2026-11-26T00:00:00Z", waiting: str | None = None,
         message: str = "", restarts: int = 0, last: tuple[int, str] | None = None, unschedulable: str | None = None,
-        deleting: bool = False) -> dict[str, Any]:
+        deleting: bool = False, said: str = "") -> dict[str, Any]:
+    terminated: dict[str, Any] = {"exitCode": last[0], "reason": last[1]} if last else {}
+    if said:
+        terminated["message"] = said
     status: dict[str, Any] = {"containerStatuses": [{
         "name": "app", "image": "localhost/floe/job:1", "restartCount": restarts,
         "state": {"waiting": {"reason": waiting, "message": message}} if waiting else {"running": {}},
-        "lastState": {"terminated": {"exitCode": last[0], "reason": last[1]}} if last else {},
+        "lastState": {"terminated": terminated} if last else {},
     }]}
     if unschedulable is not None:
         status = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
@@ -64,6 +67,18 @@ def test_an_oom_crash_loop_points_at_the_memory_limit() -> None:
     assert "5 restarts" in got.message and "OOMKilled" in got.message and "limits.memory" in got.message
     other = fault_of(pod(waiting="CrashLoopBackOff", restarts=2, last=(1, "Error")))
     assert other is not None and "kubectl logs --previous wc-1" in other.message
+
+
+def test_a_crash_loop_quotes_what_the_runtime_said_when_it_stopped() -> None:
+    said = ("floe-job: invalid configuration:\n  kafka.output_guarantee: not known to this runtime; the "
+            "configuration was rendered for config schema 2 (a newer Floe operator) and this image's runtime, "
+            "floe 0.1.0, reads config schema 1") + " x" * 400
+    got = fault_of(pod(waiting="CrashLoopBackOff", restarts=3, last=(2, "Error"), said=said))
+    assert got is not None and got.reason == podfaults.CRASH_LOOPING
+    assert "last exit code 2 (Error): floe-job: invalid configuration" in got.message
+    assert "config schema 2" in got.message and "reads config schema 1" in got.message
+    assert len(got.message) < podfaults.LAST_MESSAGE_LIMIT + 200
+    assert "kubectl logs --previous wc-1" in got.message
 
 
 def test_pods_being_deleted_do_not_count() -> None:
