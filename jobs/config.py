@@ -876,6 +876,13 @@ ENV_KEYS, SECRET_KEYS = _env_table()
 """Key path → (environment variable, how its text is parsed), and the key paths of secrets:
 derived from the model, so a setting exists with its variable or not at all."""
 
+DISPENSABLE_KEYS = tuple(
+    path
+    for path, info in _fields(FloeConfig)
+    if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("dispensable")
+)
+"""Key paths of the `dispensable` settings, in the model's order, derived once as the above."""
+
 _ENV_OF = {path: env for path, (env, _) in ENV_KEYS.items()}
 
 
@@ -992,13 +999,7 @@ def file_problems(raw: Mapping[str, Any]) -> list[str]:
 def optional_keys(rendered: Mapping[str, Any]) -> list[str]:
     """The keys of `rendered` that are `dispensable` settings: what the operator lists as
     `optional_keys`, so that a runtime older than one of them leaves it out."""
-    return [
-        ".".join(path)
-        for path, info in _fields(FloeConfig)
-        if isinstance(info.json_schema_extra, dict)
-        and info.json_schema_extra.get("dispensable")
-        and _get_path(rendered, path) is not None
-    ]
+    return [".".join(path) for path in DISPENSABLE_KEYS if _get_path(rendered, path) is not None]
 
 
 def runtime_version() -> str:
