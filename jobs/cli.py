@@ -8,6 +8,8 @@
     floe-job snapshot --to URI   (a consistent cut of the running app's stores and positions, as
                                   Parquet with a manifest; see floe_jobs.snapshots)
     floe-job restore --from URI  (that snapshot into a new app, which then resumes at the cut)
+    floe-job class-archive FILE  (the driver JVM's class archive, from a training run; see
+                                  floe_jobs.classarchive)
 
 Exit codes: 0 stopped gracefully; 1 batches kept failing; 2 invalid configuration;
 3 Kafka or Cassandra unreachable (or an input topic missing) at start; 4 aborted during a
@@ -62,8 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _subcommand(argv: list[str]) -> int | None:
+    """Run a command that is not a replica (each imported only when asked for); None otherwise."""
     if argv[:1] == ["executor"]:
         # Spark starts its executor pods with the image's entrypoint and this one argument
         from floe_jobs import executor
@@ -73,10 +75,22 @@ def main(argv: list[str] | None = None) -> int:
         from floe_jobs import report
 
         return report.main(argv[1:])
+    if argv[:1] == ["class-archive"]:
+        from floe_jobs import classarchive
+
+        return classarchive.main(argv[1:])
     if argv[:1] in (["snapshot"], ["restore"]):
         from floe_jobs.snapshots import cli as snapshots_cli
 
         return snapshots_cli.main(argv)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    code = _subcommand(argv)
+    if code is not None:
+        return code
     args = _parser().parse_args(argv)
     if args.help_config:
         print(config_mod.describe())

@@ -160,6 +160,9 @@ class App:
     # What each replica runs (`python -m`): the runtime's CLI, or a test's wrapper of it that
     # injects faults (tests/faultjob.py).
     module: str = "floe_jobs.cli"
+    # The driver JVM's class archive (`spark.class_archive`): the stack's (`floe_stack.spark`) by
+    # default, as the job image carries its own; "" starts the JVM from the jars alone.
+    spark_class_archive: str = field(default_factory=lambda: os.environ.get("FLOE_SPARK_CLASS_ARCHIVE", ""))
 
     def env(self, name: str, **overrides: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
@@ -174,6 +177,7 @@ class App:
                 "FLOE_CASSANDRA_KEYSPACE": self.keyspace,
                 "FLOE_STORES": json.dumps(self.stores),
                 "FLOE_SPARK_JARS": ",".join(self.spark_jars),
+                "FLOE_SPARK_CLASS_ARCHIVE": self.spark_class_archive,
                 "FLOE_SPARK_MASTER": "local[2]",
                 "FLOE_SPARK_CONF": json.dumps({"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "768m"}),
                 "FLOE_JOB_ENTRYPOINT": self.entrypoint,

@@ -86,6 +86,10 @@ def stack_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         env = envfile.ensure_stack(ROOT)
     leftovers.STACK.update(env)
+    # local replicas (`localrun.App`) and in-process sessions map the stack's class archive, as
+    # pods map their image's
+    if env.get("FLOE_SPARK_CLASS_ARCHIVE"):
+        os.environ.setdefault("FLOE_SPARK_CLASS_ARCHIVE", env["FLOE_SPARK_CLASS_ARCHIVE"])
     return env
 
 
@@ -159,6 +163,7 @@ def job_config(kafka_bootstrap: str, spark_jars: list[str]) -> FloeConfig:
             "FLOE_JOB_ENTRYPOINT": "unused:job",
             "FLOE_SPARK_MASTER": "local[2]",
             "FLOE_SPARK_JARS": ",".join(spark_jars),
+            "FLOE_SPARK_CLASS_ARCHIVE": os.environ.get("FLOE_SPARK_CLASS_ARCHIVE", ""),
         }
     )
 

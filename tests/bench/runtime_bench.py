@@ -108,6 +108,8 @@ def new_app(
         entrypoint=entrypoint,
         stores=stores or [{"name": "word-count", "type": "partitioned"}],
         spark_jars=env["FLOE_SPARK_JARS"].split(","),
+        # Structured Streaming's driver starts from the jars: so does Floe's here
+        spark_class_archive="",
         workdir=workdir,
         extra_env=dict(extra),
     )

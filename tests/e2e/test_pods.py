@@ -1,7 +1,8 @@
 """Floe end to end on real pods (marker ``node``): the chart installs the
 operator as a pod from the image built here, with its ServiceAccount and RBAC; the word-count
 StreamingApp runs as pods in a namespace that enforces the restricted Pod Security Standard;
-the counts in Cassandra and in the output topic match the produced text exactly; the app is
+each replica's JVM maps the job image's class archive; the counts in Cassandra and in the
+output topic match the produced text exactly; the app is
 READY True and its lag is on the operator pod's /metrics; uninstalling leaves no pod.
 
 Kafka and Cassandra are addressed as the pods reach them (the node's bridge address); the test
@@ -201,6 +202,10 @@ def test_word_count_on_pods_with_the_operator_from_the_chart(
             found = kubectl(env, "exec", pod, "-n", ns, *(["-c", container] if container else []), "--",
                             "python3", "-c", probe, "floe_jobs", "floe_operator", "floe_stack").split()
             assert found == ["True", "True", "False"], (pod, found)
+        # The job image's class archive (floe_jobs.classarchive): every replica's JVM maps it.
+        for pod in _pods(env, app_ns, selector):
+            logs = kubectl(env, "logs", pod["metadata"]["name"], "-n", app_ns, "-c", "app")
+            assert "The JVM maps the class archive /opt/floe/spark-classes.jsa" in logs, pod["metadata"]["name"]
 
         # The Secret and the ConfigMap reach the process (its environment, its topics), and the
         # ConfigMap carries no credential.
