@@ -10,13 +10,12 @@ JVM from the jars alone; everything else is the same. Runs alternate; the result
 
     python tests/bench/start_bench.py [--runs 5]
 
-Writes bench/results/runtime-replica-start.json.
+Writes bench/results/scaleout-replica-start.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -70,7 +69,9 @@ def one_start(env: dict[str, str], workdir: Path, *, archive: str, run: int) -> 
             time.sleep(0.05)
         ready_s = time.monotonic() - t0
         cpu_s = tree_cpu_seconds(replica.pid)
-        localrun.wait_caught_up(session, app, [app.topics[0]], timeout=300, replicas=[replica])
+        # both stages: the input, then the words re-keyed through the repartition topic
+        topics = [app.topics[0], f"{app.app_id}-words-repartition"]
+        localrun.wait_caught_up(session, app, topics, timeout=300, replicas=[replica])
         got = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
         want = dict(localrun.word_truth(lines))
         if got != want:
@@ -88,8 +89,12 @@ def one_start(env: dict[str, str], workdir: Path, *, archive: str, run: int) -> 
 
 def side(values: list[dict[str, Any]]) -> dict[str, Any]:
     ready = [v["ready_s"] for v in values]
-    return {"ready_s": spread(ready), "cpu_s": spread([v["cpu_s"] for v in values]),
-            "p50_s": round(percentile(ready, 0.5), 3), "p99_s": round(percentile(ready, 0.99), 3)}
+    return {
+        "ready_s": spread(ready),
+        "cpu_s": spread([v["cpu_s"] for v in values]),
+        "p50_s": round(percentile(ready, 0.5), 3),
+        "p99_s": round(percentile(ready, 0.99), 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,26 +117,33 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {run} {'archive' if arch else 'jars   '}: {out[-1]}", flush=True)
         load.append(load_average())
     floe, base = side(with_archive), side(without)
-    ratio = statistics.median(v["ready_s"] for v in without) / statistics.median(v["ready_s"] for v in with_archive)
-    write_result("runtime", "replica-start", {
-        "metric": "replica start to ready: seconds without the class archive / with it (higher is better)",
-        "unit": "s",
-        "value": floe["ready_s"]["median"],
-        "baseline": "the same replica, its JVM loading every class from the jars",
-        "baseline_value": base["ready_s"]["median"],
-        "ratio": round(ratio, 3),
-        "target": f"ratio >= {TARGET}",
-        "target_met": ratio >= TARGET,
-        "p50_s": floe["p50_s"],
-        "p99_s": floe["p99_s"],
-        "with_archive": floe,
-        "without_archive": base,
-        "cpu_ratio": round(base["cpu_s"]["median"] / floe["cpu_s"]["median"], 3),
-        "lines": LINES,
-        "runs": args.runs,
-        "load_average": load,
-        "command": f"python tests/bench/start_bench.py --runs {args.runs}",
-    })
+    ratio = base["ready_s"]["median"] / floe["ready_s"]["median"]
+    write_result(
+        "scaleout",
+        "replica-start",
+        {
+            "metric": "seconds from a replica's start to ready with the driver JVM's class archive (lower is better); "
+            "ratio = baseline / value",
+            "unit": "s",
+            "value": floe["ready_s"]["median"],
+            "value_max": floe["ready_s"]["max"],
+            "baseline": "the same replica, its JVM loading every class from the jars",
+            "baseline_value": base["ready_s"]["median"],
+            "ratio": round(ratio, 3),
+            "target": f"ratio >= {TARGET}",
+            "target_met": ratio >= TARGET,
+            "p50_s": floe["p50_s"],
+            "p99_s": floe["p99_s"],
+            "spread": {"value": floe["ready_s"], "baseline": base["ready_s"]},
+            "cpu_s": {"value": floe["cpu_s"], "baseline": base["cpu_s"]},
+            "cpu_ratio": round(base["cpu_s"]["median"] / floe["cpu_s"]["median"], 3),
+            "lines": LINES,
+            "runs": args.runs,
+            "load_average_1m": max(entry[0] for entry in load),
+            "load_averages": load,
+            "command": f"python tests/bench/start_bench.py --runs {args.runs}",
+        },
+    )
     return 0
 
 
