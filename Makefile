@@ -19,10 +19,10 @@ TEST_MARKERS ?= not slow$(if $(filter 0,$(NODE) $(FLOE_NODE)), and not node,)
 # `exclusive` tests, which stop, pause or saturate what every test shares, one at a time.
 # Both lanes always run, and the target fails if either failed; each writes JUnit XML under
 # TEST_OUT, from which floe_stack.testbudget prints each lane's wall time and the 25 slowest tests.
-# LANES=1 (one worker, the tests one after another) until the parallel lane passes three runs in
-# a row; 4 workers ran a dozen Spark JVMs at once on 2 cores, slower than one.
-# `make test LANES=2` runs the parallel lane on two workers.
-LANES ?= 1
+# LANES=2: two workers, since the parallel lane passed three runs in a row on two (README's CI
+# table); 4 workers ran a dozen Spark JVMs at once on 2 cores, slower than one. `make test
+# LANES=1` runs the tests one after another.
+LANES ?= 2
 TEST_OUT ?= build/test
 # `make test-fast WING=...`: a wing is a folder of tests/unit or tests/integration.
 WINGS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tests/unit/*/__init__.py tests/integration/*/__init__.py)))))
