@@ -72,7 +72,9 @@ class SparkConnector:
         self.layout = layout
         self.version = pyspark_version()
         self.jars: list[Path] = []
-        self.class_archive = layout.cache / "spark-classes" / f"{archive_key(layout.root)}.jsa"
+        # found by `install` (its key asks Java for its build): a stack only listed or stopped
+        # needs no Java
+        self.class_archive: Path | None = None
 
     def install(self) -> None:
         d = artifacts.maven_jars(
@@ -82,6 +84,7 @@ class SparkConnector:
         )
         shipped = pyspark_artifacts()
         self.jars = sorted(p for p in d.glob("*.jar") if artifact_name(p.name) not in shipped)
+        self.class_archive = self.layout.cache / "spark-classes" / f"{archive_key(self.layout.root)}.jsa"
         if not self.class_archive.is_file():
             write_class_archive(self.class_archive)
 
@@ -96,11 +99,12 @@ class SparkConnector:
         return {
             "FLOE_SPARK_JARS": ",".join(str(p) for p in self.jars),
             "FLOE_SPARK_VERSION": self.version,
-            "FLOE_SPARK_CLASS_ARCHIVE": str(self.class_archive),
+            **({"FLOE_SPARK_CLASS_ARCHIVE": str(self.class_archive)} if self.class_archive else {}),
         }
 
     def processes(self) -> list[str]:
         return []
 
     def describe(self) -> str:
-        return f"Spark {self.version} Kafka connector: {len(self.jars)} jars; class archive {self.class_archive.name}"
+        archive = f"; class archive {self.class_archive.name}" if self.class_archive else ""
+        return f"Spark {self.version} Kafka connector: {len(self.jars)} jars{archive}"
