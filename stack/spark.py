@@ -55,7 +55,7 @@ def archive_key(root: Path) -> str:
 
 
 def write_class_archive(path: Path) -> None:
-    """Run the runtime's training (`floe-job class-archive`) into `path`, dropping older archives."""
+    """Run the runtime's training (`floe-job class-archive`) into `path`, dropping this checkout's older archives."""
     path.parent.mkdir(parents=True, exist_ok=True)
     for old in path.parent.glob("*.jsa"):
         old.unlink()
@@ -84,7 +84,8 @@ class SparkConnector:
         )
         shipped = pyspark_artifacts()
         self.jars = sorted(p for p in d.glob("*.jar") if artifact_name(p.name) not in shipped)
-        self.class_archive = self.layout.cache / "spark-classes" / f"{archive_key(self.layout.root)}.jsa"
+        # one directory per checkout (its venv is in the key): another clone never removes it
+        self.class_archive = self.layout.data / "spark-classes" / f"{archive_key(self.layout.root)}.jsa"
         if not self.class_archive.is_file():
             write_class_archive(self.class_archive)
 
