@@ -73,8 +73,8 @@ COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-index --no-deps /wheels/floe-*.whl && rm -rf /wheels
 
 # The driver JVM's class archive (floe_jobs.classarchive): a training run's classes, which every
-# replica's JVM maps from this file instead of loading them from the jars (about half the CPU of
-# its start). The runtime finds it at this path (floe_jobs.sparkio.IMAGE_CLASS_ARCHIVE).
+# replica's JVM maps from this file instead of loading them from the jars (about a quarter of
+# the CPU of its start). The runtime finds it at this path (floe_jobs.sparkio.IMAGE_CLASS_ARCHIVE).
 # (The build sandbox's hostname does not resolve: Spark is told its address.)
 RUN SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost floe-job class-archive /opt/floe/spark-classes.jsa
 

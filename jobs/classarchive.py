@@ -2,17 +2,19 @@
 
 A replica's JVM loads some twenty thousand classes before its first batch (Spark's session,
 the SQL engine, Arrow, code generation), parsing and verifying each one from the jars: about
-half the CPU of its start and warm-up. Java's class data sharing maps them instead from an
-archive the JVM wrote at the exit of an earlier run over the same class path. This command is
-that earlier run: a session with Floe's settings (`sparkio.DEFAULTS`) runs what a replica's
-batches run (records crossing as Arrow, a split and explode, a grouped count, a join, a window,
-a Python UDF, rows collected as Arrow), and the JVM writes what it loaded at its exit.
+a quarter of the CPU of its start to ready (`bench/results/scaleout-replica-start.json`).
+Java's class data sharing maps them instead from an archive the JVM wrote at the exit of an
+earlier run over the same class path. This command is that earlier run: a session with Floe's
+settings (`sparkio.DEFAULTS`) runs what a replica's batches run (records crossing as Arrow, a
+split and explode, a grouped count, a join, a window, a Python UDF, rows collected as Arrow),
+and the JVM writes what it loaded at its exit.
 
-The job image runs it once when it is built and points `spark.class_archive` at the file
-(`images/job.Dockerfile`); `make up` does the same for the local replicas (`floe_stack.spark`).
-A replica whose JVM cannot use the archive (another Java build, another class path, a changed
-jar) says so in a warning and loads its classes from the jars, as without one: the archive only
-ever costs its mapping. Only the driver's JVM uses it; executors start from the jars.
+The job image runs it once when it is built and keeps the file where the runtime looks when
+`spark.class_archive` is unset (`sparkio.IMAGE_CLASS_ARCHIVE`, `images/job.Dockerfile`);
+`make up` does the same for the local replicas (`floe_stack.spark`). A replica whose JVM
+cannot use the archive (another Java build, another class path, a changed jar) says so in a
+warning and loads its classes from the jars, as without one: the archive only ever costs its
+mapping. Only the driver's JVM uses it; executors start from the jars.
 """
 
 from __future__ import annotations

@@ -620,7 +620,7 @@ class SparkSettings(_Model):
         default="",
         env="FLOE_SPARK_CLASS_ARCHIVE",
         description="the driver JVM's class archive (`floe-job class-archive FILE` writes one): the JVM maps the "
-        "classes a replica loads instead of loading them from the jars, about half its start-up CPU; a missing "
+        "classes a replica loads instead of loading them from the jars, about a quarter of its start-up CPU; a missing "
         "or stale file is warned about. Default: the job image's, /opt/floe/spark-classes.jsa, where it exists",
     )
     driver_batch_max_records: int | None = setting(

@@ -100,6 +100,11 @@ def class_archive(setting: str) -> str:
     return setting
 
 
+def archive_option(path: str) -> dict[str, str]:
+    """The driver's JVM option that maps the class archive at `path` (none for "")."""
+    return {CLASS_ARCHIVE_OPTION: f"-XX:SharedArchiveFile={path}"} if path else {}
+
+
 def session_conf(cfg: FloeConfig, archive: str = "") -> dict[str, str]:
     """Every Spark setting of a replica's session: Floe's defaults, the class archive (a path,
     `class_archive`), what the driver learns in its pod, the app's `spark.conf`, the wire security
@@ -107,7 +112,7 @@ def session_conf(cfg: FloeConfig, archive: str = "") -> dict[str, str]:
     wire = SPARK_WIRE_SECURITY if cfg.spark.master.startswith("k8s://") else {}
     conf = {
         **DEFAULTS,
-        **({CLASS_ARCHIVE_OPTION: f"-XX:SharedArchiveFile={archive}"} if archive else {}),
+        **archive_option(archive),
         **kubernetes_driver_conf(cfg),
         **cfg.spark.conf,
         **wire,
@@ -122,7 +127,8 @@ def build_session(cfg: FloeConfig, *, app_name: str) -> SparkSession:
     archive = class_archive(cfg.spark.class_archive)
     conf = session_conf(cfg, archive)
     spark = start_session(cfg.spark.master, app_name, conf)
-    if archive and conf.get(CLASS_ARCHIVE_OPTION) == f"-XX:SharedArchiveFile={archive}":
+    # an app's own spark.driver.defaultJavaOptions replaces the option: nothing to report then
+    if archive and conf.get(CLASS_ARCHIVE_OPTION) == archive_option(archive)[CLASS_ARCHIVE_OPTION]:
         if archive_mapped(spark, archive):
             log.info("The JVM maps the class archive %s", archive)
         else:

@@ -5,8 +5,8 @@ as jar files that the job runtime hands to Spark (`spark.jars`). Artifacts that 
 ships (in any version) are left out, so Spark never sees two copies of a class.
 
 The class archive is what the job image carries too (`floe_jobs.classarchive`): written once per
-pyspark class path, Java build and training code, it halves the CPU of each local replica's JVM
-start, so tests that start many replicas pay less for each.
+pyspark class path, Java build and training code, it takes about a quarter of the CPU out of each local
+replica's start, so tests that start many replicas pay less for each.
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ def rekeyed_table() -> Callable[[Sequence[Sequence[Any]]], Any]:
 
 
 @pytest.fixture(scope="session")
-def job_config(kafka_bootstrap: str, spark_jars: list[str]) -> FloeConfig:
+def job_config(kafka_bootstrap: str, spark_jars: list[str], stack_env: dict[str, str]) -> FloeConfig:
     """A job configuration for tests that drive runtime pieces in-process (no Cassandra used)."""
     from floe_jobs import config  # imported here: the unit tests of the stack and chart need no runtime
 
@@ -163,7 +163,7 @@ def job_config(kafka_bootstrap: str, spark_jars: list[str]) -> FloeConfig:
             "FLOE_JOB_ENTRYPOINT": "unused:job",
             "FLOE_SPARK_MASTER": "local[2]",
             "FLOE_SPARK_JARS": ",".join(spark_jars),
-            "FLOE_SPARK_CLASS_ARCHIVE": os.environ.get("FLOE_SPARK_CLASS_ARCHIVE", ""),
+            "FLOE_SPARK_CLASS_ARCHIVE": stack_env.get("FLOE_SPARK_CLASS_ARCHIVE", ""),
         }
     )
 

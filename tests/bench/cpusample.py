@@ -73,6 +73,17 @@ def descendants(roots: set[int], parent_of: dict[int, int]) -> set[int]:
     return found
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """User and system seconds a process and every process below it have used so far."""
+    total = 0.0
+    for pid in descendants({root}, parents()):
+        try:
+            total += _cpu(Path(f"/proc/{pid}/stat").read_text())[1]
+        except OSError:
+            continue
+    return total
+
+
 def stack_pids(root: Path) -> set[int]:
     """The daemons of a checkout's local stack, from their pid files (`.floe/pids`)."""
     out = set()

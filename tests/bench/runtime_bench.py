@@ -987,11 +987,17 @@ def ss_throughput(
 
 
 def bench_throughput(args: argparse.Namespace) -> None:
+    # each system's class archive (ARCHIVED_TUNINGS) lives as long as the benchmark
+    with tempfile.TemporaryDirectory(prefix="floe-bench-archive-") as archive_dir:
+        _bench_throughput(args, Path(archive_dir))
+
+
+def _bench_throughput(args: argparse.Namespace, archive_dir: Path) -> None:
     env = stack_env()
     # One discarded run of each system first: a node just started interprets before its JIT
     # compiles, and both systems share the broker, so measured runs see warm services alike.
     warm_lines = workloads.vocab_lines(20_000, 10_000, seed=4)
-    archives = {side: Path(tempfile.mkdtemp(prefix="floe-bench-archive-")) / f"{side}.jsa" for side in ("floe", "ss")}
+    archives = {side: archive_dir / f"{side}.jsa" for side in ("floe", "ss")}
     archived = any(t in ARCHIVED_TUNINGS for t in args.tunings)
     for i in range(max(args.warm_up, 1 if archived else 0)):
         conf = {**COMMON_CONF, **TUNINGS[args.tunings[0]]}

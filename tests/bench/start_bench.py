@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cpusample import HZ, descendants, parents
+from cpusample import tree_cpu_seconds
 from runtime_bench import (
     drop_and_close,
     drop_topics,
@@ -37,18 +37,6 @@ from runtime_bench import (
 LINES = 3_000
 READY_TIMEOUT_S = 300
 TARGET = 1.25  # start to ready at least a quarter faster with the archive
-
-
-def tree_cpu_seconds(root: int) -> float:
-    """User and system seconds of a process and every process below it (from /proc)."""
-    total = 0.0
-    for pid in descendants({root}, parents()):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / HZ
-    return total
 
 
 def one_start(env: dict[str, str], workdir: Path, *, archive: str, run: int) -> dict[str, Any]:
