@@ -100,6 +100,14 @@ RECONCILE_PAUSED = "ReconcilePaused"
 RECONCILE_RESUMED = "ReconcileResumed"
 INVALID_RECONCILE_ANNOTATION = "InvalidReconcileAnnotation"
 
+# spec.rollout.autoRollback (`rollback`). RolledBack appears once a generation was rolled back:
+# True while the app runs its last Ready spec instead (reason: why the generation failed, as a
+# pod fault or ProgressDeadlineExceeded names it), False (NewGeneration) once a later generation
+# is tried. Degraded is True with reason RolledBack meanwhile, so the app is Stalled until the
+# spec changes.
+ROLLED_BACK = "RolledBack"
+NEW_GENERATION = "NewGeneration"
+
 # Whether the app's namespace holds every pod to a Pod Security Standard: Floe's admission rules
 # cover what a StreamingApp asks for, not pods made otherwise in the namespace (docs/security.md).
 POD_SECURITY = "PodSecurity"
@@ -136,6 +144,9 @@ class Observed:
     executors_unschedulable: str | None = None
     # the PodSecurity condition (`pod_security`); None leaves it as it is
     pod_security: Verdict | None = None
+    # the current generation failed and its last Ready spec runs instead (`rollback.RolledBack`):
+    # reason, why it failed; message, what the operator did
+    rolled_back: Fault | None = None
 
 
 def set_condition(
@@ -254,6 +265,7 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
         put(POD_SECURITY, *observed.pod_security)
     _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)
     _reconcile_pause(app, was_annotated=find(conds, RECONCILE_PAUSED) is not None, put=put)
+    _rollback(app, observed.rolled_back, was_rolled_back=find(conds, ROLLED_BACK) is not None, put=put)
     # While paused, a spec changed since the last pass is not acted on (observedGeneration stays).
     stale = app.reconcile_paused and app.status.get("observedGeneration") != gen
     reconciling, stalled = kstatus(conds, paused_generation=gen if stale else None)
@@ -381,6 +393,8 @@ def _degraded(app: model.StreamingApp, observed: Observed, rollout: Rollout | No
     fault, pods_fault = observed.fault, observed.pods_fault
     if fault is not None:
         return "True", fault.reason, fault.message
+    if observed.rolled_back is not None:
+        return "True", ROLLED_BACK, observed.rolled_back.message
     if pods_fault is not None:
         return "True", pods_fault.reason, pods_fault.message
     if rollout is not None and rollout.deadline_exceeded:
@@ -504,6 +518,26 @@ def _reconcile_pause(
         )
     elif was_annotated:
         put(RECONCILE_PAUSED, "False", RECONCILE_RESUMED, f"Reconciliation resumed: {key} was removed")
+
+
+def _rollback(
+    app: model.StreamingApp,
+    rolled_back: Fault | None,
+    *,
+    was_rolled_back: bool,
+    put: Callable[[str, str, str, str], None],
+) -> None:
+    """The RolledBack condition: True while the current generation is rolled back, False once a
+    later generation is tried (absent for an app never rolled back)."""
+    if rolled_back is not None:
+        put(ROLLED_BACK, "True", rolled_back.reason, rolled_back.message)
+    elif was_rolled_back:
+        put(
+            ROLLED_BACK,
+            "False",
+            NEW_GENERATION,
+            f"Generation {app.generation} runs as declared; an earlier generation was rolled back",
+        )
 
 
 def suspension_status(app: model.StreamingApp, *, now: str) -> dict[str, Any] | None:

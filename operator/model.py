@@ -193,6 +193,10 @@ class RolloutSpec(_Model):
     min_ready_seconds: int = 10
     max_surge: IntOrString = 1
     max_unavailable: IntOrString = 0
+    # the Deployment's deadline: a rollout with no progress for this long is failed
+    progress_deadline_seconds: int = 600
+    # a new generation whose pods fail runs the last Ready generation's spec again (`rollback`)
+    auto_rollback: bool = False
 
 
 class AutoscalingSpec(_Model):

@@ -20,6 +20,7 @@ it never shows as Degraded.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from floe_operator import (
     podtemplate,
     recent,
     render,
+    rollback,
 )
 from floe_operator.lag import scalers
 from kubernetes.utils import parse_quantity
@@ -420,6 +422,12 @@ async def _reconcile(
     deployment = _find(children, "Deployment", render.deployment_name(app), app.uid)
     if app.reconcile_paused:
         return await _outcome(app, deps, children, _Checked(), deployment=deployment, fault=None, applied=[])
+    # From here on `app` is what this pass renders: the declared app, or with its last Ready spec
+    # while its generation is rolled back (spec.rollout.autoRollback).
+    declared = app
+    app, rolled = rollback.effective(
+        declared, deployment=deployment, pods_fault=_pods_fault(declared, children, deployment), now=now()
+    )
     # A first pass: no Deployment and no status written yet (a retry after a fault has one).
     checked = await _check(app, deps, others, new=deployment is None and "observedGeneration" not in app.status)
     applied: list[str] = []
@@ -427,7 +435,25 @@ async def _reconcile(
     if fault is None:
         wanted = desired.desired(app, await _facts(app, deps, checked))
         applied, deployment, fault = await _converge(app, deps, children, wanted, deployment=deployment)
-    return await _outcome(app, deps, children, checked, deployment=deployment, fault=fault, applied=applied)
+    outcome = await _outcome(
+        app, deps, children, checked, deployment=deployment, fault=fault, applied=applied, rolled=rolled
+    )
+    return _with_rollback(declared, rolled, outcome)
+
+
+def _pods_fault(
+    app: model.StreamingApp, children: Children, deployment: Mapping[str, Any] | None
+) -> conditions.Fault | None:
+    """Why the app's pods do not run: read from the pods, else from the Deployment's refusal."""
+    return podfaults.fault(children.get("Pod", ()), image=app.spec.image) or podfaults.rejected(deployment)
+
+
+def _with_rollback(declared: model.StreamingApp, rolled: rollback.RolledBack | None, outcome: Outcome) -> Outcome:
+    """`outcome` with status.lastReady and status.rolledBack as this pass leaves them."""
+    merged = {**declared.status, **outcome.status_patch}
+    fields = rollback.status_fields(declared, rolled, merged)
+    patch = {**outcome.status_patch, **{k: v for k, v in fields.items() if declared.status.get(k) != v}}
+    return dataclasses.replace(outcome, status_patch=patch)
 
 
 @dataclass(frozen=True)
@@ -544,6 +570,7 @@ async def _outcome(
     deployment: Mapping[str, Any] | None,
     fault: conditions.Fault | None,
     applied: list[str],
+    rolled: rollback.RolledBack | None = None,
 ) -> Outcome:
     """The declared offset reset (only on a pass without fault, once the children are in place, and
     not while reconciliation is paused),
@@ -564,13 +591,14 @@ async def _outcome(
     observed = conditions.Observed(
         deployment=deployment,
         fault=fault,
-        pods_fault=podfaults.fault(children.get("Pod", ()), image=app.spec.image) or podfaults.rejected(deployment),
+        pods_fault=_pods_fault(app, children, deployment),
         restarts=podfaults.restarts(children.get("Pod", ())) if "Pod" in children else None,
         provisioned_keyspace=app.spec.state.cassandra.keyspace if checked.provisioned else None,
         provisioned_hash=checked.provisioned,
         partitions=checked.partitions,
         executors_unschedulable=executors,
         pod_security=conditions.pod_security(app.namespace, await deps.cluster.namespace_labels(app.namespace)),
+        rolled_back=conditions.Fault(rolled.reason, rolled.message) if rolled is not None else None,
     )
     status = conditions.status_for(app, observed, now=now())
     if reset is not None:

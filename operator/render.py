@@ -601,7 +601,7 @@ def deployment(app: model.StreamingApp, *, config_digest: str, secrets_digest: s
             "replicas": spec.running_replicas,
             "revisionHistoryLimit": 5,
             "minReadySeconds": spec.rollout.min_ready_seconds,
-            "progressDeadlineSeconds": 600,
+            "progressDeadlineSeconds": spec.rollout.progress_deadline_seconds,
             "selector": {"matchLabels": selector_labels(app)},
             "strategy": {
                 "type": "RollingUpdate",

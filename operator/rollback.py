@@ -1,0 +1,131 @@
+"""Automatic rollback: a generation whose pods fail runs the last Ready generation's spec again.
+
+Pure. With `spec.rollout.autoRollback`, every pass that finds the current generation Ready
+records it and its spec in `status.lastReady`. When a later generation fails — its newest pods
+crash-loop, cannot pull their image or are refused by admission, or its rollout passes the
+Deployment's progress deadline — the reconciler renders the app's children from the recorded
+spec instead (`effective`), so the Deployment goes back to the pods that worked, and
+`status.rolledBack` says which generation failed and why. The spec itself is left as declared:
+a GitOps tool keeps seeing what it applied, and the next change of the spec (a new generation)
+is tried as usual. This is what the Flink operator does with its last stable spec.
+
+Kept from the current spec: `replicas` and `suspend`. Scaling (the autoscaler writes replicas)
+and suspending are not versions to undo, and a generation that only changed them is never
+rolled back. Not rolled back: state and offsets. A version that crashes at start commits
+nothing; one that committed batches before it failed keeps them (docs/operator.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from floe_operator import conditions, model, podfaults
+
+LAST_READY = "lastReady"
+ROLLED_BACK = "rolledBack"
+# Fields of the current spec a rolled-back app keeps (see the module's docstring).
+KEPT = ("replicas", "suspend")
+# Pod faults that mean the new generation's pods do not run; Unschedulable is left to the
+# progress deadline, since a node may be added.
+FAILURES = frozenset({podfaults.CRASH_LOOPING, podfaults.IMAGE_UNAVAILABLE, podfaults.PODS_REJECTED})
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """The current generation failed: `to_generation`'s spec runs instead."""
+
+    generation: int
+    to_generation: int
+    reason: str
+    message: str
+    time: str
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "generation": self.generation,
+            "toGeneration": self.to_generation,
+            "reason": self.reason,
+            "message": self.message,
+            "time": self.time,
+        }
+
+
+def spec_record(spec: model.AppSpec) -> dict[str, Any]:
+    """A spec as `status.lastReady.spec` holds it (camelCase, defaults filled in)."""
+    return spec.model_dump(mode="json", by_alias=True)
+
+
+def _versioned(spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in spec.items() if k not in KEPT}
+
+
+def effective(
+    app: model.StreamingApp,
+    *,
+    deployment: Mapping[str, Any] | None,
+    pods_fault: conditions.Fault | None,
+    now: str,
+) -> tuple[model.StreamingApp, RolledBack | None]:
+    """The app whose spec this pass renders, and the rollback when it is not the declared one.
+
+    Rolled back: the generation was rolled back before (status.rolledBack names it), or it
+    fails now (`failure`) while a different spec was Ready before it."""
+    if not app.spec.rollout.auto_rollback:
+        return app, None
+    last = app.status.get(LAST_READY) or {}
+    last_spec, last_generation = last.get("spec"), last.get("generation")
+    if not isinstance(last_spec, Mapping) or not isinstance(last_generation, int):
+        return app, None
+    current = spec_record(app.spec)
+    if last_generation == app.generation or _versioned(last_spec) == _versioned(current):
+        return app, None
+    before = app.status.get(ROLLED_BACK) or {}
+    if before.get("generation") == app.generation:
+        said = [str(before.get(k)) for k in ("reason", "message", "time")]
+        rolled = RolledBack(app.generation, last_generation, *said)
+    else:
+        failed = failure(deployment, pods_fault)
+        if failed is None:
+            return app, None
+        rolled = RolledBack(
+            app.generation,
+            last_generation,
+            failed.reason,
+            f"Generation {app.generation} failed ({failed.message}); the pods run generation "
+            f"{last_generation}'s spec again (spec.rollout.autoRollback). Fix the spec: the next change is tried",
+            now,
+        )
+    spec = model.AppSpec.model_validate({**last_spec, **{k: current[k] for k in KEPT}})
+    return app.model_copy(update={"spec": spec}), rolled
+
+
+def failure(deployment: Mapping[str, Any] | None, pods_fault: conditions.Fault | None) -> conditions.Fault | None:
+    """Why the Deployment's current rollout failed, or None while it has not (or completed)."""
+    if deployment is None:
+        return None
+    rollout = conditions.rollout_of(deployment)
+    if rollout.complete:
+        return None
+    if pods_fault is not None and pods_fault.reason in FAILURES:
+        return pods_fault
+    if rollout.deadline_exceeded:
+        said = "the rollout made no progress within spec.rollout.progressDeadlineSeconds"
+        return conditions.Fault(conditions.PROGRESS_DEADLINE_EXCEEDED, said)
+    return None
+
+
+def status_fields(app: model.StreamingApp, rolled: RolledBack | None, status: Mapping[str, Any]) -> dict[str, Any]:
+    """status.lastReady and status.rolledBack after this pass. `app` is the declared app, `status`
+    the status just computed: the generation is recorded once its Ready condition is True for
+    it, not while it is rolled back."""
+    fields: dict[str, Any] = {ROLLED_BACK: rolled.record() if rolled is not None else None}
+    if not app.spec.rollout.auto_rollback:
+        fields[LAST_READY] = None
+        return fields
+    fields[LAST_READY] = app.status.get(LAST_READY)
+    ready = conditions.find(status.get("conditions") or [], conditions.READY) or {}
+    if rolled is None and ready.get("status") == "True" and ready.get("observedGeneration") == app.generation:
+        fields[LAST_READY] = {"generation": app.generation, "spec": spec_record(app.spec)}
+    return fields
