@@ -13,7 +13,9 @@ T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 CRASH = conditions.Fault(podfaults.CRASH_LOOPING, "Pod p keeps exiting: 3 restarts, last exit code 2")
 
 
-def _app(*, generation: int, auto: bool = True, status: dict[str, Any] | None = None, **spec: Any) -> model.StreamingApp:
+def _app(
+    *, generation: int, auto: bool = True, status: dict[str, Any] | None = None, **spec: Any
+) -> model.StreamingApp:
     body = load_case("minimal")
     body["metadata"]["generation"] = generation
     body["spec"]["rollout"]["autoRollback"] = auto
@@ -141,6 +143,9 @@ def test_a_rolled_back_app_is_degraded_and_stalled_with_the_reason_and_the_condi
     assert by["Degraded"] == ("True", conditions.ROLLED_BACK)
     assert by["Stalled"] == ("True", conditions.ROLLED_BACK)
     assert by[conditions.ROLLED_BACK] == ("True", podfaults.CRASH_LOOPING)
+    events = conditions.transitions(conditions.status_for(app, conditions.Observed(), now=T0)["conditions"],
+                                    status["conditions"])
+    assert conditions.Event("Warning", conditions.ROLLED_BACK, rolled.message) in events
     later = _app(generation=3, status=status)
     status = conditions.status_for(later, conditions.Observed(), now=T1)
     by = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
