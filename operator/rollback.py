@@ -17,6 +17,7 @@ nothing; one that committed batches before it failed keeps them (docs/operator.m
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,9 +53,20 @@ class RolledBack:
         }
 
 
-def spec_record(spec: model.AppSpec) -> dict[str, Any]:
-    """A spec as `status.lastReady.spec` holds it (camelCase, defaults filled in)."""
-    return spec.model_dump(mode="json", by_alias=True)
+def spec_record(spec: model.AppSpec) -> str:
+    """A spec as `status.lastReady.spec` holds it: compact JSON text (camelCase, defaults filled
+    in, keys sorted). Text, not an object: a status write is a merge patch, which would merge a
+    new spec into the old one (a field the new one lacks would stay) and drop its null fields."""
+    return json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+
+
+def _spec_of(record: Any) -> dict[str, Any] | None:
+    """The spec a `status.lastReady.spec` holds; None when it is not one (hand-edited status)."""
+    try:
+        spec = json.loads(record) if isinstance(record, str) else None
+    except ValueError:
+        return None
+    return spec if isinstance(spec, dict) else None
 
 
 def _versioned(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,10 +87,10 @@ def effective(
     if not app.spec.rollout.auto_rollback:
         return app, None
     last = app.status.get(LAST_READY) or {}
-    last_spec, last_generation = last.get("spec"), last.get("generation")
-    if not isinstance(last_spec, Mapping) or not isinstance(last_generation, int):
+    last_spec, last_generation = _spec_of(last.get("spec")), last.get("generation")
+    if last_spec is None or not isinstance(last_generation, int):
         return app, None
-    current = spec_record(app.spec)
+    current = json.loads(spec_record(app.spec))
     if last_generation == app.generation or _versioned(last_spec) == _versioned(current):
         return app, None
     before = app.status.get(ROLLED_BACK) or {}

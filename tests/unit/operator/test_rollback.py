@@ -100,6 +100,18 @@ def test_a_generation_that_only_scaled_or_suspended_is_not_rolled_back() -> None
     assert rolled is None and run is app
 
 
+def test_the_recorded_spec_is_text_so_a_merge_patch_replaces_it_whole() -> None:
+    # a status write is a merge patch: an object would be merged into the last one recorded
+    # (a field the new spec lacks kept) and lose its null fields
+    with_scaling = _app(generation=1, autoscaling={"mode": "Native", "maxReplicas": 4})
+    record = rollback.spec_record(with_scaling.spec)
+    assert isinstance(record, str) and '"autoscaling":{' in record
+    assert rollback.spec_record(_app(generation=2).spec).count('"autoscaling":null') == 1
+    broken = _app(generation=2, image="floe-job:bad", status={"lastReady": {"generation": 1, "spec": "{not json"}})
+    run, rolled = rollback.effective(broken, deployment=_rolling(), pods_fault=CRASH, now=T0)
+    assert rolled is None and run is broken
+
+
 def test_a_rolled_back_generation_stays_rolled_back_once_its_failing_pods_are_gone() -> None:
     good = _app(generation=1, image="floe-job:good")
     earlier = rollback.RolledBack(2, 1, "ImageUnavailable", "Generation 2 failed (...)", T0)
@@ -122,7 +134,7 @@ def test_status_records_a_ready_generation_and_keeps_the_last_one_while_rolled_b
     good = _app(generation=1, image="floe-job:good")
     fields = rollback.status_fields(good, None, _status(good, ready=True))
     assert fields == {"rolledBack": None, **_ready_at(good)}
-    assert model.AppSpec.model_validate(fields["lastReady"]["spec"]) == good.spec  # the record reads back whole
+    assert model.AppSpec.model_validate_json(fields["lastReady"]["spec"]) == good.spec  # it reads back whole
 
     bad = _app(generation=2, image="floe-job:bad", status=fields)
     assert rollback.status_fields(bad, None, _status(bad, ready=False))["lastReady"] == fields["lastReady"]
