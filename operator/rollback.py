@@ -10,13 +10,17 @@ a GitOps tool keeps seeing what it applied, and the next change of the spec (a n
 is tried as usual. This is what the Flink operator does with its last stable spec.
 
 Kept from the current spec: `replicas` and `suspend`. Scaling (the autoscaler writes replicas)
-and suspending are not versions to undo, and a generation that only changed them is never
-rolled back. Not rolled back: state and offsets. A version that crashes at start commits
-nothing; one that committed batches before it failed keeps them (docs/operator.md).
+and suspending are not versions to undo: a generation that only changed them is never rolled
+back, and one that only changed them after a rollback stays rolled back (`status.rolledBack`
+keeps a digest of the failed spec without them), so a scale step never retries a failed spec.
+
+Not rolled back: state and offsets. A version that crashes at start commits nothing; one that
+committed batches before it failed keeps them (docs/operator.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +46,8 @@ class RolledBack:
     reason: str
     message: str
     time: str
+    # the failed spec without KEPT (`digest`): a later generation with the same one stays rolled back
+    spec_digest: str
 
     def record(self) -> dict[str, Any]:
         return {
@@ -50,6 +56,7 @@ class RolledBack:
             "reason": self.reason,
             "message": self.message,
             "time": self.time,
+            "specDigest": self.spec_digest,
         }
 
 
@@ -57,7 +64,15 @@ def spec_record(spec: model.AppSpec) -> str:
     """A spec as `status.lastReady.spec` holds it: compact JSON text (camelCase, defaults filled
     in, keys sorted). Text, not an object: a status write is a merge patch, which would merge a
     new spec into the old one (a field the new one lacks would stay) and drop its null fields."""
-    return json.dumps(spec.model_dump(mode="json", by_alias=True), sort_keys=True, separators=(",", ":"))
+    return _text(_dumped(spec))
+
+
+def _dumped(spec: model.AppSpec) -> dict[str, Any]:
+    return spec.model_dump(mode="json", by_alias=True)
+
+
+def _text(spec: Mapping[str, Any]) -> str:
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
 def _spec_of(record: Any) -> dict[str, Any] | None:
@@ -73,6 +88,11 @@ def _versioned(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in spec.items() if k not in KEPT}
 
 
+def digest(spec: Mapping[str, Any]) -> str:
+    """A short digest of a spec (as `_dumped`) without the fields a rollback keeps."""
+    return hashlib.sha256(_text(_versioned(spec)).encode()).hexdigest()[:16]
+
+
 def effective(
     app: model.StreamingApp,
     *,
@@ -82,21 +102,22 @@ def effective(
 ) -> tuple[model.StreamingApp, RolledBack | None]:
     """The app whose spec this pass renders, and the rollback when it is not the declared one.
 
-    Rolled back: the generation was rolled back before (status.rolledBack names it), or it
-    fails now (`failure`) while a different spec was Ready before it."""
+    Rolled back: its spec, but for replicas and suspend, is one rolled back before
+    (status.rolledBack's digest), or it fails now (`failure`) while a different spec was Ready
+    before it."""
     if not app.spec.rollout.auto_rollback:
         return app, None
     last = app.status.get(LAST_READY) or {}
     last_spec, last_generation = _spec_of(last.get("spec")), last.get("generation")
     if last_spec is None or not isinstance(last_generation, int):
         return app, None
-    current = json.loads(spec_record(app.spec))
+    current = _dumped(app.spec)
     if last_generation == app.generation or _versioned(last_spec) == _versioned(current):
         return app, None
     before = app.status.get(ROLLED_BACK) or {}
-    if before.get("generation") == app.generation:
-        said = [str(before.get(k)) for k in ("reason", "message", "time")]
-        rolled = RolledBack(app.generation, last_generation, *said)
+    if before.get("specDigest") == digest(current):
+        said = [str(before.get(k)) for k in ("reason", "message", "time", "specDigest")]
+        rolled = RolledBack(int(before.get("generation") or app.generation), last_generation, *said)
     else:
         failed = failure(deployment, pods_fault)
         if failed is None:
@@ -108,6 +129,7 @@ def effective(
             f"Generation {app.generation} failed ({failed.message}); the pods run generation "
             f"{last_generation}'s spec again (spec.rollout.autoRollback). Fix the spec: the next change is tried",
             now,
+            digest(current),
         )
     spec = model.AppSpec.model_validate({**last_spec, **{k: current[k] for k in KEPT}})
     return app.model_copy(update={"spec": spec}), rolled

@@ -51,6 +51,7 @@ def test_a_failing_generation_runs_the_last_ready_spec_with_its_current_replicas
     assert rolled is not None
     assert run.spec.image == "floe-job:good" and run.spec.replicas == 3 and run.generation == 6
     assert (rolled.generation, rolled.to_generation, rolled.reason, rolled.time) == (6, 4, "CrashLooping", T0)
+    assert rolled.spec_digest == rollback.digest(app.spec.model_dump(mode="json", by_alias=True))
     assert "Generation 6 failed (Pod p keeps exiting" in rolled.message and "generation 4's spec" in rolled.message
 
 
@@ -112,15 +113,25 @@ def test_the_recorded_spec_is_text_so_a_merge_patch_replaces_it_whole() -> None:
     assert rolled is None and run is broken
 
 
+def _bad_digest() -> str:
+    return rollback.digest(_app(generation=2, image="floe-job:bad").spec.model_dump(mode="json", by_alias=True))
+
+
 def test_a_rolled_back_generation_stays_rolled_back_once_its_failing_pods_are_gone() -> None:
     good = _app(generation=1, image="floe-job:good")
-    earlier = rollback.RolledBack(2, 1, "ImageUnavailable", "Generation 2 failed (...)", T0)
+    earlier = rollback.RolledBack(2, 1, "ImageUnavailable", "Generation 2 failed (...)", T0, _bad_digest())
     app = _app(generation=2, image="floe-job:bad", status={**_ready_at(good), "rolledBack": earlier.record()})
     complete = _rolling(complete=True)
     run, rolled = rollback.effective(app, deployment=complete, pods_fault=None, now=T1)
     assert rolled == earlier and run.spec.image == "floe-job:good"
+    # a scale step or a suspend (a new generation, the same failed spec) does not retry it
+    scaled = _app(generation=3, image="floe-job:bad", replicas=4, suspend=True,
+                  status={**_ready_at(good), "rolledBack": earlier.record()})
+    run, rolled = rollback.effective(scaled, deployment=complete, pods_fault=None, now=T1)
+    assert rolled == earlier and run.spec.image == "floe-job:good"
+    assert (run.spec.replicas, run.spec.suspend, run.generation) == (4, True, 3)
     # the next generation is tried as declared
-    fixed = _app(generation=3, image="floe-job:fixed", status={**_ready_at(good), "rolledBack": earlier.record()})
+    fixed = _app(generation=4, image="floe-job:fixed", status={**_ready_at(good), "rolledBack": earlier.record()})
     run, rolled = rollback.effective(fixed, deployment=complete, pods_fault=None, now=T1)
     assert rolled is None and run is fixed
 
@@ -138,7 +149,7 @@ def test_status_records_a_ready_generation_and_keeps_the_last_one_while_rolled_b
 
     bad = _app(generation=2, image="floe-job:bad", status=fields)
     assert rollback.status_fields(bad, None, _status(bad, ready=False))["lastReady"] == fields["lastReady"]
-    rolled = rollback.RolledBack(2, 1, "CrashLooping", "m", T0)
+    rolled = rollback.RolledBack(2, 1, "CrashLooping", "m", T0, _bad_digest())
     after = rollback.status_fields(bad, rolled, _status(bad, ready=True))  # Ready again, on generation 1's spec
     assert after == {"rolledBack": rolled.record(), "lastReady": fields["lastReady"]}
     off = _app(generation=3, auto=False, status=fields)
