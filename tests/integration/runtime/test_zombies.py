@@ -104,7 +104,8 @@ LATE_COMMIT = re.compile(r"Late commit applied=(\w+) plans=(\[.*?\])$", re.MULTI
 def late_write_refused(log: str, point: str, held: dict[int, int], stamps: dict[int, int]) -> str:
     """What the resumed replica attempted of its batch (`held`: partition of the stateful stage's
     topic → the paused plan's sequence) and how it was refused, from its `Late ...` lines after
-    `Resumed at point=`; fails unless the write `point` is there for was attempted and refused.
+    `Resumed at point=`; fails unless the write `point` is there for was attempted and refused
+    (at `after-emit`, the commit, or the check that keeps it from being sent).
     `stamps`: each partition's newest plan's write timestamp, once the others moved past."""
     _, resumed, late = log.partition(f"Resumed at point={point}")
     assert resumed, f"no resume at {point} in the replica's log"
@@ -125,7 +126,10 @@ def late_write_refused(log: str, point: str, held: dict[int, int], stamps: dict[
     elif point.endswith((":after-claim", ":after-state")):
         assert refused, f"resumed at {point}, the replica's output was not refused by its ownership check: {seen}"
     elif point.endswith(":after-emit"):
-        assert commits, f"resumed after its output, the replica did not try to commit its batch: {seen}"
+        # its commit is refused by the offsets table, or never sent: the check before the commit
+        # refuses it when the consumer saw the rebalance first (a race with its heartbeat thread)
+        local = [cass for cass in refused if cass == "False"]
+        assert commits or local, f"resumed after its output, the replica neither sent nor withheld its commit: {seen}"
     return seen
 
 
