@@ -47,7 +47,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     _add_watch_flags(parser, env)
     _add_peering_flags(parser, env)
     _add_leader_election_flags(parser, env)
-    _number(parser, env, "--lag-interval-seconds", var="FLOE_LAG_INTERVAL_SECONDS", default="10", kind=float,
+    _number(parser, env, "--lag-interval-seconds", var="FLOE_LAG_INTERVAL_SECONDS", default="5", kind=float,
             help="Seconds between lag measurements of all apps; 0 turns the lag loop and native autoscaling off")
     _number(parser, env, "--lag-status-window-seconds", var="FLOE_LAG_STATUS_WINDOW_SECONDS", default="120",
             kind=float, help="Seconds of lag observations a partition's Burrow status (WARN, STALL, STOP) is "

@@ -104,6 +104,9 @@ class Sample:
         return max(0, self.end - self.committed)
 
 
+UP_SECONDS_MIN = 10.0
+
+
 @dataclass(frozen=True)
 class Policy:
     min_replicas: int
@@ -122,6 +125,14 @@ class Policy:
     # seconds between samples (the lag loop's interval): the up window reaches back half a tick
     # further, so that jitter in the ticks cannot drop the sample it was sized to hold
     tick_seconds: float = 10.0
+
+    @staticmethod
+    def up_seconds_for(tick_seconds: float) -> float:
+        """The up window at a lag interval of `tick_seconds`: two ticks, so that three samples in a
+        row must agree, and never under 10 s, so that a burst shorter than that never scales. At
+        the default 5 s interval a surge is acted on about 10-15 s after it starts (HPA's own
+        period is 15 s)."""
+        return max(UP_SECONDS_MIN, 2 * tick_seconds)
 
     def up_since(self, now: float) -> float:
         """The oldest time a sample of the up window (`up_seconds`, meant as whole ticks) may have."""

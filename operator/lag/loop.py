@@ -44,7 +44,7 @@ AppKey = tuple[str, str]
 class Options:
     """How often and over which windows lag is measured (flags and environment in main)."""
 
-    interval_seconds: float = 10.0
+    interval_seconds: float = 5.0
     status_window_seconds: float = 120.0
     rate_seconds: float = 60.0
     status_seconds: float = 30.0

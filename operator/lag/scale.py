@@ -20,7 +20,10 @@ from floe_operator.lag import decide, metrics, scrape
 
 log = logging.getLogger(__name__)
 
-MAX_SAMPLES = 9000  # a 24 h stabilization window at a 10 s interval
+# A 24 h stabilization window (the CRD's longest) and its rate window at the default 5 s lag
+# interval. At a shorter interval such a window is never seen in full, so the app never scales
+# down (the safe side); the operator's docs say so.
+MAX_SAMPLES = 18000
 
 EventSink = Callable[[Mapping[str, Any], str, str, str], Awaitable[None]]
 
@@ -148,7 +151,12 @@ class Actuator:
         body: Mapping[str, Any],
     ) -> decide.Decision:
         """Decide the app's replicas and act on the decision; `body` is the app's, for events."""
-        policy = decide.Policy.from_spec(auto, rate_seconds=self.rate_seconds, tick_seconds=self.interval_seconds)
+        policy = decide.Policy.from_spec(
+            auto,
+            rate_seconds=self.rate_seconds,
+            tick_seconds=self.interval_seconds,
+            up_seconds=decide.Policy.up_seconds_for(self.interval_seconds),
+        )
         ctx = self.context(app, result, now, mem, policy)
         decision = decide.decide(list(mem.samples), policy, ctx)
         mem.capacity = decision.capacity

@@ -113,24 +113,37 @@ def test_spike_scales_up_promptly_and_down_only_after_the_window_in_bounded_step
     assert run.replicas[-1] == 3
 
 
-@pytest.mark.parametrize("step", [10.0, 10.001, 10.4])
+@pytest.mark.parametrize(("interval", "step"), [(10.0, 10.0), (10.0, 10.001), (10.0, 10.4), (5.0, 5.0), (5.0, 5.2)])
 @pytest.mark.parametrize("known_capacity", [200.0, None])
 def test_a_surge_scales_up_within_two_ticks_when_ticks_come_a_little_late(
-    step: float, known_capacity: float | None
+    interval: float, step: float, known_capacity: float | None
 ) -> None:
-    """The lag loop ticks every 10 s plus whatever a scrape takes: the up window (20 s) must
-    still hold the three samples it needs, or a surge waits for the 60 s rate window."""
+    """The lag loop ticks every interval plus whatever a scrape takes: the up window (two
+    intervals) must still hold the three samples it needs, or a surge waits for the 60 s rate
+    window."""
 
     def rate(t: float) -> float:
         return 1000.0 if t >= 300 else 100.0
 
-    run = simulate(rate=rate, capacity=200.0, replicas=1, policy=policy(), known_capacity=known_capacity,
-                   seconds=600.0, step=step)
+    at_interval = policy(tick_seconds=interval, up_seconds=decide.Policy.up_seconds_for(interval))
+    run = simulate(
+        rate=rate,
+        capacity=200.0,
+        replicas=1,
+        policy=at_interval,
+        known_capacity=known_capacity,
+        seconds=600.0,
+        step=step,
+    )
     ups = [c for c in run.changes if c[2] > c[1]]
     assert ups, run.changes
     # the surge's input is produced after the first sample at or past 300 s, so the next one sees it
     surge_seen = min(at for at, _ in run.decisions if at >= 300) + step
     assert ups[0][0] <= surge_seen + 2 * step + 1e-6, (step, known_capacity, ups[0])
+
+
+def test_the_up_window_is_two_intervals_and_never_under_ten_seconds() -> None:
+    assert [decide.Policy.up_seconds_for(t) for t in (1.0, 5.0, 10.0, 30.0)] == [10.0, 10.0, 20.0, 60.0]
 
 
 def test_slow_drain_holds_replicas_until_backlog_is_gone() -> None:
@@ -186,14 +199,19 @@ def test_idle_app_can_scale_to_zero_and_back() -> None:
     assert back and back[0][3] == decide.INPUT_WHILE_ZERO and back[0][0] <= 1520
 
 
-def test_noisy_rates_do_not_flap() -> None:
+@pytest.mark.parametrize("interval", [10.0, 5.0])
+def test_noisy_rates_do_not_flap(interval: float) -> None:
+    """Also at the default 5 s interval, whose up window (10 s) is half as long."""
     rng = random.Random(7)
-    noise = [rng.uniform(0.5, 1.5) for _ in range(400)]
+    noise = [rng.uniform(0.5, 1.5) for _ in range(800)]
 
     def rate(t: float) -> float:
-        return 500.0 * noise[int(t / STEP)]
+        return 500.0 * noise[int(t / interval)]
 
-    run = simulate(rate=rate, capacity=200.0, replicas=5, policy=policy(), known_capacity=200.0, seconds=3600)
+    at_interval = policy(tick_seconds=interval, up_seconds=decide.Policy.up_seconds_for(interval))
+    run = simulate(
+        rate=rate, capacity=200.0, replicas=5, policy=at_interval, known_capacity=200.0, seconds=3600, step=interval
+    )
     actions = [d.action for _, d in run.decisions if d.action != "Hold"]
     # At most one move in an hour of ±50 % noise around a load that needs 4-5 replicas, and no reversal.
     assert len(actions) <= 1, run.changes
