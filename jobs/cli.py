@@ -8,6 +8,7 @@
     floe-job snapshot --to URI   (a consistent cut of the running app's stores and positions, as
                                   Parquet with a manifest; see floe_jobs.snapshots)
     floe-job restore --from URI  (that snapshot into a new app, which then resumes at the cut)
+    floe-job delete-snapshot --at URI  (that snapshot's data, if it is one of this app's)
     floe-job class-archive FILE  (the driver JVM's class archive, from a training run; see
                                   floe_jobs.classarchive)
 
@@ -79,7 +80,7 @@ def _subcommand(argv: list[str]) -> int | None:
         from floe_jobs import classarchive
 
         return classarchive.main(argv[1:])
-    if argv[:1] in (["snapshot"], ["restore"]):
+    if argv[:1] in (["snapshot"], ["restore"], ["delete-snapshot"]):
         from floe_jobs.snapshots import cli as snapshots_cli
 
         return snapshots_cli.main(argv)

@@ -150,6 +150,11 @@ def _all_apps(indexes: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return list(model.indexed_bodies(indexes.get(model.APPS_INDEX)).values())
 
 
+def _deletes_data(spec: kopf.Spec, **_: Any) -> bool:
+    """Whether deleting a snapshot has work to do, hence needs the finalizer (deletionPolicy Delete)."""
+    return bool(spec.get("deletionPolicy", "Retain") == "Delete")
+
+
 def _deletes_state(spec: kopf.Spec, **_: Any) -> bool:
     """Whether deleting the app has work to do, hence needs the finalizer (deletionPolicy Delete)."""
     return bool((spec.get("state") or {}).get("deletionPolicy", "Retain") == "Delete")
@@ -297,6 +302,9 @@ async def converge(
             body, deps=deps, children=_children(namespace, name, indexes), others=_all_apps(indexes)
         )
         await _report(deps, body, outcome)
+        if outcome.fault is None:
+            status = {**(body.get("status") or {}), **outcome.status_patch}
+            await snapshots.schedule(deps, {**body, "status": status})
         return outcome
 
 
@@ -408,6 +416,8 @@ async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) 
 
 SNAPSHOT_JOBS: Mapping[str, Any] = {**MANAGED, snapshotjob.SNAPSHOT_LABEL: kopf.PRESENT}
 SNAPSHOT_PODS: Mapping[str, Any] = {snapshotjob.SNAPSHOT_LABEL: kopf.PRESENT}
+# How often a snapshot being deleted looks again at the Jobs it waits for.
+SNAPSHOT_DELETE_POLL_SECONDS = 5.0
 
 
 def _app_lookup(indexes: Mapping[str, Any]) -> snapshots.AppLookup:
@@ -422,6 +432,14 @@ async def snapshot_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **kwarg
         await snapshots.converge(memo.deps, namespace, name, app_of=_app_lookup(kwargs))
     except (snapshots.Retry, k8s.ApiError) as exc:
         raise kopf.TemporaryError(str(exc), delay=backoff(retry)) from exc
+
+
+async def snapshot_finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    """Delete a snapshot's data (deletionPolicy Delete) before Kopf lets the resource go."""
+    try:
+        await snapshots.finalize(memo.deps, body)
+    except (snapshots.Retry, k8s.ApiError) as exc:
+        raise kopf.TemporaryError(str(exc), delay=min(backoff(retry), SNAPSHOT_DELETE_POLL_SECONDS)) from exc
 
 
 async def snapshot_job_changed(namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo,
@@ -463,6 +481,7 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     snapshot_kind = (model.GROUP, model.VERSION, model.SNAPSHOT_PLURAL)
     kopf.on.resume(*snapshot_kind, registry=registry, id="snapshot_resume")(snapshot_changed)
     kopf.on.create(*snapshot_kind, registry=registry, id="snapshot_create")(snapshot_changed)
+    kopf.on.delete(*snapshot_kind, registry=registry, id="snapshot_finalize", when=_deletes_data)(snapshot_finalize)
     kopf.on.event("batch", "v1", "jobs", labels=SNAPSHOT_JOBS, registry=registry, id="snapshot_job_changed")(
         snapshot_job_changed
     )

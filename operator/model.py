@@ -309,6 +309,27 @@ class PodTemplate(_Model):
     spec: PodTemplateSpecPart = Field(default_factory=PodTemplateSpecPart)
 
 
+class SnapshotVolume(_Model):
+    """spec.volume: the PersistentVolumeClaim a file:// location lies on (and nothing else: any
+    other volume source would let whoever may create a snapshot mount what they may not)."""
+
+    claim_name: str
+    mount_path: str = "/snapshots"
+
+
+class ScheduledSnapshots(_Model):
+    """spec.snapshots: snapshots of the app taken on a schedule, the newest `keep` kept
+    (`snapshotschedule`)."""
+
+    location: str
+    interval: str
+    volume: SnapshotVolume | None = None
+    keep: int = 7
+    writers: dict[str, str] = Field(default_factory=dict)
+    settle_timeout_seconds: int = 120
+    active_deadline_seconds: int = 3600
+
+
 class AppSpec(_Model):
     image: str
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
@@ -333,6 +354,7 @@ class AppSpec(_Model):
     restart_nonce: str | None = None
     offset_reset: OffsetResetSpec | None = None
     pod_template: PodTemplate = Field(default_factory=PodTemplate)
+    snapshots: ScheduledSnapshots | None = None
 
     @property
     def running_replicas(self) -> int:
@@ -456,14 +478,6 @@ SNAPSHOT_KIND = "StreamingAppSnapshot"
 SNAPSHOT_PLURAL = "streamingappsnapshots"
 
 
-class SnapshotVolume(_Model):
-    """spec.volume: the PersistentVolumeClaim a file:// location lies on (and nothing else: any
-    other volume source would let whoever may create a snapshot mount what they may not)."""
-
-    claim_name: str
-    mount_path: str = "/snapshots"
-
-
 class SnapshotSpec(_Model):
     app: str
     location: str
@@ -471,6 +485,8 @@ class SnapshotSpec(_Model):
     writers: dict[str, str] = Field(default_factory=dict)
     settle_timeout_seconds: int = 120
     active_deadline_seconds: int = 3600
+    # what deleting the resource does to the data at `location`
+    deletion_policy: Literal["Retain", "Delete"] = "Retain"
 
 
 class StreamingAppSnapshot(_Model):

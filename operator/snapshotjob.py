@@ -16,6 +16,7 @@ the Job and its pod alone, without reading the data.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,11 @@ JOB_REFUSED = "JobRefused"
 NOT_FAILED = "NotFailed"
 # The longest failure message kept in a condition.
 MESSAGE_CHARS = 1500
+# A Job's name is a label value of its pods (63 characters at most).
+JOB_NAME_CHARS = 63
+# The data-deleting Job retries once: a file system that refused a delete may not refuse twice.
+DELETE_BACKOFF_LIMIT = 1
+DELETE_DEADLINE_SECONDS = 3600
 
 Manifest = dict[str, Any]
 
@@ -67,6 +73,16 @@ Manifest = dict[str, Any]
 def job_name(snap: model.StreamingAppSnapshot) -> str:
     """The snapshot's own name (the CRD keeps it at 63 characters, a Job's limit)."""
     return snap.name
+
+
+def delete_job_name(snap: model.StreamingAppSnapshot) -> str:
+    """The Job that deletes the snapshot's data: `<name>-delete`, or, for a name too long for
+    that, a cut of it made unique by a digest of the whole."""
+    name = f"{snap.name}-delete"
+    if len(name) <= JOB_NAME_CHARS:
+        return name
+    digest = hashlib.sha256(snap.name.encode()).hexdigest()[:6]
+    return f"{snap.name[: JOB_NAME_CHARS - 14].rstrip('-')}-{digest}-delete"
 
 
 def owner_reference(snap: model.StreamingAppSnapshot) -> dict[str, Any]:
@@ -121,7 +137,21 @@ def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
     backoffLimit 0: a snapshot that failed halfway left files at its location, which a second
     attempt would refuse to write over (Spark's errorifexists); a new snapshot resource, at a new
     location, is the retry."""
-    pod_spec = _pod_spec(snap, app)
+    return _job(snap, app, name=job_name(snap), arguments=args(snap, app), backoff_limit=0,
+                deadline=snap.spec.active_deadline_seconds)
+
+
+def delete_job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
+    """The Job that deletes the data at the snapshot's location (deletionPolicy Delete): the
+    same pod as the snapshot's, running `floe-job delete-snapshot`, which refuses a location
+    that is not a snapshot of this app (`floe_jobs.snapshots.delete`)."""
+    return _job(snap, app, name=delete_job_name(snap), arguments=["delete-snapshot", "--at", snap.spec.location],
+                backoff_limit=DELETE_BACKOFF_LIMIT, deadline=DELETE_DEADLINE_SECONDS)
+
+
+def _job(snap: model.StreamingAppSnapshot, app: model.StreamingApp, *, name: str, arguments: list[str],
+         backoff_limit: int, deadline: int) -> Manifest:
+    pod_spec = _pod_spec(snap, app, arguments)
     template_meta: dict[str, Any] = {"labels": pod_labels(snap, app)}
     if app.spec.pod.annotations:
         template_meta["annotations"] = dict(app.spec.pod.annotations)
@@ -129,21 +159,21 @@ def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": job_name(snap),
+            "name": name,
             "namespace": snap.namespace,
             "labels": labels(snap, app),
             "ownerReferences": [owner_reference(snap)],
         },
         "spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": snap.spec.active_deadline_seconds,
+            "backoffLimit": backoff_limit,
+            "activeDeadlineSeconds": deadline,
             "ttlSecondsAfterFinished": TTL_SECONDS_AFTER_FINISHED,
             "template": {"metadata": template_meta, "spec": pod_spec},
         },
     }
 
 
-def _pod_spec(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> dict[str, Any]:
+def _pod_spec(snap: model.StreamingAppSnapshot, app: model.StreamingApp, arguments: list[str]) -> dict[str, Any]:
     """The Job's pod: the app's rendered pod with its one container running the snapshot, its
     init containers, the volumes they mount and the snapshot's claim; the pod never restarts."""
     rendered = render.deployment(app, config_digest="")["spec"]["template"]["spec"]
@@ -160,7 +190,7 @@ def _pod_spec(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> dict
     container: dict[str, Any] = {
         "name": CONTAINER,
         **{k: main[k] for k in ("image", "imagePullPolicy", "command", "env", "resources", "securityContext")},
-        "args": args(snap, app),
+        "args": arguments,
         "volumeMounts": mounts,
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -383,3 +413,8 @@ def status(
 def terminal(snap: model.StreamingAppSnapshot) -> bool:
     """Whether the snapshot is done, either way: nothing runs or changes for it any more."""
     return snap.status.get("phase") in TERMINAL
+
+
+def job_ended(job_body: Mapping[str, Any]) -> bool:
+    """Whether a Job has completed or failed (its pod runs no more)."""
+    return _job_condition(job_body, "Complete") is not None or _job_condition(job_body, "Failed") is not None

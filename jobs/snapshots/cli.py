@@ -4,12 +4,15 @@ own configuration (floe.yaml and FLOE_* variables, as a replica loads them) and 
     floe-job snapshot --to URI [--writer STORE=STAGE ...] [--settle-timeout S]
                       [--generation N] [--image IMAGE] [--summary-file PATH]
     floe-job restore --from URI
+    floe-job delete-snapshot --at URI
 
 `snapshot` reads the running app `app_id` and writes nothing to it; `restore` loads a snapshot
 into the app the configuration names, which must be new (no positions yet). Both print one JSON
-line (the manifest's summary) on success. Exit codes: 0 done; 2 refused (bad configuration, a
-missing, partial or mismatched snapshot, a partition that never settled: the message says what
-to change); 3 Cassandra unreachable.
+line (the manifest's summary) on success. `delete-snapshot` deletes the snapshot at URI if it is
+one of this app's (`floe_jobs.snapshots.delete`), and prints what it found. Exit codes: 0 done;
+2 refused (bad configuration, a missing, partial or mismatched snapshot, a partition that never
+settled, a location to delete that is not this app's snapshot: the message says what to
+change); 3 Cassandra unreachable.
 
 `--summary-file` also writes the snapshot's summary to a file, cut to what fits in
 SUMMARY_FILE_LIMIT bytes: the operator's snapshot Job passes its container's termination log
@@ -47,8 +50,10 @@ def _parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--image", help="the app's image, recorded in the manifest")
         p.add_argument("--summary-file", metavar="PATH",
                        help="also write the summary JSON here, at most 4096 bytes (a container's termination log)")
-    else:
+    elif command == "restore":
         p.add_argument("--from", dest="source", required=True, help="URI of the snapshot")
+    else:
+        p.add_argument("--at", required=True, help="URI of a snapshot of this app to delete")
     return p
 
 
@@ -114,6 +119,9 @@ def main(argv: list[str]) -> int:
     from floe_jobs.snapshots import restore, take
     from floe_jobs.snapshots.manifest import SnapshotError
 
+    if command == "delete-snapshot":
+        return _delete(cfg, args.at, prog=prog)
+
     try:
         target, _ = startup.load_entrypoint(cfg.job.entrypoint)
         job = api.as_job(target)
@@ -145,4 +153,23 @@ def main(argv: list[str]) -> int:
     if command == "snapshot" and args.summary_file:
         with open(args.summary_file, "w", encoding="utf-8") as f:
             f.write(bounded_text(summary))
+    return EXIT_OK
+
+
+def _delete(cfg: Any, uri: str, *, prog: str) -> int:
+    """`floe-job delete-snapshot`: needs neither the job's code nor Cassandra, only the file
+    system the app's Spark configuration reaches."""
+    from floe_jobs import sparkio
+    from floe_jobs.snapshots import delete
+    from floe_jobs.snapshots.manifest import SnapshotError
+
+    spark = sparkio.build_session(cfg, app_name=f"{cfg.app_id}-delete-snapshot")
+    try:
+        done = delete.delete(spark, uri, app_id=cfg.app_id)
+    except SnapshotError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    finally:
+        spark.stop()
+    print(json.dumps({"uri": uri, "existed": done.existed, "had_manifest": done.had_manifest}, sort_keys=True))
     return EXIT_OK

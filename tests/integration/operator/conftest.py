@@ -111,9 +111,11 @@ def running_operator(
     with runner:
         assert started.wait(timeout=30), "the operator did not start"
         yield runner
-        # Delete the apps while the operator still runs, so their finalizers are honoured.
+        # Delete the apps while the operator still runs, so their finalizers are honoured; then
+        # the snapshots left (the finalizer of one with deletionPolicy Delete is the operator's).
         for ns in watched:
             kube.run("delete", "streamingapp", "--all", "-n", ns, "--wait=true", "--timeout=90s", timeout=120)
+            kube.run("delete", "streamingappsnapshot", "--all", "-n", ns, "--wait=true", "--timeout=120s", timeout=150)
     assert runner.exception is None, runner.exception
 
 

@@ -202,6 +202,32 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         "spec.rollout.maxSurge must be a non-negative number or a percentage",
     ),
     (
+        "snapshot-interval-too-short",
+        _set("spec.snapshots", {"location": "s3a://backups/wc", "interval": "30s"}),
+        "spec.snapshots.interval must be a duration of at least 1m",
+    ),
+    (
+        "snapshot-interval-in-days",
+        _set("spec.snapshots", {"location": "s3a://backups/wc", "interval": "1d"}),
+        "spec.snapshots.interval must be a duration of at least 1m, such as 30m, 6h or 1h30m",
+    ),
+    (
+        "snapshot-file-location-without-volume",
+        _set("spec.snapshots", {"location": "file:///snapshots/wc", "interval": "1h"}),
+        "spec.snapshots.volume is required with a file:// location",
+    ),
+    (
+        "snapshot-location-outside-its-volume",
+        _set("spec.snapshots", {"location": "file:///data/wc", "interval": "1h",
+                                "volume": {"claimName": "backups", "mountPath": "/snapshots"}}),
+        "spec.snapshots.location must be a path below spec.snapshots.volume.mountPath",
+    ),
+    (
+        "snapshot-keep-none",
+        _set("spec.snapshots", {"location": "s3a://backups/wc", "interval": "1h", "keep": 0}),
+        "spec.snapshots.keep",
+    ),
+    (
         "autoscaling-min-above-max",
         _set("spec.autoscaling", {"minReplicas": 5, "maxReplicas": 2}),
         "spec.autoscaling.minReplicas must be less than or equal to maxReplicas",
@@ -543,6 +569,8 @@ def test_what_the_boundary_allows_is_accepted(kube: Kubectl, namespace: str) -> 
         },
     }
     obj["spec"]["pod"] = {"annotations": {"owner": "team-a"}}
+    obj["spec"]["snapshots"] = {"location": "file:///snapshots/wc", "interval": "1h30m", "keep": 3,
+                                "volume": {"claimName": "backups"}}
     obj["spec"]["podTemplate"] = {
         "spec": {
             "containers": [

@@ -18,6 +18,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,67 @@ def test_a_snapshot_whose_pod_is_killed_while_it_cuts_fails_and_leaves_no_manife
     assert (done["status"]["phase"], failed["status"], failed["reason"]) == ("Failed", "True", "JobFailed"), done
     assert "exit code 137" in failed["message"], failed
     assert not (host_dir / app / "killed" / "manifest").exists(), "a manifest without its data"
+
+
+SCHEDULED_LABEL = "streaming.floe.dev/scheduled-by"
+
+
+def test_scheduled_snapshots_keep_the_newest_and_retention_deletes_the_older_ones_with_their_data(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    """spec.snapshots every minute, keeping one: the first is taken at once, the second a minute
+    later; once the second succeeded, the first resource is deleted and the Job its finalizer
+    runs deletes its directory on the volume, while the second's stays whole. Deleting the app
+    leaves the kept snapshot's data (the Job that would delete it runs as the app)."""
+    env = require_node(stack_env)
+    app, _spec, app_id = _counted_app(kube, namespace, env)
+    claim_name, host_dir = claim
+    schedule = {"location": f"file://{MOUNT}/{app}", "interval": "1m", "keep": 1,
+                "volume": {"claimName": claim_name}, "writers": {"word-count": "count"}}
+    kube.run("patch", "streamingapp", app, "-n", namespace, "--type=merge",
+             "-p", json.dumps({"spec": {"snapshots": schedule}}))
+
+    def scheduled() -> list[dict[str, Any]]:
+        return kube.list("streamingappsnapshot", namespace, f"{SCHEDULED_LABEL}={app}")
+
+    def succeeded(but: set[str]) -> dict[str, Any] | None:
+        done = [s for s in scheduled() if s.get("status", {}).get("phase") == "Succeeded"
+                and s["metadata"]["name"] not in but]
+        failed = [s for s in scheduled() if s.get("status", {}).get("phase") == "Failed"]
+        assert not failed, json.dumps([s["status"] for s in failed], indent=1)
+        return done[0] if done else None
+
+    def job_pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, SNAPSHOT_LABEL)
+
+    first = wait_for(lambda: succeeded(set()), timeout=420, every=2, what="the first scheduled snapshot Succeeded",
+                     pods=job_pods)
+    name1 = first["metadata"]["name"]
+    assert first["spec"]["location"] == f"file://{MOUNT}/{app}/{name1}"
+    assert first["spec"]["deletionPolicy"] == "Delete"
+    assert _manifest(host_dir / app / name1)["app_id"] == app_id
+    recorded = kube.get("streamingapp", app, namespace)["status"]["snapshots"]  # type: ignore[index]
+    assert recorded["last"] == name1, recorded
+
+    second = wait_for(lambda: succeeded({name1}), timeout=420, every=2,
+                      what="the second scheduled snapshot Succeeded, a minute after the first", pods=job_pods)
+    name2 = second["metadata"]["name"]
+    gap = (datetime.fromisoformat(second["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+           - datetime.fromisoformat(first["metadata"]["creationTimestamp"].replace("Z", "+00:00")))
+    assert gap.total_seconds() >= 60, (name1, name2, gap)
+
+    def retained() -> bool:
+        return kube.get("streamingappsnapshot", name1, namespace) is None and not (host_dir / app / name1).exists()
+
+    wait_for(retained, timeout=300, every=2, what=f"retention deleting {name1} and its data", pods=job_pods)
+    assert _manifest(host_dir / app / name2)["app_id"] == app_id
+    events = kube.run("get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name1}",
+                      "-o", "jsonpath={.items[*].reason}").stdout.split()
+    assert "SnapshotDataDeleted" in events, events
+
+    # the schedule is the app's: deleting the app deletes its snapshots' resources, not their data
+    kube.run("patch", "streamingapp", app, "-n", namespace, "--type=merge", "-p",
+             json.dumps({"spec": {"snapshots": {**schedule, "interval": "24h"}}}))
+    kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
+    wait_for(lambda: not scheduled(), timeout=180, every=2, what="the app's snapshots deleted with it")
+    assert _manifest(host_dir / app / name2)["app_id"] == app_id

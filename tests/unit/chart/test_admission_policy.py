@@ -26,6 +26,8 @@ def matched(policy: dict[str, Any]) -> set[tuple[str, str]]:
     """(group, resource) pairs the policy sees every create, update and delete of."""
     found = set()
     for rule in policy["spec"]["matchConstraints"]["resourceRules"]:
+        if rule["resources"] == [model.SNAPSHOT_PLURAL]:
+            continue  # create and delete only (test_the_operator_creates_and_deletes_only_...)
         assert set(rule["operations"]) == {"CREATE", "UPDATE", "DELETE"}, rule
         assert rule["apiVersions"] == ["*"], rule
         found |= {(group, resource) for group in rule["apiGroups"] for resource in rule["resources"]}
@@ -67,7 +69,7 @@ def test_every_kind_the_operator_writes_is_matched(render: chartkit.Render) -> N
     missing = writable - matched(policy)
     assert not missing, f"kinds the operator can write that the policy does not check: {missing}"
     # Never matched: what the operator legitimately writes that is no child of an app.
-    for group, resource in [(model.GROUP, model.PLURAL), (model.GROUP, model.SNAPSHOT_PLURAL),
+    for group, resource in [(model.GROUP, model.PLURAL),
                             ("coordination.k8s.io", "leases"), ("", "events"),
                             ("events.k8s.io", "events"), ("kopf.dev", "kopfpeerings")]:
         assert (group, resource) not in matched(policy)
@@ -96,6 +98,31 @@ def test_a_job_must_be_a_snapshots_and_every_other_child_an_apps(render: chartki
     )
     assert snapshotjob.owner_reference(_snapshot())["kind"] == model.SNAPSHOT_KIND
     assert ("batch", "jobs") in matched(one(render(), "ValidatingAdmissionPolicy"))
+
+
+def test_the_operator_creates_and_deletes_only_the_scheduled_snapshots_of_apps(render: chartkit.Render) -> None:
+    """Snapshots are matched for create and delete, never update (Kopf patches the annotations
+    and finalizer of every snapshot, the users' own too); one the schedule creates passes:
+    labelled as Floe's and owned by its StreamingApp."""
+    from datetime import UTC, datetime
+
+    from floe_operator import snapshotschedule
+
+    policy = one(render(), "ValidatingAdmissionPolicy")
+    rules = [r for r in policy["spec"]["matchConstraints"]["resourceRules"] if model.SNAPSHOT_PLURAL in r["resources"]]
+    assert [(r["apiGroups"], r["operations"], r["resources"]) for r in rules] == [
+        ([model.GROUP], ["CREATE", "DELETE"], [model.SNAPSHOT_PLURAL])
+    ]
+    from ..operator.conftest import load_case
+
+    body = load_case("minimal")
+    body["metadata"]["uid"] = "u1"
+    body["spec"]["snapshots"] = {"location": "s3a://b/wc", "interval": "1h"}
+    app = model.StreamingApp.from_body(body)
+    meta = snapshotschedule.snapshot(app, datetime(2026, 11, 29, 6, 0, tzinfo=UTC))["metadata"]
+    assert meta["labels"][operator_render.MANAGED_BY] == operator_render.FIELD_MANAGER
+    (ref,) = meta["ownerReferences"]
+    assert (ref["kind"], ref["apiVersion"].split("/")[0], ref["uid"]) == (model.KIND, model.GROUP, "u1")
 
 
 def _snapshot() -> model.StreamingAppSnapshot:

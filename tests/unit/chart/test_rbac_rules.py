@@ -178,7 +178,9 @@ def test_rbac_off_renders_no_rbac(render: chartkit.Render) -> None:
 
 
 SNAPSHOT_RIGHTS = [
-    ("streaming.floe.dev", "streamingappsnapshots", ["get", "list", "watch", "patch"]),
+    # create and delete: an app's scheduled snapshots and their retention (the admission policy
+    # confines both to snapshots labelled and owned by an app)
+    ("streaming.floe.dev", "streamingappsnapshots", ["get", "list", "watch", "patch", "create", "delete"]),
     ("streaming.floe.dev", "streamingappsnapshots/status", ["get", "patch"]),
     ("streaming.floe.dev", "streamingappsnapshots/finalizers", ["update"]),
     ("batch", "jobs", ["get", "list", "watch", "create"]),
@@ -199,5 +201,5 @@ def test_snapshots_and_their_jobs_are_granted_in_every_install_mode(render: char
         for verb in ("delete", "update", "patch", "deletecollection"):
             assert not grants(rules, "batch", "jobs", verb), f"{verb} jobs must not be granted"
         assert not grants(rules, "batch", "cronjobs", "create")
-        assert not grants(rules, "streaming.floe.dev", "streamingappsnapshots", "create")
-        assert not grants(rules, "streaming.floe.dev", "streamingappsnapshots", "delete")
+        assert not grants(rules, "streaming.floe.dev", "streamingappsnapshots", "deletecollection")
+        assert not grants(rules, "streaming.floe.dev", "streamingappsnapshots", "update")

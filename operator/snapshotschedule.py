@@ -1,0 +1,151 @@
+"""Scheduled snapshots (spec.snapshots): when the next one is due, the StreamingAppSnapshot it
+is, and which older ones retention deletes. Pure, like `render`: `reconcile` creates what
+`due` and `snapshot` say, and `snapshots` deletes what `expired` names once a scheduled
+snapshot ends.
+
+Why snapshots are resources of their own and not a field of the app: each is a one-shot action
+with its own Job, status and data; the app only asks for them on a schedule. They carry the
+app's owner reference (deleting the app removes the resources, never their data, since the Jobs
+that would delete it run the app's image and configuration, which are gone then) and
+deletionPolicy Delete (retention deleting one deletes its data: `snapshots.finalize`).
+
+Time is the API server's, as metadata.creationTimestamp and status.snapshots.lastScheduleTime
+write it (RFC 3339, whole seconds): the next snapshot is due `interval` after the last one was
+created, at the operator's first pass after that (its resync period bounds the delay). One runs
+at a time: while the last is Pending or Running, nothing new is created.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from floe_operator import conditions, model, render, snapshotjob
+
+SCHEDULED_LABEL = f"{model.GROUP}/scheduled-by"
+# <app>-<yyyymmdd>-<hhmmss>: 44 + 1 + 15 characters, within a snapshot's (and its Job's) 63
+NAME_PREFIX_CHARS = 44
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def interval_seconds(text: str) -> float:
+    """Seconds of a duration as the CRD admits it (e.g. 30m, 6h, 1h30m, 1.5h)."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def format_time(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def name_for(app_name: str, at: datetime) -> str:
+    return f"{app_name[:NAME_PREFIX_CHARS].rstrip('-')}-{at:%Y%m%d-%H%M%S}"
+
+
+def due(app: model.StreamingApp, now: datetime) -> bool:
+    """Whether a scheduled snapshot of `app` is due at `now` (before checking that none runs):
+    it has spec.snapshots, runs (not suspended, not paused) and is Ready, and none was created on
+    schedule within the last interval."""
+    spec = app.spec.snapshots
+    if spec is None or app.spec.suspend or app.reconcile_paused:
+        return False
+    ready = conditions.find(app.status.get("conditions") or [], conditions.READY) or {}
+    if ready.get("status") != "True":
+        return False
+    last = (app.status.get("snapshots") or {}).get("lastScheduleTime")
+    if not last:
+        return True
+    return now >= parse_time(str(last)) + timedelta(seconds=interval_seconds(spec.interval))
+
+
+def selector(app: model.StreamingApp) -> str:
+    """The label selector of the app's scheduled snapshots."""
+    return f"{SCHEDULED_LABEL}={app.name}"
+
+
+def owned(snap: Mapping[str, Any], app: model.StreamingApp) -> bool:
+    """Whether `snap` is one of this app's scheduled snapshots (not of an earlier app of its name)."""
+    meta = snap.get("metadata") or {}
+    return (meta.get("labels") or {}).get(SCHEDULED_LABEL) == app.name and any(
+        ref.get("uid") == app.uid for ref in meta.get("ownerReferences") or []
+    )
+
+
+def running(snaps: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The snapshots among `snaps` that have not ended (no phase yet, Pending or Running)."""
+    return [
+        str(s["metadata"]["name"])
+        for s in snaps
+        if (s.get("status") or {}).get("phase") not in snapshotjob.TERMINAL
+        and not (s.get("metadata") or {}).get("deletionTimestamp")
+    ]
+
+
+def snapshot(app: model.StreamingApp, now: datetime) -> dict[str, Any]:
+    """The StreamingAppSnapshot the schedule creates at `now`."""
+    spec = app.spec.snapshots
+    assert spec is not None
+    name = name_for(app.name, now)
+    body: dict[str, Any] = {
+        "app": app.name,
+        "location": f"{spec.location.rstrip('/')}/{name}",
+        "settleTimeoutSeconds": spec.settle_timeout_seconds,
+        "activeDeadlineSeconds": spec.active_deadline_seconds,
+        "deletionPolicy": "Delete",
+    }
+    if spec.writers:
+        body["writers"] = dict(spec.writers)
+    if spec.volume is not None:
+        body["volume"] = {"claimName": spec.volume.claim_name, "mountPath": spec.volume.mount_path}
+    return {
+        "apiVersion": model.API_VERSION,
+        "kind": model.SNAPSHOT_KIND,
+        "metadata": {
+            "name": name,
+            "namespace": app.namespace,
+            "labels": {
+                "app.kubernetes.io/name": app.name,
+                "app.kubernetes.io/component": snapshotjob.COMPONENT,
+                "app.kubernetes.io/part-of": "floe",
+                render.MANAGED_BY: render.FIELD_MANAGER,
+                SCHEDULED_LABEL: app.name,
+            },
+            "ownerReferences": [render.owner_reference(app)],
+        },
+        "spec": body,
+    }
+
+
+def record(name: str, now: datetime) -> dict[str, Any]:
+    """status.snapshots once `name` was created at `now`."""
+    return {"last": name, "lastScheduleTime": format_time(now)}
+
+
+def expired(snaps: Sequence[Mapping[str, Any]], keep: int) -> list[str]:
+    """The scheduled snapshots retention deletes: those that succeeded, beyond the newest `keep`,
+    and those that failed before the newest success (a later failure stays to be looked at).
+    Snapshots not ended are never named."""
+
+    def created(s: Mapping[str, Any]) -> tuple[str, str]:
+        meta = s.get("metadata") or {}
+        return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+    ordered = sorted(
+        (s for s in snaps if not (s.get("metadata") or {}).get("deletionTimestamp")), key=created, reverse=True
+    )
+    phase = [(s.get("status") or {}).get("phase") for s in ordered]
+    succeeded = [i for i, p in enumerate(phase) if p == snapshotjob.SUCCEEDED]
+    if not succeeded:
+        return []
+    newest = succeeded[0]
+    gone = set(succeeded[keep:]) | {i for i, p in enumerate(phase) if p == snapshotjob.FAILED and i > newest}
+    return [created(ordered[i])[1] for i in sorted(gone)]
