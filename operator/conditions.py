@@ -108,6 +108,12 @@ INVALID_RECONCILE_ANNOTATION = "InvalidReconcileAnnotation"
 ROLLED_BACK = "RolledBack"
 NEW_GENERATION = "NewGeneration"
 
+# spec.rollout.upgradeMode: snapshot (`snapshotschedule.upgrade_pending`): while the snapshot
+# of the running generation is taken, the new one waits (Progressing True, Ready False); if the
+# snapshot fails, it does not roll out (Degraded True, Progressing False), until the spec changes.
+SNAPSHOT_BEFORE_UPGRADE = "SnapshotBeforeUpgrade"
+UPGRADE_SNAPSHOT_FAILED = "UpgradeSnapshotFailed"
+
 # Whether the app's namespace holds every pod to a Pod Security Standard: Floe's admission rules
 # cover what a StreamingApp asks for, not pods made otherwise in the namespace (docs/security.md).
 POD_SECURITY = "PodSecurity"
@@ -147,6 +153,9 @@ class Observed:
     # the current generation failed and its last Ready spec runs instead (`rollback.RolledBack`):
     # reason, why it failed; message, what the operator did
     rolled_back: Fault | None = None
+    # the current generation waits for a snapshot of the running one (reason
+    # SNAPSHOT_BEFORE_UPGRADE), or that snapshot failed (UPGRADE_SNAPSHOT_FAILED)
+    upgrade_held: Fault | None = None
 
 
 def set_condition(
@@ -261,6 +270,15 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     for type_, verdict in verdicts:
         if verdict is not None:
             put(type_, *verdict)
+    if observed.upgrade_held is not None:
+        # what runs is the last Ready generation: this one is not rolled out, whatever the
+        # Deployment says of the pods it has
+        held = observed.upgrade_held
+        failed = held.reason == UPGRADE_SNAPSHOT_FAILED
+        put(PROGRESSING, "False" if failed else "True", held.reason, held.message)
+        put(READY, "False", held.reason, held.message)
+        if failed and observed.fault is None:
+            put(DEGRADED, "True", held.reason, held.message)
     if observed.pod_security is not None:
         put(POD_SECURITY, *observed.pod_security)
     _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)

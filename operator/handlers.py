@@ -454,6 +454,11 @@ async def snapshot_job_changed(namespace: str | None, labels: Mapping[str, str],
         await snapshots.converge(deps, namespace, name, app_of=_app_lookup(kwargs))
     except (snapshots.Retry, k8s.ApiError) as exc:
         log.warning("Following a snapshot's job failed snapshot=%s/%s error=%s", namespace, name, exc)
+    # an app waiting for a snapshot before its upgrade (spec.rollout.upgradeMode: snapshot) rolls
+    # out as soon as the snapshot's Job ends, not at the next resync
+    app = labels.get("app.kubernetes.io/name")
+    if app and (kwargs.get("body") or {}).get("kind") == "Job":
+        await converge_indexed(deps, namespace, app, kwargs)
 
 
 def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.OperatorRegistry:

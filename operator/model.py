@@ -197,6 +197,8 @@ class RolloutSpec(_Model):
     progress_deadline_seconds: int = 600
     # a new generation whose pods fail runs the last Ready generation's spec again (`rollback`)
     auto_rollback: bool = False
+    # snapshot: a new image or job rolls out only once a snapshot of the running one succeeded
+    upgrade_mode: Literal["direct", "snapshot"] = "direct"
 
 
 class AutoscalingSpec(_Model):
@@ -322,7 +324,8 @@ class ScheduledSnapshots(_Model):
     (`snapshotschedule`)."""
 
     location: str
-    interval: str
+    # None: no periodic snapshots (only those before an upgrade, with upgradeMode snapshot)
+    interval: str | None = None
     volume: SnapshotVolume | None = None
     keep: int = 7
     writers: dict[str, str] = Field(default_factory=dict)

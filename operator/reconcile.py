@@ -44,6 +44,8 @@ from floe_operator import (
     recent,
     render,
     rollback,
+    snapshotjob,
+    snapshotschedule,
 )
 from floe_operator.lag import scalers
 from kubernetes.utils import parse_quantity
@@ -428,6 +430,9 @@ async def _reconcile(
     app, rolled = rollback.effective(
         declared, deployment=deployment, pods_fault=_pods_fault(declared, children, deployment), now=now()
     )
+    held: conditions.Fault | None = None
+    if rolled is None:
+        app, held = await _snapshot_before_upgrade(declared, deps)
     # A first pass: no Deployment and no status written yet (a retry after a fault has one).
     checked = await _check(app, deps, others, new=deployment is None and "observedGeneration" not in app.status)
     applied: list[str] = []
@@ -436,9 +441,61 @@ async def _reconcile(
         wanted = desired.desired(app, await _facts(app, deps, checked))
         applied, deployment, fault = await _converge(app, deps, children, wanted, deployment=deployment)
     outcome = await _outcome(
-        app, deps, children, checked, deployment=deployment, fault=fault, applied=applied, rolled=rolled
+        app, deps, children, checked, deployment=deployment, fault=fault, applied=applied, rolled=rolled, held=held
     )
     return _with_rollback(declared, rolled, outcome)
+
+
+async def _snapshot_before_upgrade(
+    declared: model.StreamingApp, deps: Deps
+) -> tuple[model.StreamingApp, conditions.Fault | None]:
+    """With spec.rollout.upgradeMode snapshot, a new image or job rolls out only once a snapshot
+    of the running generation succeeded: until then the app to render is the last Ready one, and
+    why it waits (or that the snapshot failed) is returned for its conditions."""
+    last_generation = snapshotschedule.upgrade_pending(declared)
+    if last_generation is None:
+        return declared, None
+    last = rollback.last_ready(declared)
+    assert last is not None
+    running = rollback.last_ready_app(declared, last[1])
+    name = snapshotschedule.upgrade_snapshot_name(declared)
+    wanted = snapshotschedule.upgrade_snapshot(declared, datetime.now(UTC).replace(microsecond=0))
+    snap = await deps.cluster.get(model.API_VERSION, model.SNAPSHOT_KIND, declared.namespace, name)
+    if snap is not None and not snapshotschedule.owned(snap, declared):
+        return running, conditions.Fault(
+            conditions.UPGRADE_SNAPSHOT_FAILED,
+            f"StreamingAppSnapshot {name}, which the snapshot before generation {declared.generation} is "
+            "named, exists and is not this app's: delete it, or set spec.rollout.upgradeMode: direct",
+        )
+    if snap is None:
+        try:
+            await deps.cluster.create(wanted)
+        except k8s.ApiError as exc:
+            if exc.status != 409:
+                return running, conditions.Fault(
+                    conditions.UPGRADE_SNAPSHOT_FAILED,
+                    f"Creating StreamingAppSnapshot {name} before generation {declared.generation} rolls out "
+                    f"failed (HTTP {exc.status}): {exc.message}",
+                )
+        log.info("Snapshot before upgrade app=%s/%s snapshot=%s generation=%d running=%d",
+                 declared.namespace, declared.name, name, declared.generation, last_generation)
+    status = (snap or {}).get("status") or {}
+    phase = status.get("phase")
+    if phase == snapshotjob.SUCCEEDED:
+        return declared, None
+    if phase == snapshotjob.FAILED:
+        said = (conditions.find(status.get("conditions") or [], conditions.READY) or {}).get("message", "")
+        return running, conditions.Fault(
+            conditions.UPGRADE_SNAPSHOT_FAILED,
+            f"The snapshot {name} of generation {last_generation}, taken before generation {declared.generation}'s "
+            f"new image or job rolls out, failed: {said}. Generation {last_generation} keeps running; change the "
+            "spec to try again, or set spec.rollout.upgradeMode: direct to roll out without a snapshot",
+        )
+    return running, conditions.Fault(
+        conditions.SNAPSHOT_BEFORE_UPGRADE,
+        f"Taking snapshot {name} of generation {last_generation} before generation {declared.generation}'s new "
+        "image or job rolls out (spec.rollout.upgradeMode: snapshot)",
+    )
 
 
 def _pods_fault(
@@ -571,6 +628,7 @@ async def _outcome(
     fault: conditions.Fault | None,
     applied: list[str],
     rolled: rollback.RolledBack | None = None,
+    held: conditions.Fault | None = None,
 ) -> Outcome:
     """The declared offset reset (only on a pass without fault, once the children are in place, and
     not while reconciliation is paused),
@@ -599,6 +657,7 @@ async def _outcome(
         executors_unschedulable=executors,
         pod_security=conditions.pod_security(app.namespace, await deps.cluster.namespace_labels(app.namespace)),
         rolled_back=conditions.Fault(rolled.reason, rolled.message) if rolled is not None else None,
+        upgrade_held=held,
     )
     status = conditions.status_for(app, observed, now=now())
     if reset is not None:

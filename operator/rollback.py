@@ -107,10 +107,10 @@ def effective(
     before it."""
     if not app.spec.rollout.auto_rollback:
         return app, None
-    last = app.status.get(LAST_READY) or {}
-    last_spec, last_generation = _spec_of(last.get("spec")), last.get("generation")
-    if last_spec is None or not isinstance(last_generation, int):
+    last = last_ready(app)
+    if last is None:
         return app, None
+    last_generation, last_spec = last
     current = _dumped(app.spec)
     if last_generation == app.generation or _versioned(last_spec) == _versioned(current):
         return app, None
@@ -131,8 +131,29 @@ def effective(
             now,
             digest(current),
         )
+    return last_ready_app(app, last_spec), rolled
+
+
+def last_ready(app: model.StreamingApp) -> tuple[int, dict[str, Any]] | None:
+    """The generation recorded in status.lastReady and its spec (as `_dumped`), or None."""
+    last = app.status.get(LAST_READY) or {}
+    spec, generation = _spec_of(last.get("spec")), last.get("generation")
+    if spec is None or not isinstance(generation, int):
+        return None
+    return generation, spec
+
+
+def last_ready_app(app: model.StreamingApp, last_spec: Mapping[str, Any]) -> model.StreamingApp:
+    """`app` running `last_spec` (a recorded Ready spec), with the current spec's KEPT fields."""
+    current = _dumped(app.spec)
     spec = model.AppSpec.model_validate({**last_spec, **{k: current[k] for k in KEPT}})
-    return app.model_copy(update={"spec": spec}), rolled
+    return app.model_copy(update={"spec": spec})
+
+
+def records_last_ready(spec: model.AppSpec) -> bool:
+    """Whether status.lastReady is kept: for a rollback to go back to, or for a snapshot before an
+    upgrade to hold the running spec while it is taken (`snapshotschedule.upgrade_pending`)."""
+    return spec.rollout.auto_rollback or spec.rollout.upgrade_mode == "snapshot"
 
 
 def failure(deployment: Mapping[str, Any] | None, pods_fault: conditions.Fault | None) -> conditions.Fault | None:
@@ -155,7 +176,7 @@ def status_fields(app: model.StreamingApp, rolled: RolledBack | None, status: Ma
     the status just computed: the generation is recorded once its Ready condition is True for
     it, not while it is rolled back."""
     fields: dict[str, Any] = {ROLLED_BACK: rolled.record() if rolled is not None else None}
-    if not app.spec.rollout.auto_rollback:
+    if not records_last_ready(app.spec):
         fields[LAST_READY] = None
         return fields
     fields[LAST_READY] = app.status.get(LAST_READY)

@@ -88,7 +88,7 @@ async def _start(deps: reconcile.Deps, body: Mapping[str, Any], snap: model.Stre
         ))
         return
     try:
-        app = model.StreamingApp.from_body(app_body)
+        app = snapshotschedule.as_running(model.StreamingApp.from_body(app_body))
     except pydantic.ValidationError as exc:
         await _report(deps, body, snap, snapshotjob.failed(
             snapshotjob.APP_INVALID, f"StreamingApp {snap.spec.app} has a spec the operator cannot read: {exc}"
@@ -202,7 +202,7 @@ async def schedule(deps: reconcile.Deps, body: Mapping[str, Any]) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     if not snapshotschedule.due(app, now):
         return
-    assert app.spec.snapshots is not None
+    assert app.spec.snapshots is not None and app.spec.snapshots.interval is not None
     snaps = await _scheduled(deps, app)
     await _retain(deps, app, snaps)
     if snapshotschedule.running(snaps):

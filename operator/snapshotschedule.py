@@ -9,6 +9,12 @@ app's owner reference (deleting the app removes the resources, never their data,
 that would delete it run the app's image and configuration, which are gone then) and
 deletionPolicy Delete (retention deleting one deletes its data: `snapshots.finalize`).
 
+Before an upgrade (spec.rollout.upgradeMode: snapshot): a generation whose image or job differs
+from the last Ready one (status.lastReady, `rollback`) rolls out only once a snapshot of the
+running app, `<app>-upgrade-<generation>`, has succeeded; until then the reconciler keeps
+rendering the last Ready spec (`upgrade_pending`, `upgrade_snapshot`). It is labelled and kept
+like the scheduled ones, so retention counts it among them.
+
 Time is the API server's, as metadata.creationTimestamp and status.snapshots.lastScheduleTime
 write it (RFC 3339, whole seconds): the next snapshot is due `interval` after the last one was
 created, at the operator's first pass after that (its resync period bounds the delay). One runs
@@ -22,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from floe_operator import conditions, model, render, snapshotjob
+from floe_operator import conditions, model, render, rollback, snapshotjob
 
 SCHEDULED_LABEL = f"{model.GROUP}/scheduled-by"
 # <app>-<yyyymmdd>-<hhmmss>: 44 + 1 + 15 characters, within a snapshot's (and its Job's) 63
@@ -56,7 +62,7 @@ def due(app: model.StreamingApp, now: datetime) -> bool:
     it has spec.snapshots, runs (not suspended, not paused) and is Ready, and none was created on
     schedule within the last interval."""
     spec = app.spec.snapshots
-    if spec is None or app.spec.suspend or app.reconcile_paused:
+    if spec is None or spec.interval is None or app.spec.suspend or app.reconcile_paused:
         return False
     ready = conditions.find(app.status.get("conditions") or [], conditions.READY) or {}
     if ready.get("status") != "True":
@@ -90,11 +96,11 @@ def running(snaps: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def snapshot(app: model.StreamingApp, now: datetime) -> dict[str, Any]:
-    """The StreamingAppSnapshot the schedule creates at `now`."""
+def snapshot(app: model.StreamingApp, now: datetime, *, name: str | None = None) -> dict[str, Any]:
+    """The StreamingAppSnapshot the schedule creates at `now` (named `name` when given)."""
     spec = app.spec.snapshots
     assert spec is not None
-    name = name_for(app.name, now)
+    name = name or name_for(app.name, now)
     body: dict[str, Any] = {
         "app": app.name,
         "location": f"{spec.location.rstrip('/')}/{name}",
@@ -149,3 +155,45 @@ def expired(snaps: Sequence[Mapping[str, Any]], keep: int) -> list[str]:
     newest = succeeded[0]
     gone = set(succeeded[keep:]) | {i for i, p in enumerate(phase) if p == snapshotjob.FAILED and i > newest}
     return [created(ordered[i])[1] for i in sorted(gone)]
+
+
+# --- before an upgrade (spec.rollout.upgradeMode: snapshot) ----------------------------------
+
+# The fields of a spec whose change restarts the pods with other code: what a snapshot before an
+# upgrade is for (a change of resources, replicas or Kafka settings needs none).
+UPGRADED = ("image", "job")
+
+
+def upgrade_pending(app: model.StreamingApp) -> int | None:
+    """The last Ready generation, when the current one must wait for a snapshot of it before it
+    rolls out: upgradeMode snapshot with spec.snapshots, a recorded Ready generation other than
+    the current one, and an image or job that differs from its. None: roll out as declared."""
+    if app.spec.rollout.upgrade_mode != "snapshot" or app.spec.snapshots is None:
+        return None
+    last = rollback.last_ready(app)
+    if last is None or last[0] == app.generation:
+        return None
+    current = app.spec.model_dump(mode="json", by_alias=True)
+    if all(last[1].get(field) == current[field] for field in UPGRADED):
+        return None
+    return last[0]
+
+
+def upgrade_snapshot_name(app: model.StreamingApp) -> str:
+    return f"{app.name[:NAME_PREFIX_CHARS].rstrip('-')}-upgrade-{app.generation}"
+
+
+def upgrade_snapshot(app: model.StreamingApp, now: datetime) -> dict[str, Any]:
+    """The snapshot taken of the running app before generation `app.generation` rolls out."""
+    return snapshot(app, now, name=upgrade_snapshot_name(app))
+
+
+def as_running(app: model.StreamingApp) -> model.StreamingApp:
+    """The app as its pods run it: while a new image or job waits for its snapshot, the last
+    Ready generation (its spec and generation number), so that the snapshot's Job runs the code
+    that wrote the state it cuts and its manifest names that generation and image."""
+    last_generation = upgrade_pending(app)
+    last = rollback.last_ready(app)
+    if last_generation is None or last is None:
+        return app
+    return rollback.last_ready_app(app, last[1]).model_copy(update={"generation": last_generation})

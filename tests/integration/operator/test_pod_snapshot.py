@@ -95,11 +95,13 @@ def _snapshot(namespace: str, name: str, app: str, *, claim_name: str, location:
     }
 
 
-def _counted_app(kube: Kubectl, namespace: str, env: dict[str, str]) -> tuple[str, dict[str, Any], str]:
+def _counted_app(kube: Kubectl, namespace: str, env: dict[str, str],
+                 **spec_fields: Any) -> tuple[str, dict[str, Any], str]:
     """Word count, one replica, in `namespace` (enforcing the restricted profile), with a first
-    wave of lines counted exactly: (its name, its spec, its app id)."""
+    wave of lines counted exactly: (its name, its spec, its app id); `spec_fields` added to its spec."""
     kube.run("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted", "--overwrite")
     body = word_count_app(env, namespace=namespace, name="snap", partitions=2, replicas=1)
+    body["spec"].update(spec_fields)
     app = body["metadata"]["name"]
     spec = body["spec"]
     kube.apply(body)
@@ -280,3 +282,66 @@ def test_scheduled_snapshots_keep_the_newest_and_retention_deletes_the_older_one
     kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
     wait_for(lambda: not scheduled(), timeout=180, every=2, what="the app's snapshots deleted with it")
     assert _manifest(host_dir / app / name2)["app_id"] == app_id
+
+
+def test_a_new_job_rolls_out_only_once_a_snapshot_of_the_running_generation_succeeded(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    """spec.rollout.upgradeMode snapshot: a change of spec.job waits, with the pod of the running
+    generation untouched and the app Progressing (SnapshotBeforeUpgrade), until a snapshot of that
+    generation succeeded; then it rolls out, and the counts stay exact across it."""
+    env = require_node(stack_env)
+    claim_name, host_dir = claim
+    snapshots = {"location": f"file://{MOUNT}/upgrades", "volume": {"claimName": claim_name},
+                 "writers": {"word-count": "count"}}
+    app, spec, app_id = _counted_app(kube, namespace, env, rollout={"upgradeMode": "snapshot"}, snapshots=snapshots)
+    topic_in = spec["kafka"]["topics"][0]
+
+    def app_pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
+    def last_ready() -> Any:
+        return (kube.get("streamingapp", app, namespace) or {}).get("status", {}).get("lastReady", {}).get("generation")
+
+    wait_for(lambda: last_ready() == 1, timeout=120, what="generation 1 recorded as the last Ready one")
+    (before,) = app_pods()
+    kube.run("patch", "streamingapp", app, "-n", namespace, "--type=merge",
+             "-p", json.dumps({"spec": {"job": {**spec["job"], "args": ["--upgraded"]}}}))
+    name = f"{app}-upgrade-2"
+
+    def held() -> dict[str, Any] | None:
+        body = kube.get("streamingapp", app, namespace) or {}
+        ready = condition(body, "Ready") if body.get("status", {}).get("conditions") else {}
+        return body if ready.get("reason") == "SnapshotBeforeUpgrade" else None
+
+    def config() -> str:
+        return json.dumps((kube.get("configmap", f"{app}-config", namespace) or {}).get("data", {}))
+
+    waiting = wait_for(held, timeout=120, every=0.5, what="generation 2 waiting for its snapshot")
+    assert condition(waiting, "Progressing")["status"] == "True"
+    # what runs is generation 1, children and all
+    assert [p["metadata"]["uid"] for p in app_pods()] == [before["metadata"]["uid"]]
+    assert "--upgraded" not in config()
+
+    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=600, every=2,
+                    what="the snapshot before the upgrade Succeeded or Failed",
+                    pods=lambda: kube.list("pod", namespace, f"{SNAPSHOT_LABEL}={name}"))
+    assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
+    assert done["status"]["appGeneration"] == 1
+    assert _manifest(host_dir / "upgrades" / name)["generation"] == 1
+
+    def rolled_out() -> bool:
+        body = kube.get("streamingapp", app, namespace) or {}
+        ready = condition(body, "Ready")
+        pods = app_pods()
+        return (ready["status"] == "True" and ready.get("observedGeneration") == 2
+                and bool(pods) and before["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods})
+
+    wait_for(rolled_out, timeout=300, every=2, what="generation 2 rolled out after its snapshot", pods=app_pods)
+    assert "--upgraded" in config()
+    assert str(kube.get("streamingapp", app, namespace)["status"]["appId"]) == app_id  # type: ignore[index]
+    more = localrun.word_lines(300, seed=13)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, more)
+    truth = dict(localrun.word_truth(localrun.word_lines(300, seed=11) + more))
+    wait_exact_counts(env, keyspace=spec["state"]["cassandra"]["keyspace"], topic_out=spec["kafka"]["outputTopics"][0],
+                      truth=truth, pods=app_pods)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from floe_operator import model, render, snapshotjob, snapshotschedule
+from floe_operator import conditions, model, render, rollback, snapshotjob, snapshotschedule
 
 from .conftest import load_case
 
@@ -136,3 +136,89 @@ def test_a_delete_jobs_name_fits_for_the_longest_snapshot_names() -> None:
         "metadata": {"name": "s" * 62 + "t", "namespace": "n", "uid": "u"}, "spec": {"app": "a", "location": "s3a://b/p"}})
     names = {snapshotjob.delete_job_name(long), snapshotjob.delete_job_name(other)}
     assert len(names) == 2 and all(len(n) <= 63 and n.endswith("-delete") for n in names)
+
+
+# --- before an upgrade (spec.rollout.upgradeMode: snapshot) ---------------------------------
+
+
+def _upgrading(*, generation: int, mode: str = "snapshot", last: model.StreamingApp | None = None,
+               snapshots: bool = True, **spec: Any) -> model.StreamingApp:
+    body = load_case("minimal")
+    body["metadata"]["generation"] = generation
+    body["metadata"]["uid"] = "app-uid"
+    body["spec"]["rollout"]["upgradeMode"] = mode
+    if snapshots:
+        body["spec"]["snapshots"] = {"location": "s3a://backups/wc"}
+    body["spec"].update(spec)
+    if last is not None:
+        body["status"] = {"lastReady": {"generation": last.generation, "spec": rollback.spec_record(last.spec)}}
+    return model.StreamingApp.from_body(body)
+
+
+def test_a_new_image_or_job_waits_for_a_snapshot_of_the_last_ready_generation() -> None:
+    running = _upgrading(generation=3, image="floe-job:1")
+    assert snapshotschedule.upgrade_pending(_upgrading(generation=4, image="floe-job:2", last=running)) == 3
+    new_job = _upgrading(generation=4, image="floe-job:1", last=running, job={"entrypoint": "app:other"})
+    assert snapshotschedule.upgrade_pending(new_job) == 3
+
+
+def test_a_change_that_keeps_image_and_job_rolls_out_at_once() -> None:
+    running = _upgrading(generation=3, image="floe-job:1")
+    assert snapshotschedule.upgrade_pending(_upgrading(generation=4, image="floe-job:1", last=running,
+                                                       replicas=5, errors="deadLetter")) is None
+
+
+def test_no_snapshot_is_waited_for_in_direct_mode_without_a_record_or_for_the_recorded_generation() -> None:
+    running = _upgrading(generation=3, image="floe-job:1")
+    assert snapshotschedule.upgrade_pending(_upgrading(generation=4, image="floe-job:2", last=running,
+                                                       mode="direct")) is None
+    assert snapshotschedule.upgrade_pending(_upgrading(generation=4, image="floe-job:2")) is None
+    assert snapshotschedule.upgrade_pending(_upgrading(generation=3, image="floe-job:1", last=running)) is None
+
+
+def test_the_snapshot_before_an_upgrade_is_named_for_its_generation_and_kept_like_the_scheduled_ones() -> None:
+    app = _upgrading(generation=12, image="floe-job:2", last=_upgrading(generation=11, image="floe-job:1"))
+    body = snapshotschedule.upgrade_snapshot(app, NOW)
+    assert body["metadata"]["name"] == f"{app.name}-upgrade-12"
+    assert body["spec"]["location"] == f"s3a://backups/wc/{app.name}-upgrade-12"
+    assert snapshotschedule.owned(body, app)
+    assert len(snapshotschedule.upgrade_snapshot_name(app.model_copy(update={"name": "a" * 52,
+                                                                             "generation": 10**9}))) <= 63
+
+
+def _held_status(held: conditions.Fault) -> dict[str, dict[str, Any]]:
+    app = _upgrading(generation=4, image="floe-job:2", last=_upgrading(generation=3, image="floe-job:1"))
+    complete = {
+        "metadata": {"generation": 7},
+        "spec": {"replicas": 1},
+        "status": {"observedGeneration": 7, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+                   "availableReplicas": 1, "conditions": [
+                       {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]},
+    }
+    status = conditions.status_for(app, conditions.Observed(deployment=complete, upgrade_held=held), now=NOW_TEXT)
+    return {c["type"]: c for c in status["conditions"]}
+
+
+NOW_TEXT = "2026-11-29T06:00:00Z"
+
+
+def test_while_the_snapshot_runs_the_new_generation_is_progressing_and_not_ready() -> None:
+    conds = _held_status(conditions.Fault(conditions.SNAPSHOT_BEFORE_UPGRADE, "Taking snapshot x"))
+    assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", conditions.SNAPSHOT_BEFORE_UPGRADE)
+    assert (conds["Progressing"]["status"], conds["Progressing"]["reason"]) == ("True", "SnapshotBeforeUpgrade")
+    assert conds["Degraded"]["status"] == "False"
+    assert (conds["Reconciling"]["status"], conds["Stalled"]["status"]) == ("True", "False")
+
+
+def test_a_failed_snapshot_before_an_upgrade_degrades_and_stalls_the_app() -> None:
+    conds = _held_status(conditions.Fault(conditions.UPGRADE_SNAPSHOT_FAILED, "The snapshot x failed"))
+    for type_, state in (("Ready", "False"), ("Progressing", "False"), ("Degraded", "True"), ("Stalled", "True")):
+        assert (conds[type_]["status"], conds[type_]["reason"]) == (state, conditions.UPGRADE_SNAPSHOT_FAILED), type_
+
+
+def test_a_snapshot_taken_while_an_upgrade_waits_runs_the_running_generation() -> None:
+    running = _upgrading(generation=3, image="floe-job:1")
+    app = _upgrading(generation=4, image="floe-job:2", last=running)
+    as_run = snapshotschedule.as_running(app)
+    assert (as_run.generation, as_run.spec.image) == (3, "floe-job:1")
+    assert snapshotschedule.as_running(running) is running
