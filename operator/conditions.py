@@ -113,6 +113,12 @@ NEW_GENERATION = "NewGeneration"
 # snapshot fails, it does not roll out (Degraded True, Progressing False), until the spec changes.
 SNAPSHOT_BEFORE_UPGRADE = "SnapshotBeforeUpgrade"
 UPGRADE_SNAPSHOT_FAILED = "UpgradeSnapshotFailed"
+# spec.restoreFrom (`restorejob`): no replica runs while the snapshot is restored into the new
+# app, nor after the restore failed.
+RESTORING = "Restoring"
+RESTORE_FAILED = "RestoreFailed"
+# Reasons of `Observed.held` that no waiting clears: Degraded, hence Stalled, until the spec changes.
+FAILED_HOLDS = frozenset({UPGRADE_SNAPSHOT_FAILED, RESTORE_FAILED})
 
 # Whether the app's namespace holds every pod to a Pod Security Standard: Floe's admission rules
 # cover what a StreamingApp asks for, not pods made otherwise in the namespace (docs/security.md).
@@ -153,9 +159,10 @@ class Observed:
     # the current generation failed and its last Ready spec runs instead (`rollback.RolledBack`):
     # reason, why it failed; message, what the operator did
     rolled_back: Fault | None = None
-    # the current generation waits for a snapshot of the running one (reason
-    # SNAPSHOT_BEFORE_UPGRADE), or that snapshot failed (UPGRADE_SNAPSHOT_FAILED)
-    upgrade_held: Fault | None = None
+    # what the current generation waits for before it runs: a snapshot of the running one
+    # (SNAPSHOT_BEFORE_UPGRADE) or the restore of spec.restoreFrom (RESTORING); or that it
+    # failed (FAILED_HOLDS)
+    held: Fault | None = None
 
 
 def set_condition(
@@ -270,11 +277,10 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     for type_, verdict in verdicts:
         if verdict is not None:
             put(type_, *verdict)
-    if observed.upgrade_held is not None:
-        # what runs is the last Ready generation: this one is not rolled out, whatever the
-        # Deployment says of the pods it has
-        held = observed.upgrade_held
-        failed = held.reason == UPGRADE_SNAPSHOT_FAILED
+    if observed.held is not None:
+        # this generation is not rolled out, whatever the Deployment (if any) says of its pods
+        held = observed.held
+        failed = held.reason in FAILED_HOLDS
         put(PROGRESSING, "False" if failed else "True", held.reason, held.message)
         put(READY, "False", held.reason, held.message)
         if failed and observed.fault is None:

@@ -33,7 +33,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
-from floe_operator import cassandra, k8s, kafka, loops, model, podfaults, reconcile, render, snapshotjob, snapshots
+from floe_operator import (
+    cassandra,
+    k8s,
+    kafka,
+    loops,
+    model,
+    podfaults,
+    reconcile,
+    render,
+    restorejob,
+    snapshotjob,
+    snapshots,
+)
 
 log = logging.getLogger(__name__)
 
@@ -416,6 +428,7 @@ async def finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) 
 
 SNAPSHOT_JOBS: Mapping[str, Any] = {**MANAGED, snapshotjob.SNAPSHOT_LABEL: kopf.PRESENT}
 SNAPSHOT_PODS: Mapping[str, Any] = {snapshotjob.SNAPSHOT_LABEL: kopf.PRESENT}
+RESTORE_JOBS: Mapping[str, Any] = {**MANAGED, restorejob.RESTORE_LABEL: kopf.PRESENT}
 # How often a snapshot being deleted looks again at the Jobs it waits for.
 SNAPSHOT_DELETE_POLL_SECONDS = 5.0
 
@@ -432,6 +445,16 @@ async def snapshot_changed(body: kopf.Body, memo: kopf.Memo, retry: int, **kwarg
         await snapshots.converge(memo.deps, namespace, name, app_of=_app_lookup(kwargs))
     except (snapshots.Retry, k8s.ApiError) as exc:
         raise kopf.TemporaryError(str(exc), delay=backoff(retry)) from exc
+
+
+async def restore_job_changed(namespace: str | None, labels: Mapping[str, str], memo: kopf.Memo,
+                              **kwargs: Any) -> None:
+    """An app's restore Job changed (spec.restoreFrom): a pass over the app, whose first replica
+    starts once the Job has succeeded."""
+    app = labels.get(restorejob.RESTORE_LABEL)
+    deps: reconcile.Deps | None = getattr(memo, "deps", None)
+    if app and namespace and deps is not None:
+        await converge_indexed(deps, namespace, app, kwargs)
 
 
 async def snapshot_finalize(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
@@ -492,6 +515,9 @@ def register(registry: kopf.OperatorRegistry, options: Options) -> kopf.Operator
     )
     kopf.on.event("", "v1", "pods", labels=SNAPSHOT_PODS, registry=registry, id="snapshot_pod_changed")(
         snapshot_job_changed
+    )
+    kopf.on.event("batch", "v1", "jobs", labels=RESTORE_JOBS, registry=registry, id="restore_job_changed")(
+        restore_job_changed
     )
     return registry
 

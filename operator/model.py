@@ -333,6 +333,13 @@ class ScheduledSnapshots(_Model):
     active_deadline_seconds: int = 3600
 
 
+class RestoreFrom(_Model):
+    """spec.restoreFrom: the snapshot a new app starts from (`restorejob`)."""
+
+    location: str
+    volume: SnapshotVolume | None = None
+
+
 class AppSpec(_Model):
     image: str
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
@@ -358,6 +365,7 @@ class AppSpec(_Model):
     offset_reset: OffsetResetSpec | None = None
     pod_template: PodTemplate = Field(default_factory=PodTemplate)
     snapshots: ScheduledSnapshots | None = None
+    restore_from: RestoreFrom | None = None
 
     @property
     def running_replicas(self) -> int:

@@ -43,6 +43,7 @@ from floe_operator import (
     podtemplate,
     recent,
     render,
+    restorejob,
     rollback,
     snapshotjob,
     snapshotschedule,
@@ -437,13 +438,79 @@ async def _reconcile(
     checked = await _check(app, deps, others, new=deployment is None and "observedGeneration" not in app.status)
     applied: list[str] = []
     fault = checked.fault
+    restore: dict[str, Any] | None = None
     if fault is None:
         wanted = desired.desired(app, await _facts(app, deps, checked))
-        applied, deployment, fault = await _converge(app, deps, children, wanted, deployment=deployment)
+        if not restorejob.done(app):
+            # the pods wait for spec.restoreFrom; what their Job mounts and runs as does not
+            first = [o for o in wanted if not restorejob.held(o["kind"])]
+            applied, deployment, fault = await _converge(app, deps, children, first, deployment=deployment)
+            if fault is None:
+                held, restore = await _restore(app, deps)
+        if fault is None and (held is None or held.reason not in (conditions.RESTORING, conditions.RESTORE_FAILED)):
+            more, deployment, fault = await _converge(app, deps, children, wanted, deployment=deployment)
+            applied += more
     outcome = await _outcome(
         app, deps, children, checked, deployment=deployment, fault=fault, applied=applied, rolled=rolled, held=held
     )
+    if restore is not None and restore != declared.status.get("restore"):
+        outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, "restore": restore})
     return _with_rollback(declared, rolled, outcome)
+
+
+async def _restore(app: model.StreamingApp, deps: Deps) -> tuple[conditions.Fault | None, dict[str, Any]]:
+    """Run spec.restoreFrom's Job once and follow it: why the pods still wait (None once the
+    restore succeeded) and status.restore (`restorejob`)."""
+    assert app.spec.restore_from is not None
+    name = restorejob.job_name(app)
+    job = await deps.cluster.get("batch/v1", "Job", app.namespace, name)
+    if job is not None and not any(r.get("uid") == app.uid for r in job["metadata"].get("ownerReferences") or []):
+        message = f"Job {app.namespace}/{name} exists and is not this app's restore: delete it"
+        return conditions.Fault(conditions.RESTORE_FAILED, message), {"from": app.spec.restore_from.location,
+                                                                       "phase": snapshotjob.FAILED, "message": message}
+    if job is None:
+        if await has_positions(deps, app):
+            # positions are written last: a restore whose record in status was lost
+            return None, {"from": app.spec.restore_from.location, "job": name, "phase": snapshotjob.SUCCEEDED}
+        try:
+            job = await deps.cluster.create(restorejob.job(app))
+        except k8s.ApiError as exc:
+            if exc.status != 409:
+                message = f"Creating Job {name} was refused (HTTP {exc.status}): {exc.message}"
+                return conditions.Fault(conditions.RESTORE_FAILED, message), {
+                    "from": app.spec.restore_from.location, "phase": snapshotjob.FAILED, "message": message}
+            job = await deps.cluster.get("batch/v1", "Job", app.namespace, name) or {}
+        log.info("Created restore job app=%s/%s from=%s", app.namespace, app.name, app.spec.restore_from.location)
+    _, fault, record = restorejob.verdict(app, job, await job_pod(deps, job))
+    return fault, record
+
+
+async def has_positions(deps: Deps, app: model.StreamingApp) -> bool | None:
+    """Whether the app has offsets rows in Cassandra; None when that cannot be told now (a Secret
+    or Cassandra the operator cannot read)."""
+    secrets, fault = await check_secrets(app, deps)
+    if fault is not None:
+        return None
+    try:
+        topics = await deps.provisioner.recorded_topics(cassandra.target_of(app, secrets.data), app)
+    except cassandra.CassandraUnavailable as exc:
+        log.warning("Reading positions failed app=%s/%s error=%s", app.namespace, app.name, exc)
+        return None
+    return bool(topics)
+
+
+async def job_pod(deps: Deps, job: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A Job's newest pod, or None."""
+    meta = job.get("metadata") or {}
+    uid = meta.get("uid")
+    if not uid:
+        return None
+    pods = await deps.cluster.list_objects(
+        "v1", "Pod", str(meta.get("namespace", "")), selector=f"batch.kubernetes.io/controller-uid={uid}"
+    )
+    if not pods:
+        return None
+    return max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")))
 
 
 async def _snapshot_before_upgrade(
@@ -657,7 +724,7 @@ async def _outcome(
         executors_unschedulable=executors,
         pod_security=conditions.pod_security(app.namespace, await deps.cluster.namespace_labels(app.namespace)),
         rolled_back=conditions.Fault(rolled.reason, rolled.message) if rolled is not None else None,
-        upgrade_held=held,
+        held=held,
     )
     status = conditions.status_for(app, observed, now=now())
     if reset is not None:

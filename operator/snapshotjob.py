@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,8 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 JOB_DELETED = "JobDeleted"
 JOB_REFUSED = "JobRefused"
 NOT_FAILED = "NotFailed"
+# A line `floe-job <command>` prints when it refuses (`last_words`).
+OWN_LINE = re.compile(r"^floe-job (snapshot|restore|delete-snapshot):")
 # The longest failure message kept in a condition.
 MESSAGE_CHARS = 1500
 # A Job's name is a label value of its pods (63 characters at most).
@@ -137,22 +140,36 @@ def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
     backoffLimit 0: a snapshot that failed halfway left files at its location, which a second
     attempt would refuse to write over (Spark's errorifexists); a new snapshot resource, at a new
     location, is the retry."""
-    return _job(snap, app, name=job_name(snap), arguments=args(snap, app), backoff_limit=0,
-                deadline=snap.spec.active_deadline_seconds)
+    return pod_job(app, name=job_name(snap), labels=labels(snap, app), owner=owner_reference(snap),
+                   pod_labels=pod_labels(snap, app), arguments=args(snap, app), volume=snap.spec.volume,
+                   backoff_limit=0, deadline=snap.spec.active_deadline_seconds)
 
 
 def delete_job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
     """The Job that deletes the data at the snapshot's location (deletionPolicy Delete): the
     same pod as the snapshot's, running `floe-job delete-snapshot`, which refuses a location
     that is not a snapshot of this app (`floe_jobs.snapshots.delete`)."""
-    return _job(snap, app, name=delete_job_name(snap), arguments=["delete-snapshot", "--at", snap.spec.location],
-                backoff_limit=DELETE_BACKOFF_LIMIT, deadline=DELETE_DEADLINE_SECONDS)
+    return pod_job(app, name=delete_job_name(snap), labels=labels(snap, app), owner=owner_reference(snap),
+                   pod_labels=pod_labels(snap, app), arguments=["delete-snapshot", "--at", snap.spec.location],
+                   volume=snap.spec.volume, backoff_limit=DELETE_BACKOFF_LIMIT, deadline=DELETE_DEADLINE_SECONDS)
 
 
-def _job(snap: model.StreamingAppSnapshot, app: model.StreamingApp, *, name: str, arguments: list[str],
-         backoff_limit: int, deadline: int) -> Manifest:
-    pod_spec = _pod_spec(snap, app, arguments)
-    template_meta: dict[str, Any] = {"labels": pod_labels(snap, app)}
+def pod_job(
+    app: model.StreamingApp,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    owner: Mapping[str, Any],
+    pod_labels: Mapping[str, str],
+    arguments: list[str],
+    volume: model.SnapshotVolume | None,
+    backoff_limit: int,
+    deadline: int,
+) -> Manifest:
+    """A Job of `app`'s pod running `floe-job <arguments>` once, with the claim `volume` mounted
+    (a file:// location): a snapshot's, the one deleting its data, or a restore's (`restorejob`)."""
+    pod_spec = _pod_spec(app, arguments, volume)
+    template_meta: dict[str, Any] = {"labels": dict(pod_labels)}
     if app.spec.pod.annotations:
         template_meta["annotations"] = dict(app.spec.pod.annotations)
     return {
@@ -160,9 +177,9 @@ def _job(snap: model.StreamingAppSnapshot, app: model.StreamingApp, *, name: str
         "kind": "Job",
         "metadata": {
             "name": name,
-            "namespace": snap.namespace,
-            "labels": labels(snap, app),
-            "ownerReferences": [owner_reference(snap)],
+            "namespace": app.namespace,
+            "labels": dict(labels),
+            "ownerReferences": [dict(owner)],
         },
         "spec": {
             "backoffLimit": backoff_limit,
@@ -173,7 +190,7 @@ def _job(snap: model.StreamingAppSnapshot, app: model.StreamingApp, *, name: str
     }
 
 
-def _pod_spec(snap: model.StreamingAppSnapshot, app: model.StreamingApp, arguments: list[str]) -> dict[str, Any]:
+def _pod_spec(app: model.StreamingApp, arguments: list[str], volume: model.SnapshotVolume | None) -> dict[str, Any]:
     """The Job's pod: the app's rendered pod with its one container running the snapshot, its
     init containers, the volumes they mount and the snapshot's claim; the pod never restarts."""
     rendered = render.deployment(app, config_digest="")["spec"]["template"]["spec"]
@@ -184,9 +201,9 @@ def _pod_spec(snap: model.StreamingAppSnapshot, app: model.StreamingApp, argumen
     mounts = [dict(m) for m in main.get("volumeMounts") or []]
     mounted = {m["name"] for c in (main, *init) for m in c.get("volumeMounts") or []}
     volumes = [dict(v) for v in rendered.get("volumes") or [] if v["name"] in mounted]
-    if snap.spec.volume is not None:
-        mounts.append({"name": VOLUME, "mountPath": snap.spec.volume.mount_path})
-        volumes.append({"name": VOLUME, "persistentVolumeClaim": {"claimName": snap.spec.volume.claim_name}})
+    if volume is not None:
+        mounts.append({"name": VOLUME, "mountPath": volume.mount_path})
+        volumes.append({"name": VOLUME, "persistentVolumeClaim": {"claimName": volume.claim_name}})
     container: dict[str, Any] = {
         "name": CONTAINER,
         **{k: main[k] for k in ("image", "imagePullPolicy", "command", "env", "resources", "securityContext")},
@@ -309,10 +326,10 @@ def summary_fields(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def last_words(log_tail: str) -> str:
-    """What a failed `floe-job snapshot` said last: its own refusal line when it printed one
-    (`floe-job snapshot: ...`), else the last line of its log."""
+    """What a failed `floe-job` command said last: its own refusal line when it printed one
+    (`floe-job snapshot: ...`, `floe-job restore: ...`), else the last line of its log."""
     lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
-    own = [line for line in lines if line.startswith("floe-job snapshot:")]
+    own = [line for line in lines if OWN_LINE.match(line)]
     if own:
         return own[-1]
     return lines[-1] if lines else ""
@@ -418,3 +435,8 @@ def terminal(snap: model.StreamingAppSnapshot) -> bool:
 def job_ended(job_body: Mapping[str, Any]) -> bool:
     """Whether a Job has completed or failed (its pod runs no more)."""
     return _job_condition(job_body, "Complete") is not None or _job_condition(job_body, "Failed") is not None
+
+
+def terminated_message(pod: Mapping[str, Any] | None) -> str:
+    """What the Job's container left in its termination log (its summary, or its log's tail)."""
+    return str(_terminated(pod).get("message") or "")

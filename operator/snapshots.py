@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pydantic
-from floe_operator import cassandra, k8s, model, reconcile, snapshotjob, snapshotschedule
+from floe_operator import k8s, model, reconcile, snapshotjob, snapshotschedule
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ async def converge(deps: reconcile.Deps, namespace: str, name: str, *, app_of: A
             raise Retry(f"Job {namespace}/{snapshotjob.job_name(snap)} of an earlier snapshot of that name is"
                         " still being deleted")
         if job is not None:
-            await _report(deps, body, snap, snapshotjob.from_job(job, await _pod_of(deps, job)))
+            await _report(deps, body, snap, snapshotjob.from_job(job, await reconcile.job_pod(deps, job)))
             return
         if snap.status.get("job"):
             await _report(deps, body, snap, snapshotjob.failed(
@@ -94,7 +94,7 @@ async def _start(deps: reconcile.Deps, body: Mapping[str, Any], snap: model.Stre
             snapshotjob.APP_INVALID, f"StreamingApp {snap.spec.app} has a spec the operator cannot read: {exc}"
         ))
         return
-    if await _has_positions(deps, app) is False:
+    if await reconcile.has_positions(deps, app) is False:
         await _report(deps, body, snap, snapshotjob.failed(
             snapshotjob.APP_NEVER_RAN,
             f"StreamingApp {app.name} (app id {app.app_id}) has no committed positions: it has never run "
@@ -129,34 +129,6 @@ async def _start(deps: reconcile.Deps, body: Mapping[str, Any], snap: model.Stre
     await _report(deps, body, snap, snapshotjob.Verdict(
         snapshotjob.PENDING, snapshotjob.JOB_PENDING, f"Job {name} is created; its pod has not started yet"
     ), extra=started)
-
-
-async def _has_positions(deps: reconcile.Deps, app: model.StreamingApp) -> bool | None:
-    """Whether the app has offsets rows in Cassandra; None when that cannot be told now (a Secret
-    or Cassandra the operator cannot read): then the Job tries, and says what it finds."""
-    secrets, fault = await reconcile.check_secrets(app, deps)
-    if fault is not None:
-        return None
-    try:
-        topics = await deps.provisioner.recorded_topics(cassandra.target_of(app, secrets.data), app)
-    except cassandra.CassandraUnavailable as exc:
-        log.warning("Reading positions failed app=%s/%s error=%s", app.namespace, app.name, exc)
-        return None
-    return bool(topics)
-
-
-async def _pod_of(deps: reconcile.Deps, job: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The Job's newest pod (one, with backoffLimit 0), or None."""
-    meta = job.get("metadata") or {}
-    uid = meta.get("uid")
-    if not uid:
-        return None
-    pods = await deps.cluster.list_objects(
-        "v1", "Pod", str(meta.get("namespace", "")), selector=f"batch.kubernetes.io/controller-uid={uid}"
-    )
-    if not pods:
-        return None
-    return max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")))
 
 
 async def _report(
@@ -313,7 +285,7 @@ async def finalize(deps: reconcile.Deps, body: Mapping[str, Any]) -> str:
             raise
         log.info("Deleting snapshot data snapshot=%s/%s location=%s job=%s", snap.namespace, snap.name, location, name)
         raise Retry(f"Job {name} deletes the data at {location}")
-    verdict = snapshotjob.from_job(job, await _pod_of(deps, job))
+    verdict = snapshotjob.from_job(job, await reconcile.job_pod(deps, job))
     if verdict.phase == snapshotjob.SUCCEEDED:
         message = f"Deleted the data at {location} (Job {name})"
         await deps.cluster.post_event(body, "Normal", "SnapshotDataDeleted", message)

@@ -3,7 +3,7 @@ own configuration (floe.yaml and FLOE_* variables, as a replica loads them) and 
 
     floe-job snapshot --to URI [--writer STORE=STAGE ...] [--settle-timeout S]
                       [--generation N] [--image IMAGE] [--summary-file PATH]
-    floe-job restore --from URI
+    floe-job restore --from URI [--summary-file PATH]
     floe-job delete-snapshot --at URI
 
 `snapshot` reads the running app `app_id` and writes nothing to it; `restore` loads a snapshot
@@ -14,7 +14,7 @@ one of this app's (`floe_jobs.snapshots.delete`), and prints what it found. Exit
 settled, a location to delete that is not this app's snapshot: the message says what to
 change); 3 Cassandra unreachable.
 
-`--summary-file` also writes the snapshot's summary to a file, cut to what fits in
+`--summary-file` also writes the snapshot's (or the restore's) summary to a file, cut to what fits in
 SUMMARY_FILE_LIMIT bytes: the operator's snapshot Job passes its container's termination log
 (/dev/termination-log), which Kubernetes keeps in the pod's status, so the StreamingAppSnapshot's
 status gets the size, rows and cut without anyone reading the data.
@@ -48,12 +48,13 @@ def _parser(command: str) -> argparse.ArgumentParser:
                        help="seconds a partition may take to offer a consistent window before the snapshot fails")
         p.add_argument("--generation", type=int, help="the app's generation, recorded in the manifest")
         p.add_argument("--image", help="the app's image, recorded in the manifest")
-        p.add_argument("--summary-file", metavar="PATH",
-                       help="also write the summary JSON here, at most 4096 bytes (a container's termination log)")
     elif command == "restore":
         p.add_argument("--from", dest="source", required=True, help="URI of the snapshot")
     else:
         p.add_argument("--at", required=True, help="URI of a snapshot of this app to delete")
+    if command in ("snapshot", "restore"):
+        p.add_argument("--summary-file", metavar="PATH",
+                       help="also write the summary JSON here, at most 4096 bytes (a container's termination log)")
     return p
 
 
@@ -150,7 +151,7 @@ def main(argv: list[str]) -> int:
         if spark is not None:
             spark.stop()
     print(json.dumps(summary, sort_keys=True))
-    if command == "snapshot" and args.summary_file:
+    if args.summary_file:
         with open(args.summary_file, "w", encoding="utf-8") as f:
             f.write(bounded_text(summary))
     return EXIT_OK

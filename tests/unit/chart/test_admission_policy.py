@@ -79,7 +79,7 @@ def test_policy_checks_the_label_and_owner_the_renderer_sets(render: chartkit.Re
     text = expressions(one(render(), "ValidatingAdmissionPolicy"))
     assert f"'{operator_render.MANAGED_BY}'" in text
     assert f"== '{operator_render.FIELD_MANAGER}'" in text
-    assert "r.kind == variables.ownerKind" in text
+    assert "r.kind in variables.ownerKinds" in text
     assert f"r.apiVersion.startsWith('{model.GROUP}/')" in text
     # Judged on the new object at create, the old at delete, both at update.
     assert "request.operation == 'CREATE' ? variables.createdFloes" in text
@@ -87,16 +87,23 @@ def test_policy_checks_the_label_and_owner_the_renderer_sets(render: chartkit.Re
     assert "variables.wasFloes && variables.createdFloes" in text
 
 
-def test_a_job_must_be_a_snapshots_and_every_other_child_an_apps(render: chartkit.Render) -> None:
-    """The owner kinds the renderers put on their children: a Job is a snapshot's (snapshotjob.job),
-    anything else an app's (render.owner_reference)."""
-    from floe_operator import snapshotjob
+def test_a_job_must_be_a_snapshots_or_an_apps_restore_and_every_other_child_an_apps(render: chartkit.Render) -> None:
+    """The owner kinds the renderers put on their children: a Job is a snapshot's (snapshotjob.job)
+    or a new app's restore (restorejob.job), anything else an app's (render.owner_reference)."""
+    from floe_operator import restorejob, snapshotjob
+
+    from ..operator.conftest import load_case
 
     variables = {v["name"]: v["expression"] for v in one(render(), "ValidatingAdmissionPolicy")["spec"]["variables"]}
-    assert variables["ownerKind"] == (
-        f"request.resource.resource == 'jobs' ? '{model.SNAPSHOT_KIND}' : '{model.KIND}'"
+    assert variables["ownerKinds"] == (
+        f"request.resource.resource == 'jobs' ? ['{model.SNAPSHOT_KIND}', '{model.KIND}'] : ['{model.KIND}']"
     )
     assert snapshotjob.owner_reference(_snapshot())["kind"] == model.SNAPSHOT_KIND
+    body = load_case("minimal")
+    body["spec"]["restoreFrom"] = {"location": "s3a://b/p"}
+    restore = restorejob.job(model.StreamingApp.from_body(body))
+    assert [r["kind"] for r in restore["metadata"]["ownerReferences"]] == [model.KIND]
+    assert restore["metadata"]["labels"][operator_render.MANAGED_BY] == operator_render.FIELD_MANAGER
     assert ("batch", "jobs") in matched(one(render(), "ValidatingAdmissionPolicy"))
 
 

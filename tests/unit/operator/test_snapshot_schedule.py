@@ -195,7 +195,7 @@ def _held_status(held: conditions.Fault) -> dict[str, dict[str, Any]]:
                    "availableReplicas": 1, "conditions": [
                        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]},
     }
-    status = conditions.status_for(app, conditions.Observed(deployment=complete, upgrade_held=held), now=NOW_TEXT)
+    status = conditions.status_for(app, conditions.Observed(deployment=complete, held=held), now=NOW_TEXT)
     return {c["type"]: c for c in status["conditions"]}
 
 
