@@ -59,10 +59,12 @@ def word_count_app(env: dict[str, str], *, namespace: str, name: str, partitions
 def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, truth: dict[str, int],
                       timeout: float = 420, explain: Callable[[], str] = str,
                       pods: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
-                      tolerate: Collection[str] = ()) -> float:
+                      tolerate: Collection[str] = (), emitted: Collection[str] | None = None) -> float:
     """Wait until the word-count store in Cassandra, then the output topic's latest values, equal
     `truth`; seconds until Cassandra matched. `explain` adds what the pods did to a failure; the
-    wait gives up early on a blocked pod of `pods()` (see `waiting.wait_for`)."""
+    wait gives up early on a blocked pod of `pods()` (see `waiting.wait_for`). `emitted`: the words
+    the output topic must carry, when not all of them (an app restored from a snapshot emits only
+    what it counts itself), each with its count in `truth`."""
     from cassandra.cluster import Cluster
     from floe_stack import localrun
 
@@ -92,8 +94,12 @@ def wait_exact_counts(env: dict[str, str], *, keyspace: str, topic_out: str, tru
         cluster.shutdown()
 
     def topic_exact() -> bool:
-        emitted = localrun.last_values(localrun.read_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, timeout=10))
-        return counting.counters_equal({k: int(v) for k, v in emitted.items()}, truth) is None
+        latest = localrun.last_values(localrun.read_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_out, timeout=10))
+        got = {k: int(v) for k, v in latest.items()}
+        if emitted is None:
+            return counting.counters_equal(got, truth) is None
+        # every word it carries at its count, and at least the `emitted` ones
+        return set(emitted) <= set(got) and counting.counters_equal(got, {k: truth.get(k, -1) for k in got}) is None
 
     wait_for(topic_exact, timeout=120, what="the output topic to carry every final count", every=2)
     return took

@@ -345,3 +345,57 @@ def test_a_new_job_rolls_out_only_once_a_snapshot_of_the_running_generation_succ
     truth = dict(localrun.word_truth(localrun.word_lines(300, seed=11) + more))
     wait_exact_counts(env, keyspace=spec["state"]["cassandra"]["keyspace"], topic_out=spec["kafka"]["outputTopics"][0],
                       truth=truth, pods=app_pods)
+
+
+def test_a_new_app_restored_from_a_snapshot_counts_exactly_from_its_cut_and_a_bad_source_is_refused(
+    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+) -> None:
+    """A snapshot of a running word count, then two new apps reading its input: one with
+    spec.restoreFrom that snapshot starts only once its restore Job succeeded and ends with the
+    counts of every line, those before the cut restored and those after it read; one whose
+    restoreFrom holds no snapshot never starts a replica and names why."""
+    env = require_node(stack_env)
+    source, spec, source_id = _counted_app(kube, namespace, env)
+    topic_in = spec["kafka"]["topics"][0]
+    claim_name, _ = claim
+    name = "before-restore"
+    kube.apply(_snapshot(namespace, name, source, claim_name=claim_name, location=f"file://{MOUNT}/{name}"))
+    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=600, every=2, what="the snapshot ended")
+    assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
+    later = localrun.word_lines(300, seed=14)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, later)
+
+    def new_app(name: str, location: str) -> dict[str, Any]:
+        body = word_count_app(env, namespace=namespace, name=name, partitions=2, replicas=1)
+        body["spec"]["kafka"]["topics"] = [topic_in]
+        body["spec"]["restoreFrom"] = {"location": location, "volume": {"claimName": claim_name}}
+        kube.apply(body)
+        return body
+
+    good = new_app("rest", f"file://{MOUNT}/{name}")
+    bad = new_app("norest", f"file://{MOUNT}/nothing-here")
+    good_name, bad_name = good["metadata"]["name"], bad["metadata"]["name"]
+
+    def pods_of(app: str) -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
+    def restore_of(app: str) -> dict[str, Any]:
+        return dict((kube.get("streamingapp", app, namespace) or {}).get("status", {}).get("restore") or {})
+
+    refused = wait_for(lambda: restore_of(bad_name) if restore_of(bad_name).get("phase") == "Failed" else None,
+                       timeout=420, every=2, what="the restore from an empty location refused")
+    assert "no snapshot at" in refused["message"], refused
+    bad_body = kube.get("streamingapp", bad_name, namespace)
+    assert (condition(bad_body, "Degraded")["status"], condition(bad_body, "Degraded")["reason"]) == (
+        "True", "RestoreFailed")
+    assert condition(bad_body, "Stalled")["status"] == "True"
+    assert kube.list("deployment", namespace, f"app.kubernetes.io/instance={bad_name}") == []
+
+    restored = wait_for(lambda: restore_of(good_name) if restore_of(good_name).get("phase") == "Succeeded" else None,
+                        timeout=420, every=2, what="the restore Succeeded")
+    assert restored["fromApp"] == source_id and restored["rows"] > 0, restored
+    truth = dict(localrun.word_truth(localrun.word_lines(300, seed=11) + later))
+    wait_exact_counts(env, keyspace=good["spec"]["state"]["cassandra"]["keyspace"],
+                      topic_out=good["spec"]["kafka"]["outputTopics"][0], truth=truth,
+                      pods=lambda: pods_of(good_name), emitted=dict(localrun.word_truth(later)))
+    assert condition(kube.get("streamingapp", good_name, namespace), "Ready")["status"] == "True"
