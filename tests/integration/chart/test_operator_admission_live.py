@@ -3,7 +3,8 @@
 Issue 32, part 1. RBAC lets the operator write Deployments, ConfigMaps, Roles… wherever it
 reaches (every namespace with the default values); the policy makes the real API server
 refuse every such write by the operator's ServiceAccount unless the object is labelled
-app.kubernetes.io/managed-by=floe-operator and owned by a StreamingApp. Each request here is
+app.kubernetes.io/managed-by=floe-operator and owned by a StreamingApp (a Job: or by a
+StreamingAppSnapshot); StreamingAppSnapshots it may create and delete only as an app's. Each request here is
 made as that ServiceAccount (`kubectl --as`) with `--dry-run=server`, which runs validating
 admission but stores nothing, in both install modes. No operator pod runs (replicaCount=0):
 the requests are the ones a bug or a compromise of the operator could make.
@@ -123,7 +124,7 @@ def test_the_operator_writes_only_children_of_streamingapps(
     owner = {"apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingApp", "name": "owner", "uid": uid,
              "controller": True, "blockOwnerDeletion": True}
     floes = {"app.kubernetes.io/managed-by": "floe-operator"}
-    # A real StreamingAppSnapshot of it, to own a Job (the only kind of owner a Floe Job may have).
+    # A real StreamingAppSnapshot of it, to own a Job (a Floe Job's owner is a snapshot or an app).
     snapshot = {"apiVersion": "streaming.floe.dev/v1alpha1", "kind": "StreamingAppSnapshot",
                 "metadata": {"name": "owner-snap", "namespace": apps},
                 "spec": {"app": "owner", "location": "s3a://backups/owner/1"}}
@@ -195,8 +196,11 @@ def test_the_operator_writes_only_children_of_streamingapps(
             "create", obj=role_binding("owner-spark", apps, {"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                                              "name": "mallory"}, labels=floes, owner=owner),
         ),
-        "create a Job owned by the StreamingApp": as_operator("create", obj=job("app-job", apps, labels=floes,
-                                                                             owner=owner)),
+        "create an unlabelled Job owned by the StreamingApp": as_operator("create", obj=job("app-job", apps,
+                                                                                         owner=owner)),
+        "create a snapshot no app owns": as_operator("create", obj={**snapshot, "metadata": {
+            "name": "loose-snap", "namespace": apps, "labels": floes}}),
+        "delete a snapshot of someone's": as_operator("delete", "streamingappsnapshot", "owner-snap", "-n", apps),
         "create an unlabelled Job owned by the snapshot": as_operator("create", obj=job("loose-job", apps,
                                                                                      owner=snap_owner)),
         "release a Floe Deployment": as_operator(
@@ -230,6 +234,12 @@ def test_the_operator_writes_only_children_of_streamingapps(
         ),
         "create the snapshot's Job": as_operator("create", obj=job("owner-snap", apps, labels=floes,
                                                                     owner=snap_owner)),
+        "create the app's restore Job": as_operator("create", obj=job("owner-restore", apps, labels=floes,
+                                                                       owner=owner)),
+        "create a scheduled snapshot of the app": as_operator("create", obj={**snapshot, "metadata": {
+            "name": "owner-20261129-060000", "namespace": apps, "labels": floes, "ownerReferences": [owner]}}),
+        "patch a snapshot's annotations (Kopf)": as_operator(
+            "annotate", "streamingappsnapshot", "owner-snap", "-n", apps, "kopf.zalando.org/probe=1"),
         "patch the snapshot's status": as_operator(
             "patch", "streamingappsnapshot", "owner-snap", "-n", apps, "--subresource=status", "--type=merge",
             "-p", '{"status":{"phase":"Pending"}}',
