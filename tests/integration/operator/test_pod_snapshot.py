@@ -223,15 +223,19 @@ def test_a_snapshot_whose_pod_is_killed_while_it_cuts_fails_and_leaves_no_manife
 SCHEDULED_LABEL = "streaming.floe.dev/scheduled-by"
 
 
-def test_scheduled_snapshots_keep_the_newest_and_retention_deletes_the_older_ones_with_their_data(
+def test_scheduled_snapshots_are_kept_or_deleted_with_their_data_and_a_new_app_restores_from_the_kept_one(
     kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
 ) -> None:
     """spec.snapshots every minute, keeping one: the first is taken at once, the second a minute
     later; once the second succeeded, the first resource is deleted and the Job its finalizer
-    runs deletes its directory on the volume, while the second's stays whole. Deleting the app
-    leaves the kept snapshot's data (the Job that would delete it runs as the app)."""
+    runs deletes its directory on the volume, while the second's stays whole. Then two new apps
+    read the same input: one with spec.restoreFrom the kept snapshot starts once its restore Job
+    succeeded and ends with every line's count, those before the cut restored and those after it
+    read; one whose restoreFrom holds no snapshot never gets a Deployment and says RestoreFailed,
+    naming the missing manifest. Deleting the first app leaves the kept snapshot's data (the Job
+    that would delete it runs as the app)."""
     env = require_node(stack_env)
-    app, _spec, app_id = _counted_app(kube, namespace, env)
+    app, spec, app_id = _counted_app(kube, namespace, env)
     claim_name, host_dir = claim
     schedule = {"location": f"file://{MOUNT}/{app}", "interval": "1m", "keep": 1,
                 "volume": {"claimName": claim_name}, "writers": {"word-count": "count"}}
@@ -276,9 +280,14 @@ def test_scheduled_snapshots_keep_the_newest_and_retention_deletes_the_older_one
                       "-o", "jsonpath={.items[*].reason}").stdout.split()
     assert "SnapshotDataDeleted" in events, events
 
-    # the schedule is the app's: deleting the app deletes its snapshots' resources, not their data
+    # no more snapshots, and none deleted, while a new app restores from the kept one
     kube.run("patch", "streamingapp", app, "-n", namespace, "--type=merge", "-p",
-             json.dumps({"spec": {"snapshots": {**schedule, "interval": "24h"}}}))
+             json.dumps({"spec": {"snapshots": {**schedule, "interval": "24h", "keep": 10}}}))
+    _restores_from(kube, namespace, env, spec, location=second["spec"]["location"], claim_name=claim_name,
+                   source_id=app_id)
+    assert _manifest(host_dir / app / name2)["app_id"] == app_id
+
+    # the schedule is the app's: deleting the app deletes its snapshots' resources, not their data
     kube.run("delete", "streamingapp", app, "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
     wait_for(lambda: not scheduled(), timeout=180, every=2, what="the app's snapshots deleted with it")
     assert _manifest(host_dir / app / name2)["app_id"] == app_id
@@ -347,43 +356,32 @@ def test_a_new_job_rolls_out_only_once_a_snapshot_of_the_running_generation_succ
                       truth=truth, pods=app_pods)
 
 
-def test_a_new_app_restored_from_a_snapshot_counts_exactly_from_its_cut_and_a_bad_source_is_refused(
-    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
-) -> None:
-    """A snapshot of a running word count, then two new apps reading its input: one with
-    spec.restoreFrom that snapshot starts only once its restore Job succeeded and ends with the
-    counts of every line, those before the cut restored and those after it read; one whose
-    restoreFrom holds no snapshot never starts a replica and names why."""
-    env = require_node(stack_env)
-    source, spec, source_id = _counted_app(kube, namespace, env)
+def _restores_from(kube: Kubectl, namespace: str, env: dict[str, str], spec: dict[str, Any], *, location: str,
+                   claim_name: str, source_id: str) -> None:
+    """Two new apps on the input of the app `spec` is of: one restored from the snapshot at
+    `location` counts every line exactly; one restored from a location without a snapshot never
+    starts (see the test above)."""
     topic_in = spec["kafka"]["topics"][0]
-    claim_name, _ = claim
-    name = "before-restore"
-    kube.apply(_snapshot(namespace, name, source, claim_name=claim_name, location=f"file://{MOUNT}/{name}"))
-    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=600, every=2, what="the snapshot ended")
-    assert done["status"]["phase"] == "Succeeded", json.dumps(done["status"], indent=1)
     later = localrun.word_lines(300, seed=14)
     localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, later)
 
-    def new_app(name: str, location: str) -> dict[str, Any]:
+    def new_app(name: str, source: str) -> dict[str, Any]:
         body = word_count_app(env, namespace=namespace, name=name, partitions=2, replicas=1)
         body["spec"]["kafka"]["topics"] = [topic_in]
-        body["spec"]["restoreFrom"] = {"location": location, "volume": {"claimName": claim_name}}
+        body["spec"]["restoreFrom"] = {"location": source, "volume": {"claimName": claim_name}}
         kube.apply(body)
         return body
 
-    good = new_app("rest", f"file://{MOUNT}/{name}")
+    good = new_app("rest", location)
     bad = new_app("norest", f"file://{MOUNT}/nothing-here")
     good_name, bad_name = good["metadata"]["name"], bad["metadata"]["name"]
 
-    def pods_of(app: str) -> list[dict[str, Any]]:
-        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+    def restore_of(app: str, phase: str) -> dict[str, Any] | None:
+        found = dict((kube.get("streamingapp", app, namespace) or {}).get("status", {}).get("restore") or {})
+        return found if found.get("phase") == phase else None
 
-    def restore_of(app: str) -> dict[str, Any]:
-        return dict((kube.get("streamingapp", app, namespace) or {}).get("status", {}).get("restore") or {})
-
-    refused = wait_for(lambda: restore_of(bad_name) if restore_of(bad_name).get("phase") == "Failed" else None,
-                       timeout=420, every=2, what="the restore from an empty location refused")
+    refused = wait_for(lambda: restore_of(bad_name, "Failed"), timeout=420, every=2,
+                       what="the restore from an empty location refused")
     assert "no snapshot at" in refused["message"], refused
     bad_body = kube.get("streamingapp", bad_name, namespace)
     assert (condition(bad_body, "Degraded")["status"], condition(bad_body, "Degraded")["reason"]) == (
@@ -391,11 +389,11 @@ def test_a_new_app_restored_from_a_snapshot_counts_exactly_from_its_cut_and_a_ba
     assert condition(bad_body, "Stalled")["status"] == "True"
     assert kube.list("deployment", namespace, f"app.kubernetes.io/instance={bad_name}") == []
 
-    restored = wait_for(lambda: restore_of(good_name) if restore_of(good_name).get("phase") == "Succeeded" else None,
-                        timeout=420, every=2, what="the restore Succeeded")
+    restored = wait_for(lambda: restore_of(good_name, "Succeeded"), timeout=420, every=2, what="the restore Succeeded")
     assert restored["fromApp"] == source_id and restored["rows"] > 0, restored
     truth = dict(localrun.word_truth(localrun.word_lines(300, seed=11) + later))
     wait_exact_counts(env, keyspace=good["spec"]["state"]["cassandra"]["keyspace"],
                       topic_out=good["spec"]["kafka"]["outputTopics"][0], truth=truth,
-                      pods=lambda: pods_of(good_name), emitted=dict(localrun.word_truth(later)))
+                      pods=lambda: kube.list("pod", namespace, f"app.kubernetes.io/instance={good_name}"),
+                      emitted=dict(localrun.word_truth(later)))
     assert condition(kube.get("streamingapp", good_name, namespace), "Ready")["status"] == "True"
