@@ -277,14 +277,7 @@ def status_for(app: model.StreamingApp, observed: Observed, *, now: str) -> dict
     for type_, verdict in verdicts:
         if verdict is not None:
             put(type_, *verdict)
-    if observed.held is not None:
-        # this generation is not rolled out, whatever the Deployment (if any) says of its pods
-        held = observed.held
-        failed = held.reason in FAILED_HOLDS
-        put(PROGRESSING, "False" if failed else "True", held.reason, held.message)
-        put(READY, "False", held.reason, held.message)
-        if failed and observed.fault is None:
-            put(DEGRADED, "True", held.reason, held.message)
+    _held(observed, put=put)
     if observed.pod_security is not None:
         put(POD_SECURITY, *observed.pod_security)
     _suspension(app, was_suspended=find(conds, SUSPENDED) is not None, put=put)
@@ -542,6 +535,19 @@ def _reconcile_pause(
         )
     elif was_annotated:
         put(RECONCILE_PAUSED, "False", RECONCILE_RESUMED, f"Reconciliation resumed: {key} was removed")
+
+
+def _held(observed: Observed, *, put: Callable[[str, str, str, str], None]) -> None:
+    """Progressing, Ready and Degraded while the generation waits for something before it runs
+    (`Observed.held`): it is not rolled out, whatever the Deployment (if any) says of its pods."""
+    held = observed.held
+    if held is None:
+        return
+    failed = held.reason in FAILED_HOLDS
+    put(PROGRESSING, "False" if failed else "True", held.reason, held.message)
+    put(READY, "False", held.reason, held.message)
+    if failed and observed.fault is None:
+        put(DEGRADED, "True", held.reason, held.message)
 
 
 def _rollback(
