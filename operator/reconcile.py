@@ -675,7 +675,10 @@ async def _converge(
         if fault is not None:
             break
     previous = app.status.get("observedGeneration")
-    if fault is None and previous is not None and app.generation != previous:
+    # After a spec change; and when the Deployment changes: a generation held back (a snapshot
+    # before its upgrade, a rollback) rolls out in a later pass than the one that observed it.
+    rolled = any(a.startswith("Deployment/") for a in applied)
+    if fault is None and previous is not None and (app.generation != previous or rolled):
         try:
             await _prune(app, deps, wanted)
         except k8s.ApiError as exc:

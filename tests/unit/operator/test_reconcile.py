@@ -107,6 +107,9 @@ class FakeProvisioner:
         if self.check_error is not None:
             raise self.check_error
 
+    async def recorded_topics(self, target: cassandra.Target, app: model.StreamingApp) -> list[str]:
+        return []  # no positions: a new app
+
 
 def _deps(**kw: Any) -> reconcile.Deps:
     return reconcile.Deps(
@@ -719,3 +722,94 @@ def test_the_query_token_secret_is_made_once_and_kept() -> None:
     env = {e["name"]: e for e in cluster.objects[("Deployment", "word-count")]["spec"]["template"]["spec"]
            ["containers"][0]["env"]}
     assert env["FLOE_METRICS_QUERY_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "word-count-query"
+
+
+# --- a generation held back: a snapshot before its upgrade, a new app's restore ----------------
+
+SETTLED = {"observedGeneration": 1, "replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+
+
+def _settle(cluster: FakeCluster) -> None:
+    """The Deployment's rollout complete, as the Deployment controller would report it."""
+    deployment = cluster.objects[("Deployment", "word-count")]
+    deployment.setdefault("metadata", {})["generation"] = 1
+    deployment["status"] = dict(SETTLED)
+
+
+def _images(cluster: FakeCluster) -> list[str]:
+    return [c["image"] for c in cluster.objects[("Deployment", "word-count")]["spec"]["template"]["spec"]["containers"]]
+
+
+def _pass(body: dict[str, Any], deps: reconcile.Deps, cluster: FakeCluster) -> reconcile.Outcome:
+    outcome = _run(body, deps, _children(cluster))
+    body["status"] = {**body.get("status", {}), **outcome.status_patch}
+    return outcome
+
+
+def test_a_new_image_runs_the_old_spec_until_its_snapshot_succeeded_then_drops_what_it_no_longer_asks_for() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["spec"]["rollout"]["upgradeMode"] = "snapshot"
+    body["spec"]["snapshots"] = {"location": "s3a://backups/wc"}
+    _pass(body, deps, cluster)
+    _settle(cluster)
+    _pass(body, deps, cluster)
+    assert body["status"]["lastReady"]["generation"] == 1
+    old_image = body["spec"]["image"]
+    # generation 2: a new image, and no NetworkPolicy any more
+    body["metadata"]["generation"] = 2
+    body["spec"]["image"] = old_image + "-2"
+    body["spec"]["networkPolicy"] = {"enabled": False}
+    held = _pass(body, deps, cluster)
+    snapshot = cluster.objects[(model.SNAPSHOT_KIND, "word-count-upgrade-2")]
+    assert snapshot["spec"]["location"] == "s3a://backups/wc/word-count-upgrade-2"
+    assert old_image in _images(cluster) and old_image + "-2" not in _images(cluster)
+    assert ("NetworkPolicy", "word-count") in cluster.objects
+    ready = conditions.find(body["status"]["conditions"], conditions.READY)
+    assert ready is not None and (ready["status"], ready["reason"]) == ("False", conditions.SNAPSHOT_BEFORE_UPGRADE)
+    assert held.fault is None
+    snapshot["status"] = {"phase": "Succeeded"}
+    _pass(body, deps, cluster)
+    assert old_image + "-2" in _images(cluster)
+    assert ("NetworkPolicy", "word-count") not in cluster.objects
+
+
+def test_a_new_app_from_a_snapshot_gets_its_pods_only_once_its_restore_job_succeeded() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["spec"]["restoreFrom"] = {"location": "s3a://backups/wc/nightly-1"}
+    first = _pass(body, deps, cluster)
+    assert ("Deployment", "word-count") not in cluster.objects
+    assert ("ConfigMap", "word-count-config") in cluster.objects  # what the restore's pod reads
+    job = cluster.objects[("Job", "word-count-restore")]
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"][:3] == ["restore", "--from",
+                                                                            "s3a://backups/wc/nightly-1"]
+    assert first.status_patch["restore"]["phase"] == "Pending"
+    ready = conditions.find(body["status"]["conditions"], conditions.READY)
+    assert ready is not None and (ready["status"], ready["reason"]) == ("False", conditions.RESTORING)
+    _pass(body, deps, cluster)
+    assert ("Deployment", "word-count") not in cluster.objects
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "completionTime": "2026-11-29T07:00:00Z"}
+    done = _pass(body, deps, cluster)
+    assert ("Deployment", "word-count") in cluster.objects
+    assert done.status_patch["restore"]["phase"] == "Succeeded"
+    cluster.objects.pop(("Job", "word-count-restore"))  # its TTL ran out: nothing is restored again
+    _pass(body, deps, cluster)
+    assert ("Job", "word-count-restore") not in cluster.objects
+
+
+def test_a_refused_restore_keeps_the_app_without_pods_and_says_why() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["spec"]["restoreFrom"] = {"location": "s3a://backups/wc/none"}
+    _pass(body, deps, cluster)
+    job = cluster.objects[("Job", "word-count-restore")]
+    job["status"] = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    outcome = _pass(body, deps, cluster)
+    assert ("Deployment", "word-count") not in cluster.objects
+    degraded = conditions.find(body["status"]["conditions"], conditions.DEGRADED)
+    assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", conditions.RESTORE_FAILED)
+    assert outcome.status_patch["restore"]["phase"] == "Failed"
