@@ -14,7 +14,6 @@ status.restore records it and the app rolls out as any other; an app whose offse
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,7 +74,7 @@ def verdict(app: model.StreamingApp, job_body: Mapping[str, Any], pod: Mapping[s
     seen = snapshotjob.from_job(job_body, pod)
     record: dict[str, Any] = {"from": source.location, "job": name}
     if seen.phase == SUCCEEDED:
-        summary = _summary(snapshotjob.terminated_message(pod))
+        summary = snapshotjob.reported(snapshotjob.terminated_message(pod), key="from_app")
         record.update({"phase": SUCCEEDED, "time": seen.fields.get("completionTime")})
         if summary is not None:
             record.update({"rows": int(summary.get("rows", 0)), "seconds": float(summary.get("seconds", 0.0)),
@@ -91,10 +90,3 @@ def verdict(app: model.StreamingApp, job_body: Mapping[str, Any], pod: Mapping[s
     waiting = f"Restoring {source.location} into the app (Job {name}) before its first replica starts"
     return seen.phase, conditions.Fault(conditions.RESTORING, waiting), record
 
-
-def _summary(message: str) -> dict[str, Any] | None:
-    try:
-        found = json.loads(message)
-    except (TypeError, ValueError):
-        return None
-    return found if isinstance(found, dict) and "from_app" in found else None

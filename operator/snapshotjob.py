@@ -284,13 +284,14 @@ def _terminated(pod: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return {}
 
 
-def reported(message: str) -> dict[str, Any] | None:
-    """The summary `floe-job snapshot --summary-file` wrote, or None when the text is not one."""
+def reported(message: str, *, key: str = "bytes") -> dict[str, Any] | None:
+    """The summary `floe-job snapshot --summary-file` wrote (a restore's: with `key` from_app), or
+    None when the text is not one."""
     try:
         found = json.loads(message)
     except (TypeError, ValueError):
         return None
-    return found if isinstance(found, dict) and "bytes" in found else None
+    return found if isinstance(found, dict) and key in found else None
 
 
 def summary_fields(summary: Mapping[str, Any]) -> dict[str, Any]:
