@@ -455,6 +455,10 @@ async def _reconcile(
     )
     if restore is not None and restore != declared.status.get("restore"):
         outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, "restore": restore})
+    if held is None and snapshotschedule.upgrade_pending(declared) and not snapshotschedule.upgrade_done(declared):
+        # this pass found the generation's snapshot Succeeded
+        record = {**(declared.status.get("snapshots") or {}), "beforeUpgrade": declared.generation}
+        outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, "snapshots": record})
     return _with_rollback(declared, rolled, outcome)
 
 
@@ -520,7 +524,9 @@ async def _snapshot_before_upgrade(
     of the running generation succeeded: until then the app to render is the last Ready one, and
     why it waits (or that the snapshot failed) is returned for its conditions."""
     last_generation = snapshotschedule.upgrade_pending(declared)
-    if last_generation is None:
+    # once its snapshot succeeded, a generation rolls out whatever becomes of the snapshot (retention
+    # may delete it before the generation is Ready): status.snapshots.beforeUpgrade says so
+    if last_generation is None or snapshotschedule.upgrade_done(declared):
         return declared, None
     last = rollback.last_ready(declared)
     assert last is not None

@@ -207,7 +207,8 @@ async def schedule(deps: reconcile.Deps, body: Mapping[str, Any]) -> None:
 
 
 async def _record(deps: reconcile.Deps, app: model.StreamingApp, record: Mapping[str, Any]) -> None:
-    if (app.status.get("snapshots") or {}) == record:
+    before = app.status.get("snapshots") or {}
+    if all(before.get(k) == v for k, v in record.items()):
         return
     try:
         deps.recent.remember(await deps.cluster.patch_status(app.namespace, app.name, {"snapshots": dict(record)}))

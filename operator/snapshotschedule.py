@@ -179,6 +179,11 @@ def upgrade_pending(app: model.StreamingApp) -> int | None:
     return last[0]
 
 
+def upgrade_done(app: model.StreamingApp) -> bool:
+    """Whether the snapshot before the current generation's upgrade is recorded as succeeded."""
+    return (app.status.get("snapshots") or {}).get("beforeUpgrade") == app.generation
+
+
 def upgrade_snapshot_name(app: model.StreamingApp) -> str:
     return f"{app.name[:NAME_PREFIX_CHARS].rstrip('-')}-upgrade-{app.generation}"
 
