@@ -129,7 +129,8 @@ class Policy:
     @staticmethod
     def up_seconds_for(tick_seconds: float) -> float:
         """The up window at a lag interval of `tick_seconds`: two ticks, so that three samples in a
-        row must agree, and never under 10 s, so that a burst shorter than that never scales. At
+        row must agree, and never under 10 s, so that one sample that needs more replicas never scales
+        (a burst that leaves a backlog still can: the rates are over the 60 s rate window). At
         the default 5 s interval a surge is acted on about 10-15 s after it starts (HPA's own
         period is 15 s)."""
         return max(UP_SECONDS_MIN, 2 * tick_seconds)
