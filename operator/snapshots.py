@@ -166,7 +166,10 @@ async def _report(
 async def schedule(deps: reconcile.Deps, body: Mapping[str, Any]) -> None:
     """After a pass over the app `body` (its status as that pass left it): create its scheduled
     snapshot when one is due and none runs, record it in status.snapshots, and apply retention.
-    Costs no API call unless one is due."""
+    Costs no API call unless one is due, and no parse of the app without a schedule (every pass
+    of every app comes here)."""
+    if not ((body.get("spec") or {}).get("snapshots") or {}).get("interval"):
+        return
     try:
         app = model.StreamingApp.from_body(body)
     except pydantic.ValidationError:
