@@ -459,6 +459,11 @@ class OffsetsTable:
         self._select.consistency_level = cl
         self._select_all = session.prepare(f"SELECT {_STORED} FROM {self.table} WHERE app_id = ?")
         self._select_all.consistency_level = cl
+        self._keys = session.prepare(f"SELECT topic, partition FROM {self.table} WHERE app_id = ?")
+        self._keys.consistency_level = cl
+        self._delete = session.prepare(
+            f"DELETE FROM {self.table} WHERE app_id = ? AND topic = ? AND partition = ? IF EXISTS"
+        )
         self._init = session.prepare(
             f"INSERT INTO {self.table} (app_id, topic, partition, next_offset, committed_seq, planned_seq,"
             " committed_at, owner, planned_ts) VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?) IF NOT EXISTS"
@@ -525,6 +530,20 @@ class OffsetsTable:
                 ),
             )
         return self._apply(batch)
+
+    def clear(self) -> int | None:
+        """Delete every row of the app, live and retired, in one conditional batch, and return how
+        many there were (None: one went meanwhile, and none was deleted): what a restore in place
+        does before it writes the snapshot's rows (`floe_jobs.snapshots.restore`). Conditional,
+        like every other write of these rows, so the restored rows' own conditional writes are
+        ordered after it whatever the clocks."""
+        keys = [(r[0], r[1]) for r in self._session.execute(self._keys, (self.app_id,))]
+        batch = self._conditional()
+        for key, partition in keys:
+            batch.add(self._delete, (self.app_id, key, partition))
+        if keys and not self._apply(batch):
+            return None
+        return len(keys)
 
     def stored(self, keys: Iterable[str] | None = None) -> list[Stored]:
         """The app's rows whose keys are `keys` (None: every row), live and retired."""

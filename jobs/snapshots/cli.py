@@ -3,11 +3,12 @@ own configuration (floe.yaml and FLOE_* variables, as a replica loads them) and 
 
     floe-job snapshot --to URI [--writer STORE=STAGE ...] [--settle-timeout S]
                       [--generation N] [--image IMAGE] [--summary-file PATH]
-    floe-job restore --from URI [--summary-file PATH]
+    floe-job restore --from URI [--replace] [--summary-file PATH]
     floe-job delete-snapshot --at URI
 
 `snapshot` reads the running app `app_id` and writes nothing to it; `restore` loads a snapshot
-into the app the configuration names, which must be new (no positions yet). Both print one JSON
+into the app the configuration names, which must be new (no positions yet), or with `--replace`
+replaces that app's state and positions with the snapshot's (none of its replicas may run). Both print one JSON
 line (the manifest's summary) on success. `delete-snapshot` deletes the snapshot at URI if it is
 one of this app's (`floe_jobs.snapshots.delete`), and prints what it found. Exit codes: 0 done;
 2 refused (bad configuration, a missing, partial or mismatched snapshot, a partition that never
@@ -50,6 +51,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--image", help="the app's image, recorded in the manifest")
     elif command == "restore":
         p.add_argument("--from", dest="source", required=True, help="URI of the snapshot")
+        p.add_argument("--replace", action="store_true",
+                       help="restore in place: replace the app's state and positions (no replica of it may run)")
     else:
         p.add_argument("--at", required=True, help="URI of a snapshot of this app to delete")
     if command in ("snapshot", "restore"):
@@ -140,9 +143,9 @@ def main(argv: list[str]) -> int:
                           settle_timeout=args.settle_timeout, generation=args.generation, image=args.image)
             summary = snapshot_summary(m, args.to)
         else:
-            r = restore.restore(cfg, job, session=session, spark=spark, uri=args.source)
+            r = restore.restore(cfg, job, session=session, spark=spark, uri=args.source, replace=args.replace)
             summary = {"uri": args.source, "app_id": cfg.app_id, "from_app": r.manifest.app_id, "rows": r.rows,
-                       "seconds": r.seconds}
+                       "seconds": r.seconds, "replaced": args.replace}
     except SnapshotError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_CONFIG

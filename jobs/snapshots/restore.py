@@ -1,11 +1,18 @@
-"""Restoring a snapshot into a new app (`restoreFrom` semantics, docs/snapshots.md).
+"""Restoring a snapshot into a new app (`restoreFrom` semantics) or into the same app, in place
+(`replace`; docs/snapshots.md).
 
 Refuses, naming the reason: a URI without a manifest (never taken, or interrupted before it
 completed), a snapshot whose stages, input topics or stores differ from the target job's, a
-store whose files do not hold the rows the manifest counts and sums, and a target app that
-already has positions. Then it provisions the target's tables as a replica would, writes every
-store row under its original write timestamp, fence and remaining TTL, and writes the offsets
-rows last, all in one conditional batch, so that each stage resumes exactly at the cut.
+store whose files do not hold the rows the manifest counts and sums, and (unless `replace`) a
+target app that already has positions. Every refusal comes before the first write. Then it
+provisions the target's tables as a replica would; in place, it deletes the app's offsets rows
+(one conditional batch, so that a restore cut short leaves an app without positions, which the
+next attempt completes) and truncates its store tables (a truncation removes rows whatever
+their write timestamps, which the restored rows keep). It writes every store row under its
+original write timestamp, fence and remaining TTL, and the offsets rows last, all in one
+conditional batch, so that each stage resumes exactly at the cut. Nothing may run the app
+meanwhile: the operator runs an in-place restore only once its pods are gone and its consumer
+group is empty.
 """
 
 from __future__ import annotations
@@ -60,8 +67,9 @@ def target_of(cfg: FloeConfig, job: api.Job) -> mf.Target:
     )
 
 
-def restore(cfg: FloeConfig, job: api.Job, *, session: Any, spark: Any, uri: str) -> Restored:
-    """Restore the snapshot at `uri` into the app `cfg.app_id` (which must have no positions yet)."""
+def restore(cfg: FloeConfig, job: api.Job, *, session: Any, spark: Any, uri: str, replace: bool = False) -> Restored:
+    """Restore the snapshot at `uri` into the app `cfg.app_id`: one with no positions yet, or with
+    `replace` one whose state and positions the snapshot's replace."""
     from floe_jobs import startup
 
     started = time.monotonic()
@@ -70,10 +78,11 @@ def restore(cfg: FloeConfig, job: api.Job, *, session: Any, spark: Any, uri: str
     if wrong:
         raise SnapshotError(f"snapshot at {uri} (app {m.app_id}) does not match app {cfg.app_id}: " + "; ".join(wrong))
     mf.check_restorable(m)
-    if offsets.stage_progress(session, keyspace=cfg.cassandra.keyspace, app_id=cfg.app_id):
+    if not replace and offsets.stage_progress(session, keyspace=cfg.cassandra.keyspace, app_id=cfg.app_id):
         raise SnapshotError(
             f"app {cfg.app_id} already has positions in {cfg.cassandra.keyspace}.{offsets.TABLE}: a snapshot is"
-            " restored into a new app (another app id, or delete this one's state first)"
+            " restored into a new app (another app id), or in place with --replace while none of the app's"
+            " replicas runs"
         )
     data = {store.name: _verified(spark, uri, store.name, store.files, store.rows, store.checksum, _store_rows)
             for store in m.stores}
@@ -82,6 +91,8 @@ def restore(cfg: FloeConfig, job: api.Job, *, session: Any, spark: Any, uri: str
              for t in m.tails}
     startup.provision(cfg, session)
     _ensure_topics(cfg, job)
+    if replace:
+        _clear(session, cfg, [store.table for store in m.stores])
     total = 0
     for store in m.stores:
         total += _write_store(session, cfg.cassandra.keyspace, store.table, data[store.name])
@@ -142,6 +153,19 @@ def _ensure_topics(cfg: FloeConfig, job: api.Job) -> None:
         startup.ensure_topics(cfg, admin, job)
     except startup.StartupError as exc:
         raise SnapshotError(str(exc)) from exc
+
+
+def _clear(session: Any, cfg: FloeConfig, tables: list[str]) -> None:
+    """The app's positions, then its store tables: what a restore in place replaces."""
+    table = offsets.OffsetsTable(session, keyspace=cfg.cassandra.keyspace, app_id=cfg.app_id)
+    gone = table.clear()
+    if gone is None:
+        raise SnapshotError(f"the positions of app {cfg.app_id} changed while the restore deleted them: a replica"
+                            " of the app runs; stop every one before restoring in place")
+    log.info("Deleted the app's positions app=%s rows=%d", cfg.app_id, gone)
+    for name in tables:
+        session.execute(f"TRUNCATE {cfg.cassandra.keyspace}.{name}", timeout=120)
+        log.info("Truncated table=%s.%s", cfg.cassandra.keyspace, name)
 
 
 BATCH_ROWS = 100

@@ -322,3 +322,54 @@ def test_the_summary_file_says_what_the_manifest_holds(stopped_app: localrun.App
     assert status["durationSeconds"] == manifest["seconds"]
     assert {s["name"]: (s["partitions"], s["nextOffsets"]) for s in status["stages"]} == {
         s["name"]: (len(s["partitions"]), sum(p["next_offset"] for p in s["partitions"])) for s in manifest["stages"]}
+
+
+def test_a_restore_in_place_undoes_what_the_app_did_after_the_cut_and_it_then_counts_exactly(
+    stopped_app: localrun.App, session: Any, tmp_path: Path
+) -> None:
+    """A snapshot of an app that counted 300 lines; then 400 more lines, whose marker word the
+    snapshot never saw, counted. Restored into the same app (refused without --replace, then in
+    place): the store holds exactly the counts at the cut (the marker gone) and every stage sits
+    at the cut; run to the end of the input, the app counts every line once (the 400 lines were
+    counted before the restore and are counted again from the cut, not on top)."""
+    app = stopped_app
+    snap_dir = tmp_path / "snap"
+    taken = floe_job(app, "snapshot", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER)
+    assert taken.returncode == 0, taken.stderr[-3000:]
+    at_cut = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
+    cut_positions = offsets.stage_progress(session, keyspace=app.keyspace, app_id=app.app_id)
+    later = [f"{line} afterthecut" for line in localrun.word_lines(400, seed=6)]
+    localrun.produce(app.bootstrap, app.topics[0], later)
+    replica = localrun.Replica(app, "r1").start()
+    try:
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=[replica])
+    finally:
+        assert replica.stop() == 0
+    moved = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
+    assert moved.get("afterthecut") == 400, "the lines after the cut were not counted before the restore"
+
+    refused = floe_job(app, "restore", "restore", "--from", snap_dir.as_uri())
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "already has positions" in refused.stderr and "--replace" in refused.stderr
+
+    done = floe_job(app, "restore", "restore", "--from", snap_dir.as_uri(), "--replace")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["replaced"] is True
+    restored = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
+    diff = counting.counters_equal(Counter(restored), Counter(at_cut))
+    assert diff is None, f"restored state is not the state at the cut: {diff}"
+    assert "afterthecut" not in restored
+    now = offsets.stage_progress(session, keyspace=app.keyspace, app_id=app.app_id)
+    assert {k: v[:3] for k, v in now.items() if k[1] in app.topics} == {
+        k: v[:3] for k, v in cut_positions.items() if k[1] in app.topics}, "the input stage is not back at the cut"
+
+    replica = localrun.Replica(app, "r2").start()
+    try:
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=[replica])
+    finally:
+        assert replica.stop() == 0
+    got = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
+    everything = list(lines_by_position(app.bootstrap, app.topics[0]).values())
+    assert len(everything) == 700
+    diff = counting.counters_equal(got, counts_of(everything))
+    assert diff is None, f"counts after the restore in place and the rest of the input: {diff}"
