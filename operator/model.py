@@ -340,6 +340,14 @@ class RestoreFrom(_Model):
     volume: SnapshotVolume | None = None
 
 
+class StateRestore(_Model):
+    """spec.stateRestore: a snapshot restored into this app in place, once per `id` (`restorejob`)."""
+
+    id: str
+    location: str
+    volume: SnapshotVolume | None = None
+
+
 class AppSpec(_Model):
     image: str
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
@@ -366,6 +374,7 @@ class AppSpec(_Model):
     pod_template: PodTemplate = Field(default_factory=PodTemplate)
     snapshots: ScheduledSnapshots | None = None
     restore_from: RestoreFrom | None = None
+    state_restore: StateRestore | None = None
 
     @property
     def running_replicas(self) -> int:
@@ -415,6 +424,12 @@ class StreamingApp(_Model):
     def reconcile_paused(self) -> bool:
         """The operator leaves the app as it is: `streaming.floe.dev/reconcile: paused`."""
         return self.reconcile_annotation == RECONCILE_PAUSED
+
+    @property
+    def restoring_in_place(self) -> bool:
+        """Whether status.stateRestore says a restore in place holds the pods at zero now, waiting
+        for them to stop or with its Job under way (`restorejob`): nothing may scale the app."""
+        return (self.status.get("stateRestore") or {}).get("phase") in ("Waiting", "Pending", "Running")
 
     @property
     def consumer_group(self) -> str:

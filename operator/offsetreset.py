@@ -178,24 +178,37 @@ async def _waiting(
             NOT_SUSPENDED,
             f"{FIELD} (id {spec.id}) waits for spec.suspend: true; offsets move only while no replica runs",
         )
+    running = await _running(app, cluster=cluster, inspector=inspector, target=target)
+    if running is None:
+        return None
+    reason, what = running
+    return _refuse(spec, WAITING, reason, f"{FIELD} (id {spec.id}) waits {what}")
+
+
+async def _running(
+    app: model.StreamingApp, *, cluster: k8s.Cluster, inspector: kafka.Inspector, target: kafka.Target
+) -> tuple[str, str] | None:
+    """(reason, what) while something of the app could still read or write its offsets rows: a
+    pod of it (terminating ones included) or a member of its consumer group."""
     pods = await cluster.pod_names(app.namespace, render.label_selector(app))
     if pods:
-        return _refuse(
-            spec,
-            WAITING,
-            REPLICAS_RUNNING,
-            f"{FIELD} (id {spec.id}) waits for the app's pods to stop: {', '.join(pods[:5])}",
-        )
+        return REPLICAS_RUNNING, f"for the app's pods to stop: {', '.join(pods[:5])}"
     members = await asyncio.to_thread(inspector.group_members_sync, target, app.consumer_group)
     if members:
-        return _refuse(
-            spec,
-            WAITING,
-            GROUP_ACTIVE,
-            f"{FIELD} (id {spec.id}) waits: consumer group {app.consumer_group} has {members} member(s), "
-            "a replica running outside Kubernetes (floe run?); stop it",
+        return GROUP_ACTIVE, (
+            f"for consumer group {app.consumer_group} to lose its {members} member(s), a replica running "
+            "outside Kubernetes (floe run?); stop it"
         )
     return None
+
+
+async def still_running(
+    app: model.StreamingApp, *, cluster: k8s.Cluster, inspector: kafka.Inspector, target: kafka.Target
+) -> str | None:
+    """What of the app still runs (None: nothing can touch its offsets rows), for a restore in
+    place. Raises KafkaUnavailable when the group cannot be described."""
+    running = await _running(app, cluster=cluster, inspector=inspector, target=target)
+    return None if running is None else running[1].removeprefix("for ")
 
 
 def _done(app: model.StreamingApp, spec: model.OffsetResetSpec, moved: list[Any], *, now: str) -> Result:

@@ -434,11 +434,16 @@ async def _reconcile(
     held: conditions.Fault | None = None
     if rolled is None:
         app, held = await _snapshot_before_upgrade(declared, deps)
+    in_place = await _in_place_request(declared, rolled, deps)
+    shown = app  # what the status describes: a restore in place holds the pods, it does not suspend the app
+    if restorejob.holds(declared, in_place):
+        app = restorejob.suspended(app)
     # A first pass: no Deployment and no status written yet (a retry after a fault has one).
     checked = await _check(app, deps, others, new=deployment is None and "observedGeneration" not in app.status)
     applied: list[str] = []
     fault = checked.fault
     restore: dict[str, Any] | None = None
+    state_restore: dict[str, Any] | None = None
     if fault is None:
         wanted = desired.desired(app, await _facts(app, deps, checked))
         if not restorejob.done(app):
@@ -450,11 +455,21 @@ async def _reconcile(
         if fault is None and (held is None or held.reason not in (conditions.RESTORING, conditions.RESTORE_FAILED)):
             more, deployment, fault = await _converge(app, deps, children, wanted, deployment=deployment)
             applied += more
+        if fault is None and in_place is not None and restorejob.holds(declared, in_place):
+            held, state_restore = await _restore_in_place(app, in_place, deps, checked.secrets.data)
+            if held is None:  # it succeeded just now: the pods run again in this pass
+                wanted = desired.desired(shown, await _facts(shown, deps, checked))
+                more, deployment, fault = await _converge(shown, deps, children, wanted, deployment=deployment)
+                applied += more
     outcome = await _outcome(
-        app, deps, children, checked, deployment=deployment, fault=fault, applied=applied, rolled=rolled, held=held
+        shown, deps, children, checked, deployment=deployment, fault=fault, applied=applied, rolled=rolled, held=held
     )
     if restore is not None and restore != declared.status.get("restore"):
         outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, "restore": restore})
+    if state_restore is not None and state_restore != declared.status.get(restorejob.STATE_RESTORE):
+        # whole: a merge patch would keep a field of the record before (a failure's message)
+        whole = dict.fromkeys(restorejob.RECORD_FIELDS) | state_restore
+        outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, restorejob.STATE_RESTORE: whole})
     if held is None and snapshotschedule.upgrade_pending(declared) and not snapshotschedule.upgrade_done(declared):
         # this pass found the generation's snapshot Succeeded
         record = {**(declared.status.get("snapshots") or {}), "beforeUpgrade": declared.generation}
@@ -468,24 +483,74 @@ async def _restore(app: model.StreamingApp, deps: Deps) -> tuple[conditions.Faul
     assert app.spec.restore_from is not None
     name = restorejob.job_name(app)
     job = await deps.cluster.get("batch/v1", "Job", app.namespace, name)
-    if job is not None and not any(r.get("uid") == app.uid for r in job["metadata"].get("ownerReferences") or []):
-        message = f"Job {app.namespace}/{name} exists and is not this app's restore: delete it"
-        return conditions.Fault(conditions.RESTORE_FAILED, message), {"from": app.spec.restore_from.location,
-                                                                       "phase": snapshotjob.FAILED, "message": message}
-    if job is None:
-        if await has_positions(deps, app):
-            # positions are written last: a restore whose record in status was lost
-            return None, {"from": app.spec.restore_from.location, "job": name, "phase": snapshotjob.SUCCEEDED}
-        try:
-            job = await deps.cluster.create(restorejob.job(app))
-        except k8s.ApiError as exc:
-            if exc.status != 409:
-                message = f"Creating Job {name} was refused (HTTP {exc.status}): {exc.message}"
-                return conditions.Fault(conditions.RESTORE_FAILED, message), {
-                    "from": app.spec.restore_from.location, "phase": snapshotjob.FAILED, "message": message}
-            job = await deps.cluster.get("batch/v1", "Job", app.namespace, name) or {}
-        log.info("Created restore job app=%s/%s from=%s", app.namespace, app.name, app.spec.restore_from.location)
+    if job is None and await has_positions(deps, app):
+        # positions are written last: a restore whose record in status was lost
+        return None, {"from": app.spec.restore_from.location, "job": name, "phase": snapshotjob.SUCCEEDED}
+    job, refused = await _own_job(app, deps, job, restorejob.job(app))
+    if refused is not None:
+        return conditions.Fault(conditions.RESTORE_FAILED, refused), {
+            "from": app.spec.restore_from.location, "phase": snapshotjob.FAILED, "message": refused}
     _, fault, record = restorejob.verdict(app, job, await job_pod(deps, job))
+    return fault, record
+
+
+async def _own_job(
+    app: model.StreamingApp, deps: Deps, job: dict[str, Any] | None, wanted: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The app's restore Job `job` as read, or `wanted` created now; or why neither can be."""
+    name = wanted["metadata"]["name"]
+    if job is not None:
+        if any(r.get("uid") == app.uid for r in job["metadata"].get("ownerReferences") or []):
+            return job, None
+        return job, f"Job {app.namespace}/{name} exists and is not this app's restore: delete it"
+    try:
+        job = await deps.cluster.create(wanted)
+    except k8s.ApiError as exc:
+        if exc.status != 409:
+            return {}, f"Creating Job {name} was refused (HTTP {exc.status}): {exc.message}"
+        job = await deps.cluster.get("batch/v1", "Job", app.namespace, name) or {}
+    log.info("Created restore job app=%s/%s job=%s", app.namespace, app.name, name)
+    return job, None
+
+
+async def _in_place_request(
+    declared: model.StreamingApp, rolled: rollback.RolledBack | None, deps: Deps
+) -> restorejob.InPlace | None:
+    """The restore in place this pass acts on: one whose Job is under way; else the state half of
+    a rollback (upgradeMode snapshot: the snapshot taken before the failed generation rolled out,
+    while it exists and succeeded); else spec.stateRestore."""
+    running = restorejob.in_flight(declared)
+    if running is not None:
+        return running
+    if rolled is not None and declared.spec.rollout.upgrade_mode == "snapshot":
+        name = snapshotschedule.upgrade_snapshot_name(declared, generation=rolled.generation)
+        snap = await deps.cluster.get(model.API_VERSION, model.SNAPSHOT_KIND, declared.namespace, name)
+        if (snap is not None and snapshotschedule.owned(snap, declared)
+                and (snap.get("status") or {}).get("phase") == snapshotjob.SUCCEEDED):
+            return restorejob.for_rollback(rolled.generation, snap)
+    return restorejob.declared(declared)
+
+
+async def _restore_in_place(
+    app: model.StreamingApp, request: restorejob.InPlace, deps: Deps, secrets: Mapping[str, Mapping[str, str]]
+) -> tuple[conditions.Fault | None, dict[str, Any]]:
+    """Follow a restore in place: its Job once the app's pods are gone and its consumer group
+    is empty (`offsetreset.still_running`), created here; why the app waits, or that it failed."""
+    name = restorejob.in_place_job_name(app, request)
+    job = await deps.cluster.get("batch/v1", "Job", app.namespace, name)
+    if job is None:
+        try:
+            why = await offsetreset.still_running(app, cluster=deps.cluster, inspector=deps.kafka,
+                                                  target=kafka.target_of(app, secrets))
+        except kafka.KafkaUnavailable as exc:
+            why = f"Kafka to tell whether the app's consumer group is empty ({exc})"
+        if why is not None:
+            return restorejob.waiting(app, request, why)
+    job, refused = await _own_job(app, deps, job, restorejob.in_place_job(app, request))
+    if refused is not None:
+        record = {**restorejob.base_record(app, request), "phase": snapshotjob.FAILED, "message": refused}
+        return conditions.Fault(conditions.RESTORE_FAILED, refused), record
+    _, fault, record = restorejob.in_place_verdict(app, request, job, await job_pod(deps, job))
     return fault, record
 
 

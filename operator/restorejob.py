@@ -1,5 +1,6 @@
-"""A new app started from a snapshot (spec.restoreFrom): its restore Job, and what the Job says.
-Pure, like `snapshotjob`, whose pod it runs.
+"""Restore Jobs, and what they say: a new app started from a snapshot (spec.restoreFrom), and a
+snapshot restored into a running app, in place (spec.stateRestore, or an automatic rollback's
+state). Pure, like `snapshotjob`, whose pod they run.
 
 The restore runs once, before the app's first replica: `floe-job restore --from <location>` with
 the app's own image and configuration loads the snapshot's store rows and positions into the
@@ -14,7 +15,9 @@ status.restore records it and the app rolls out as any other; an app whose offse
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from floe_operator import conditions, model, render, snapshotjob
@@ -43,6 +46,11 @@ def job(app: model.StreamingApp) -> dict[str, Any]:
     """The Job that restores spec.restoreFrom into the app, owned by the app."""
     source = app.spec.restore_from
     assert source is not None
+    return _job(app, name=job_name(app), location=source.location, volume=source.volume, replace=False)
+
+
+def _job(app: model.StreamingApp, *, name: str, location: str, volume: model.SnapshotVolume | None,
+         replace: bool) -> dict[str, Any]:
     labels = {
         "app.kubernetes.io/name": app.name,
         "app.kubernetes.io/instance": app.name,
@@ -54,9 +62,10 @@ def job(app: model.StreamingApp) -> dict[str, Any]:
     own = {k: v for k, v in app.spec.pod.labels.items() if k != render.APP_LABEL}
     pod_labels = {**own, **render.network_peer_labels(app), "app.kubernetes.io/component": COMPONENT,
                   RESTORE_LABEL: app.name}
-    arguments = ["restore", "--from", source.location, "--summary-file", snapshotjob.TERMINATION_LOG]
-    return snapshotjob.pod_job(app, name=job_name(app), labels=labels, owner=render.owner_reference(app),
-                               pod_labels=pod_labels, arguments=arguments, volume=source.volume,
+    arguments = ["restore", "--from", location, *(["--replace"] if replace else []),
+                 "--summary-file", snapshotjob.TERMINATION_LOG]
+    return snapshotjob.pod_job(app, name=name, labels=labels, owner=render.owner_reference(app),
+                               pod_labels=pod_labels, arguments=arguments, volume=volume,
                                backoff_limit=BACKOFF_LIMIT, deadline=DEADLINE_SECONDS)
 
 
@@ -71,8 +80,15 @@ def verdict(app: model.StreamingApp, job_body: Mapping[str, Any], pod: Mapping[s
     source = app.spec.restore_from
     assert source is not None
     name = job_name(app)
+    failed = (f"Restoring {source.location} into the app failed (Job {name}): {{said}}. "
+              "Fix spec.restoreFrom or the snapshot in a new app; this one keeps no replica running")
+    waiting = f"Restoring {source.location} into the app (Job {name}) before its first replica starts"
+    return _verdict(job_body, pod, {"from": source.location, "job": name}, failed=failed, waiting=waiting)
+
+
+def _verdict(job_body: Mapping[str, Any], pod: Mapping[str, Any] | None, record: dict[str, Any], *, failed: str,
+             waiting: str) -> tuple[str, conditions.Fault | None, dict[str, Any]]:
     seen = snapshotjob.from_job(job_body, pod)
-    record: dict[str, Any] = {"from": source.location, "job": name}
     if seen.phase == SUCCEEDED:
         summary = snapshotjob.reported(snapshotjob.terminated_message(pod), key="from_app")
         record.update({"phase": SUCCEEDED, "time": seen.fields.get("completionTime")})
@@ -82,11 +98,121 @@ def verdict(app: model.StreamingApp, job_body: Mapping[str, Any], pod: Mapping[s
         return SUCCEEDED, None, record
     if seen.phase == FAILED:
         said = snapshotjob.last_words(snapshotjob.terminated_message(pod))
-        message = (f"Restoring {source.location} into the app failed (Job {name}): {said or seen.message}. "
-                   "Fix spec.restoreFrom or the snapshot in a new app; this one keeps no replica running")
+        message = failed.replace("{said}", said or seen.message)
         record.update({"phase": FAILED, "message": message[: snapshotjob.MESSAGE_CHARS]})
         return FAILED, conditions.Fault(conditions.RESTORE_FAILED, record["message"]), record
     record["phase"] = seen.phase
-    waiting = f"Restoring {source.location} into the app (Job {name}) before its first replica starts"
     return seen.phase, conditions.Fault(conditions.RESTORING, waiting), record
+
+
+# --- in place: spec.stateRestore, and an automatic rollback's state -----------------------------
+
+STATE_RESTORE = "stateRestore"
+# every field status.stateRestore may hold
+RECORD_FIELDS = ("id", "from", "cause", "job", "volume", "phase", "message", "time", "rows", "seconds", "fromApp")
+# status.stateRestore.phase before its Job exists: the app's pods or consumer group are still there
+WAITING = "Waiting"
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """A snapshot to restore into the app, in place: `id` runs once (status.stateRestore records
+    it); `cause` says who asked (spec.stateRestore, or the rollback of a generation)."""
+
+    id: str
+    location: str
+    volume: model.SnapshotVolume | None
+    cause: str
+
+
+def declared(app: model.StreamingApp) -> InPlace | None:
+    spec = app.spec.state_restore
+    if spec is None:
+        return None
+    return InPlace(spec.id, spec.location, spec.volume, "spec.stateRestore")
+
+
+def for_rollback(generation: int, snapshot: Mapping[str, Any]) -> InPlace:
+    """The state half of rolling back `generation`: the snapshot taken before it rolled out."""
+    spec = snapshot.get("spec") or {}
+    name = (snapshot.get("metadata") or {}).get("name", "")
+    return InPlace(
+        f"rollback-{generation}",
+        str(spec.get("location", "")),
+        _volume(spec.get("volume")),
+        f"the rollback of generation {generation} (snapshot {name}, taken before it rolled out)",
+    )
+
+
+def _volume(volume: Mapping[str, Any] | None) -> model.SnapshotVolume | None:
+    """A snapshot volume as a resource holds it (camelCase), or None."""
+    if not volume:
+        return None
+    return model.SnapshotVolume(claim_name=volume["claimName"], mount_path=volume.get("mountPath", "/snapshots"))
+
+
+def recorded(app: model.StreamingApp, request: InPlace) -> Mapping[str, Any]:
+    """status.stateRestore when it is about `request`, else {}."""
+    record = app.status.get(STATE_RESTORE) or {}
+    return record if record.get("id") == request.id else {}
+
+
+def holds(app: model.StreamingApp, request: InPlace | None) -> bool:
+    """Whether `request` keeps the app at zero replicas: until it succeeded. One that failed holds
+    too, while it stands: the app's positions may be gone and its tables half written."""
+    return request is not None and recorded(app, request).get("phase") != SUCCEEDED
+
+
+def in_place_job_name(app: model.StreamingApp, request: InPlace) -> str:
+    digest = hashlib.sha256(request.id.encode()).hexdigest()[:8]
+    return f"{app.name[:snapshotjob.JOB_NAME_CHARS - 17].rstrip('-')}-restore-{digest}"
+
+
+def in_place_job(app: model.StreamingApp, request: InPlace) -> dict[str, Any]:
+    """The Job that restores `request` into the app in place (`floe-job restore --replace`)."""
+    return _job(app, name=in_place_job_name(app, request), location=request.location, volume=request.volume,
+                replace=True)
+
+
+def base_record(app: model.StreamingApp, request: InPlace) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": request.id, "from": request.location, "cause": request.cause,
+                              "job": in_place_job_name(app, request)}
+    if request.volume is not None:
+        record["volume"] = {"claimName": request.volume.claim_name, "mountPath": request.volume.mount_path}
+    return record
+
+
+def in_flight(app: model.StreamingApp) -> InPlace | None:
+    """The restore in place whose Job status.stateRestore last saw created and not ended: it is
+    followed to its end, and holds the app meanwhile, whatever became of what asked for it (a
+    spec.stateRestore removed, a rollback's snapshot deleted by retention)."""
+    record = app.status.get(STATE_RESTORE) or {}
+    if record.get("phase") not in (snapshotjob.PENDING, RUNNING) or not record.get("id") or not record.get("from"):
+        return None
+    return InPlace(str(record["id"]), str(record["from"]), _volume(record.get("volume")), str(record.get("cause", "")))
+
+
+def waiting(app: model.StreamingApp, request: InPlace, why: str) -> tuple[conditions.Fault, dict[str, Any]]:
+    """The app's replicas are not all gone yet (`why`): the Job waits for them."""
+    message = (f"Restoring {request.location} into the app in place for {request.cause} (id {request.id}): "
+               f"the app runs no replica until it is done; waiting for {why}")
+    return conditions.Fault(conditions.RESTORING, message), {**base_record(app, request), "phase": WAITING}
+
+
+def in_place_verdict(app: model.StreamingApp, request: InPlace, job_body: Mapping[str, Any],
+                     pod: Mapping[str, Any] | None) -> tuple[str, conditions.Fault | None, dict[str, Any]]:
+    """(phase, why the app waits or that the restore failed (None once it succeeded), the
+    status.stateRestore fields) from the Job and its newest pod."""
+    name = in_place_job_name(app, request)
+    failed = (f"Restoring {request.location} into the app in place for {request.cause} failed (Job {name}): "
+              "{said}. The app runs no replica while this restore stands (its positions may be gone): fix the "
+              "cause and set spec.stateRestore to a good snapshot with a new id")
+    running = (f"Restoring {request.location} into the app in place for {request.cause} (Job {name}): the app runs "
+               "no replica until it is done")
+    return _verdict(job_body, pod, base_record(app, request), failed=failed, waiting=running)
+
+
+def suspended(app: model.StreamingApp) -> model.StreamingApp:
+    """`app` rendered with no replica and no autoscaler, while a restore in place holds it."""
+    return app.model_copy(update={"spec": app.spec.model_copy(update={"suspend": True})})
 

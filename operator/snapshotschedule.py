@@ -184,8 +184,9 @@ def upgrade_done(app: model.StreamingApp) -> bool:
     return (app.status.get("snapshots") or {}).get("beforeUpgrade") == app.generation
 
 
-def upgrade_snapshot_name(app: model.StreamingApp) -> str:
-    return f"{app.name[:NAME_PREFIX_CHARS].rstrip('-')}-upgrade-{app.generation}"
+def upgrade_snapshot_name(app: model.StreamingApp, *, generation: int | None = None) -> str:
+    """The snapshot taken before `generation` (default: the app's) rolls out."""
+    return f"{app.name[:NAME_PREFIX_CHARS].rstrip('-')}-upgrade-{generation or app.generation}"
 
 
 def upgrade_snapshot(app: model.StreamingApp, now: datetime) -> dict[str, Any]:

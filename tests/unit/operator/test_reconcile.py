@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from floe_operator import appids, cassandra, conditions, k8s, kafka, model, podfaults, reconcile, render
+from floe_operator import appids, cassandra, conditions, k8s, kafka, model, podfaults, reconcile, render, restorejob
 
 from tests import material
 
@@ -75,11 +75,16 @@ class FakeCluster:
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self.objects.pop((kind, name), None)
 
+    async def pod_names(self, namespace: str, selector: str) -> list[str]:
+        pods = await self.list_objects("v1", "Pod", namespace, selector=selector)
+        return sorted(p["metadata"]["name"] for p in pods)
+
 
 class FakeKafka:
     def __init__(self, topics: dict[str, int] | None = None, down: bool = False) -> None:
         self.topics = topics or {}
         self.down = down
+        self.members = 0  # of the app's consumer group
 
     async def partitions(self, target: kafka.Target, topics: list[str]) -> dict[str, int | None]:
         if self.down:
@@ -88,6 +93,9 @@ class FakeKafka:
 
     def forget(self, target: kafka.Target) -> None:
         pass
+
+    def group_members_sync(self, target: kafka.Target, group: str) -> int:
+        return self.members
 
 
 class FakeProvisioner:
@@ -819,3 +827,131 @@ def test_a_refused_restore_keeps_the_app_without_pods_and_says_why() -> None:
     degraded = conditions.find(body["status"]["conditions"], conditions.DEGRADED)
     assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", conditions.RESTORE_FAILED)
     assert outcome.status_patch["restore"]["phase"] == "Failed"
+
+
+# --- a restore in place: spec.stateRestore, and a rollback's state -------------------------------
+
+COMPLETE = {"conditions": [{"type": "Complete", "status": "True"}], "completionTime": "2026-11-29T07:00:00Z"}
+
+
+def _replicas(cluster: FakeCluster) -> int:
+    return int(cluster.objects[("Deployment", "word-count")]["spec"]["replicas"])
+
+
+def _pod(body: dict[str, Any], name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": {render.APP_LABEL: body["metadata"]["name"]}}}
+
+
+def _job_args(cluster: FakeCluster, name: str) -> list[str]:
+    return list(cluster.objects[("Job", name)]["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_a_restore_in_place_holds_the_pods_at_zero_runs_its_job_once_they_are_gone_then_resumes() -> None:
+    cluster = FakeCluster()
+    kafka_ = FakeKafka({"lines": 4})
+    deps = _deps(cluster=cluster, kafka=kafka_)
+    body = load_case("minimal")
+    body["spec"]["replicas"] = 2
+    _pass(body, deps, cluster)
+    _settle(cluster)
+    _pass(body, deps, cluster)
+    assert _replicas(cluster) == 2
+    cluster.pods = [_pod(body, "word-count-1"), _pod(body, "word-count-2")]
+    kafka_.members = 2
+    body["spec"]["stateRestore"] = {"id": "undo-1", "location": "s3a://backups/wc/nightly-1"}
+    body["metadata"]["generation"] = 2
+    waiting = _pass(body, deps, cluster)
+    assert _replicas(cluster) == 0
+    assert not [k for k in cluster.objects if k[0] == "Job"], "the Job ran while the app's pods were there"
+    assert waiting.status_patch["stateRestore"]["phase"] == "Waiting"
+    ready = conditions.find(body["status"]["conditions"], conditions.READY)
+    assert ready is not None and (ready["status"], ready["reason"]) == ("False", conditions.RESTORING)
+    assert "word-count-1" in ready["message"]
+    assert conditions.find(body["status"]["conditions"], conditions.SUSPENDED) is None
+    cluster.pods = []
+    _pass(body, deps, cluster)
+    assert not [k for k in cluster.objects if k[0] == "Job"], "the Job ran while the consumer group had members"
+    kafka_.members = 0
+    started = _pass(body, deps, cluster)
+    name = started.status_patch["stateRestore"]["job"]
+    assert _job_args(cluster, name)[:4] == ["restore", "--from", "s3a://backups/wc/nightly-1", "--replace"]
+    assert started.status_patch["stateRestore"]["phase"] == "Pending" and _replicas(cluster) == 0
+    cluster.objects[("Job", name)]["status"] = dict(COMPLETE)
+    done = _pass(body, deps, cluster)
+    assert done.status_patch["stateRestore"]["phase"] == "Succeeded"
+    assert _replicas(cluster) == 2
+    cluster.objects.pop(("Job", name))  # its TTL ran out: the id is not run again
+    _pass(body, deps, cluster)
+    assert ("Job", name) not in cluster.objects and _replicas(cluster) == 2
+    # a new id is another restore
+    body["spec"]["stateRestore"] = {"id": "undo-2", "location": "s3a://backups/wc/nightly-2"}
+    again = _pass(body, deps, cluster)
+    assert again.status_patch["stateRestore"]["id"] == "undo-2" and _replicas(cluster) == 0
+
+
+def test_a_failed_restore_in_place_keeps_the_app_at_zero_and_its_job_is_followed_even_if_the_request_goes() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    _pass(body, deps, cluster)
+    _settle(cluster)
+    body["spec"]["stateRestore"] = {"id": "undo-1", "location": "s3a://backups/wc/nightly-1"}
+    started = _pass(body, deps, cluster)
+    name = started.status_patch["stateRestore"]["job"]
+    # the request is removed while its Job runs: the Job is still followed, and holds the pods
+    del body["spec"]["stateRestore"]
+    _pass(body, deps, cluster)
+    assert _replicas(cluster) == 0
+    cluster.objects[("Job", name)]["status"] = {
+        "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    body["spec"]["stateRestore"] = {"id": "undo-1", "location": "s3a://backups/wc/nightly-1"}
+    failed = _pass(body, deps, cluster)
+    assert failed.status_patch["stateRestore"]["phase"] == "Failed" and _replicas(cluster) == 0
+    degraded = conditions.find(body["status"]["conditions"], conditions.DEGRADED)
+    assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", conditions.RESTORE_FAILED)
+    _pass(body, deps, cluster)
+    assert _replicas(cluster) == 0, "a failed restore in place let the pods run while its id stands"
+    body["spec"]["stateRestore"] = {"id": "undo-2", "location": "s3a://backups/wc/nightly-2"}
+    retried = _pass(body, deps, cluster)
+    record = retried.status_patch["stateRestore"]
+    assert record["id"] == "undo-2" and record["phase"] == "Pending"
+    # the whole record is written, so the failure's message of undo-1 does not stay beside it
+    assert set(record) == set(restorejob.RECORD_FIELDS) and record["message"] is None
+
+
+def test_a_rolled_back_upgrade_restores_the_snapshot_taken_before_it_then_runs_the_last_ready_spec() -> None:
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["spec"]["rollout"].update({"upgradeMode": "snapshot", "autoRollback": True})
+    body["spec"]["snapshots"] = {"location": "s3a://backups/wc"}
+    _pass(body, deps, cluster)
+    _settle(cluster)
+    _pass(body, deps, cluster)
+    old_image = body["spec"]["image"]
+    body["metadata"]["generation"] = 2
+    body["spec"]["image"] = old_image + "-bad"
+    _pass(body, deps, cluster)
+    cluster.objects[(model.SNAPSHOT_KIND, "word-count-upgrade-2")]["status"] = {"phase": "Succeeded"}
+    _pass(body, deps, cluster)
+    assert old_image + "-bad" in _images(cluster)
+    deployment = cluster.objects[("Deployment", "word-count")]
+    deployment["metadata"]["generation"] = 2
+    deployment["status"] = {**SETTLED, "observedGeneration": 2, "updatedReplicas": 0, "conditions": [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}
+    rolled = _pass(body, deps, cluster)
+    assert body["status"]["rolledBack"]["generation"] == 2
+    assert old_image in _images(cluster) and _replicas(cluster) == 0
+    record = rolled.status_patch["stateRestore"]
+    assert (record["id"], record["from"]) == ("rollback-2", "s3a://backups/wc/word-count-upgrade-2")
+    assert _job_args(cluster, record["job"])[:4] == ["restore", "--from", "s3a://backups/wc/word-count-upgrade-2",
+                                                     "--replace"]
+    # the restore's pod runs the last Ready generation's image, which wrote the snapshot
+    job = cluster.objects[("Job", record["job"])]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == old_image
+    job["status"] = dict(COMPLETE)
+    _pass(body, deps, cluster)
+    assert body["status"]["stateRestore"]["phase"] == "Succeeded"
+    assert old_image in _images(cluster) and _replicas(cluster) == 1
+    rolled_back = conditions.find(body["status"]["conditions"], conditions.ROLLED_BACK)
+    assert rolled_back is not None and rolled_back["status"] == "True"
