@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -293,29 +294,80 @@ def test_scheduled_snapshots_are_kept_or_deleted_with_their_data_and_a_new_app_r
     assert _manifest(host_dir / app / name2)["app_id"] == app_id
 
 
-def test_a_new_job_rolls_out_only_once_a_snapshot_of_the_running_generation_succeeded(
+# A broken release of word count, mounted from a ConfigMap: its split stage is word count's, its
+# count stage also counts the key `broken-release` (never emitted) and its process exits at its
+# second count batch, so each start commits one batch of state and then crashes.
+BROKEN_JOB = """
+import os
+
+from floe_jobs.api import Batch, Emit, Job
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+job = Job()
+calls = [0]
+
+
+@job.stage()
+def split(batch: Batch) -> Emit:
+    words = batch.df.select(
+        "topic", "partition", "offset",
+        F.explode(F.split(F.lower(F.col("value").cast("string")), r"[^\\p{L}\\p{N}']+")).alias("word"),
+    ).where(F.col("word") != "")
+    return batch.rekey(words, name="words", key=F.col("word"), combine="count")
+
+
+@job.stage(source="words")
+def count(batch: Batch) -> DataFrame:
+    if not batch.dry_run:  # the runtime's warm-up runs each stage once, writing nothing
+        calls[0] += 1
+    if calls[0] > 1:
+        os._exit(3)
+    partial = F.coalesce(F.col("value").cast("string").cast("long"), F.lit(1).cast("long"))
+    rows = batch.df.withColumn("key", F.col("key").cast("string")).withColumn("n", partial)
+    rows = rows.unionByName(rows.limit(1).withColumn("key", F.lit("broken-release")).withColumn("n", F.lit(1).cast("long")))
+    counts = batch.aggregate(rows, store="word-count", key=F.col("key"), value=F.col("n"))
+    return counts.where(F.col("key") != "broken-release").select(
+        F.col("key"), F.col("value").cast("string").alias("value"))
+"""
+MARKER = "broken-release"
+
+
+def test_a_broken_job_rolls_out_after_a_snapshot_of_the_running_generation_and_its_rollback_restores_it(
     kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
 ) -> None:
-    """spec.rollout.upgradeMode snapshot: a change of spec.job waits, with the pod of the running
-    generation untouched and the app Progressing (SnapshotBeforeUpgrade), until a snapshot of that
-    generation succeeded; then it rolls out, and the counts stay exact across it."""
+    """spec.rollout.upgradeMode snapshot with autoRollback: a new job waits, with the pod of the
+    running generation untouched and the app Progressing (SnapshotBeforeUpgrade), until a snapshot
+    of that generation succeeded. Then it rolls out, writes state (a marker key) and crash-loops;
+    the operator rolls back to generation 1 and restores the snapshot in place
+    (status.stateRestore, `rollback-2`): the marker is gone and, with lines flowing throughout,
+    the counts end exact (nothing the broken job wrote stays, nothing is lost or doubled)."""
     env = require_node(stack_env)
     claim_name, host_dir = claim
     snapshots = {"location": f"file://{MOUNT}/upgrades", "volume": {"claimName": claim_name},
                  "writers": {"word-count": "count"}}
-    app, spec, app_id = _counted_app(kube, namespace, env, rollout={"upgradeMode": "snapshot"}, snapshots=snapshots)
-    topic_in = spec["kafka"]["topics"][0]
+    # the old pod goes before the new one starts, so the new one holds every partition and counts
+    # (with a surge pod, one stage's partitions alone could keep it Ready until the rollout ended)
+    rollout = {"upgradeMode": "snapshot", "autoRollback": True, "maxSurge": 0, "maxUnavailable": 1}
+    app, spec, app_id = _counted_app(kube, namespace, env, rollout=rollout, snapshots=snapshots)
+    topic_in, keyspace = spec["kafka"]["topics"][0], spec["state"]["cassandra"]["keyspace"]
+    kube.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "broken-job", "namespace": namespace},
+                "data": {"broken_count.py": BROKEN_JOB}})
 
     def app_pods() -> list[dict[str, Any]]:
         return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
 
-    def last_ready() -> Any:
-        return (kube.get("streamingapp", app, namespace) or {}).get("status", {}).get("lastReady", {}).get("generation")
+    def status() -> dict[str, Any]:
+        return dict((kube.get("streamingapp", app, namespace) or {}).get("status") or {})
 
-    wait_for(lambda: last_ready() == 1, timeout=120, what="generation 1 recorded as the last Ready one")
+    wait_for(lambda: status().get("lastReady", {}).get("generation") == 1, timeout=120,
+             what="generation 1 recorded as the last Ready one")
     (before,) = app_pods()
-    kube.run("patch", "streamingapp", app, "-n", namespace, "--type=merge",
-             "-p", json.dumps({"spec": {"job": {**spec["job"], "args": ["--upgraded"]}}}))
+    broken = {"job": {"entrypoint": "/opt/broken/broken_count.py"},
+              "podTemplate": {"spec": {"volumes": [{"name": "broken", "configMap": {"name": "broken-job"}}],
+                                       "containers": [{"name": "app", "volumeMounts": [
+                                           {"name": "broken", "mountPath": "/opt/broken"}]}]}}}
+    kube.run("patch", "streamingapp", app, "-n", namespace, "--type=merge", "-p", json.dumps({"spec": broken}))
     name = f"{app}-upgrade-2"
 
     def held() -> dict[str, Any] | None:
@@ -330,7 +382,7 @@ def test_a_new_job_rolls_out_only_once_a_snapshot_of_the_running_generation_succ
     assert condition(waiting, "Progressing")["status"] == "True"
     # what runs is generation 1, children and all
     assert [p["metadata"]["uid"] for p in app_pods()] == [before["metadata"]["uid"]]
-    assert "--upgraded" not in config()
+    assert "broken_count.py" not in config()
 
     done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=600, every=2,
                     what="the snapshot before the upgrade Succeeded or Failed",
@@ -339,21 +391,59 @@ def test_a_new_job_rolls_out_only_once_a_snapshot_of_the_running_generation_succ
     assert done["status"]["appGeneration"] == 1
     assert _manifest(host_dir / "upgrades" / name)["generation"] == 1
 
-    def rolled_out() -> bool:
-        body = kube.get("streamingapp", app, namespace) or {}
-        ready = condition(body, "Ready")
-        pods = app_pods()
-        return (ready["status"] == "True" and ready.get("observedGeneration") == 2
-                and bool(pods) and before["metadata"]["uid"] not in {p["metadata"]["uid"] for p in pods})
+    lines: list[str] = []
+    stop = threading.Event()
 
-    wait_for(rolled_out, timeout=300, every=2, what="generation 2 rolled out after its snapshot", pods=app_pods)
-    assert "--upgraded" in config()
-    assert str(kube.get("streamingapp", app, namespace)["status"]["appId"]) == app_id  # type: ignore[index]
-    more = localrun.word_lines(300, seed=13)
-    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, more)
-    truth = dict(localrun.word_truth(localrun.word_lines(300, seed=11) + more))
-    wait_exact_counts(env, keyspace=spec["state"]["cassandra"]["keyspace"], topic_out=spec["kafka"]["outputTopics"][0],
-                      truth=truth, pods=app_pods)
+    def feed() -> None:
+        seed = 100
+        while not stop.is_set():
+            wave = localrun.word_lines(40, seed=seed)
+            localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, wave)
+            lines.extend(wave)
+            seed += 1
+            stop.wait(1.0)
+
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(env["FLOE_CASSANDRA_HOSTS"].split(","), port=int(env["FLOE_CASSANDRA_PORT"]))
+    session = cluster.connect()
+    marked = threading.Event()
+
+    def restored() -> dict[str, Any] | None:
+        if not marked.is_set():
+            store = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
+            if MARKER in store:
+                marked.set()
+        record = status().get("stateRestore") or {}
+        return record if record.get("phase") in ("Succeeded", "Failed") else None
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        record = wait_for(restored, timeout=900, every=1, what="the rollback's restore Succeeded or Failed",
+                          pods=app_pods, tolerate=("CrashLoopBackOff", "Error"))
+        time.sleep(5)  # lines still flow while the restored generation 1 starts
+    finally:
+        stop.set()
+        feeder.join()
+    try:
+        assert record["phase"] == "Succeeded", json.dumps(record, indent=1)
+        assert record["id"] == "rollback-2" and record["from"] == f"file://{MOUNT}/upgrades/{name}", record
+        now = status()
+        assert marked.is_set(), f"the broken job never wrote its marker: nothing was there to undo ({now.get('rolledBack')})"
+        assert now["rolledBack"]["generation"] == 2, now.get("rolledBack")
+        assert "broken_count.py" not in config()
+        assert str(now["appId"]) == app_id
+        truth = dict(localrun.word_truth(localrun.word_lines(300, seed=11) + lines))
+        wait_exact_counts(env, keyspace=keyspace, topic_out=spec["kafka"]["outputTopics"][0], truth=truth,
+                          pods=app_pods)
+        store = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
+        assert MARKER not in store
+    finally:
+        cluster.shutdown()
+    body = kube.get("streamingapp", app, namespace) or {}
+    assert condition(body, "RolledBack")["status"] == "True"
+    assert body["spec"]["job"]["entrypoint"] == "/opt/broken/broken_count.py"  # the spec stays as declared
 
 
 def _restores_from(kube: Kubectl, namespace: str, env: dict[str, str], spec: dict[str, Any], *, location: str,
