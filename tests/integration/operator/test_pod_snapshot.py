@@ -325,7 +325,8 @@ def count(batch: Batch) -> DataFrame:
         os._exit(3)
     partial = F.coalesce(F.col("value").cast("string").cast("long"), F.lit(1).cast("long"))
     rows = batch.df.withColumn("key", F.col("key").cast("string")).withColumn("n", partial)
-    rows = rows.unionByName(rows.limit(1).withColumn("key", F.lit("broken-release")).withColumn("n", F.lit(1).cast("long")))
+    marker = rows.limit(1).withColumn("key", F.lit("broken-release")).withColumn("n", F.lit(1).cast("long"))
+    rows = rows.unionByName(marker)
     counts = batch.aggregate(rows, store="word-count", key=F.col("key"), value=F.col("n"))
     return counts.where(F.col("key") != "broken-release").select(
         F.col("key"), F.col("value").cast("string").alias("value"))
@@ -430,7 +431,7 @@ def test_a_broken_job_rolls_out_after_a_snapshot_of_the_running_generation_and_i
         assert record["phase"] == "Succeeded", json.dumps(record, indent=1)
         assert record["id"] == "rollback-2" and record["from"] == f"file://{MOUNT}/upgrades/{name}", record
         now = status()
-        assert marked.is_set(), f"the broken job never wrote its marker: nothing was there to undo ({now.get('rolledBack')})"
+        assert marked.is_set(), f"the broken job never wrote its marker, nothing to undo: {now.get('rolledBack')}"
         assert now["rolledBack"]["generation"] == 2, now.get("rolledBack")
         assert "broken_count.py" not in config()
         assert str(now["appId"]) == app_id
