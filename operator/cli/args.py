@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from floe_operator.cli import views
 
-VERBS = ("status", "suspend", "resume", "restart", "reset-offsets", "validate", "logs")
+VERBS = ("status", "suspend", "resume", "restart", "reset-offsets", "restore", "validate", "logs")
 
 
 def _globals(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -59,6 +59,15 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--offset", action="append", default=[], metavar="TOPIC:PARTITION=OFFSET",
                    help="with --to offsets: the next offset to read of a partition (repeat)")
     v.add_argument("--id", dest="reset_id", help="names this reset (default: reset-<UTC time>)")
+
+    v = verb("restore", "write spec.stateRestore: the app goes back to a snapshot, in place (its pods stop meanwhile)")
+    v.add_argument("name")
+    source = v.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", help="a StreamingAppSnapshot of this app that succeeded")
+    source.add_argument("--location", help="a snapshot's URI (file:///<mountPath>/<dir>, s3a://...)")
+    v.add_argument("--claim", help="with a file:// --location: the PersistentVolumeClaim it lies on")
+    v.add_argument("--mount-path", default="/snapshots", help="with --claim: where the Job mounts it")
+    v.add_argument("--id", dest="restore_id", help="names this restore (default: restore-<UTC time>)")
 
     v = verb("validate", "server-side dry run of a manifest, then the runtime's own check of its configuration")
     v.add_argument("-f", "--filename", required=True, help="StreamingApp manifest ('-': stdin)")

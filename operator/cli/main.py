@@ -26,6 +26,7 @@ from floe_operator.cli import checks, views
 from floe_operator.cli.kubectl import Kubectl, KubectlError, Target
 
 KIND = f"{model.PLURAL}.{model.GROUP}"
+SNAPSHOT_KIND = f"{model.SNAPSHOT_PLURAL}.{model.GROUP}"
 FIELD_MANAGER = "kubectl-floe"
 
 
@@ -68,6 +69,21 @@ def patch(k: Kubectl, name: str, body: dict[str, Any], done: str) -> int:
     k.patch(KIND, name, body)
     print(f"streamingapp/{name} {done}")
     return 0
+
+
+def restore(k: Kubectl, opts: Any) -> int:
+    """`kubectl floe restore`: spec.stateRestore from a snapshot resource of the app or a location."""
+    volume = None
+    location = opts.location
+    if opts.snapshot:
+        snapshot = k.get(SNAPSHOT_KIND, opts.snapshot)
+        if snapshot is None:
+            raise KubectlError(f"StreamingAppSnapshot {opts.snapshot!r} not found")
+        location, volume = views.snapshot_source(snapshot, opts.name)
+    body = views.state_restore_patch(restore_id=opts.restore_id or f"restore-{views.now_stamp()}",
+                                     location=location, claim=opts.claim, mount_path=opts.mount_path, volume=volume)
+    return patch(k, opts.name, body, f"restore {body['spec']['stateRestore']['id']} from {location} requested: "
+                 "its pods stop until it is done")
 
 
 def validate(k: Kubectl, filename: str) -> int:
@@ -133,6 +149,8 @@ def run(argv: Sequence[str]) -> int:
         if not (app.get("spec") or {}).get("suspend"):
             print(f"the reset waits until the app is suspended: kubectl floe suspend {opts.name}")
         return code
+    if opts.verb == "restore":
+        return restore(k, opts)
     if opts.verb == "validate":
         return validate(k, opts.filename)
     return logs(k, opts.name, opts)

@@ -93,6 +93,36 @@ def offset_reset_patch(
     }
 
 
+def snapshot_source(snapshot: Mapping[str, Any], app: str) -> tuple[str, dict[str, Any] | None]:
+    """(location, volume) of a StreamingAppSnapshot, refused unless it is of `app` and succeeded."""
+    name = (snapshot.get("metadata") or {}).get("name", "")
+    spec, phase = snapshot.get("spec") or {}, (snapshot.get("status") or {}).get("phase")
+    if spec.get("app") != app:
+        raise UsageError(f"--snapshot {name}: it is a snapshot of {spec.get('app')!r}, not of {app!r}")
+    if phase != "Succeeded":
+        raise UsageError(f"--snapshot {name}: its phase is {phase or 'not set yet'}, not Succeeded")
+    volume = spec.get("volume")
+    return str(spec.get("location", "")), ({"claimName": volume["claimName"],
+                                            "mountPath": volume.get("mountPath", "/snapshots")} if volume else None)
+
+
+def state_restore_patch(*, restore_id: str, location: str, claim: str | None = None,
+                        mount_path: str = "/snapshots", volume: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """spec.stateRestore for these flags, checked as the CRD checks it, naming the flag."""
+    if not _RESET_ID.match(restore_id) or len(restore_id) > 63:
+        raise UsageError(f"--id {restore_id!r}: 1-63 of [A-Za-z0-9.-_], starting and ending alphanumeric")
+    if volume is None and claim is not None:
+        volume = {"claimName": claim, "mountPath": mount_path}
+    if location.startswith("file://"):
+        if volume is None:
+            raise UsageError("--claim is required with a file:// --location: the PersistentVolumeClaim it lies on")
+        if not location.startswith(f"file://{volume['mountPath'].rstrip('/')}/"):
+            raise UsageError(f"--location {location}: must lie below the claim's mount path {volume['mountPath']}")
+    elif volume is not None:
+        raise UsageError("--claim is for file:// locations only")
+    return {"spec": {"stateRestore": {"id": restore_id, "location": location, "volume": volume}}}
+
+
 # -- status ----------------------------------------------------------------------------------
 
 

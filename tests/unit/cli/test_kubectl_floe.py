@@ -118,6 +118,57 @@ def test_reset_offsets_refuses_what_the_crd_would_naming_the_flag(kwargs: dict[s
         views.offset_reset_patch(**kwargs)
 
 
+SNAPSHOT = {"metadata": {"name": "orders-upgrade-7"},
+            "spec": {"app": "orders", "location": "file:///snapshots/u/orders-upgrade-7",
+                     "volume": {"claimName": "backups"}},
+            "status": {"phase": "Succeeded"}}
+
+
+def test_restore_from_a_snapshot_resource_takes_its_location_and_claim() -> None:
+    location, volume = views.snapshot_source(SNAPSHOT, "orders")
+    body = views.state_restore_patch(restore_id="undo-1", location=location, volume=volume)
+    assert body == {"spec": {"stateRestore": {"id": "undo-1", "location": "file:///snapshots/u/orders-upgrade-7",
+                                              "volume": {"claimName": "backups", "mountPath": "/snapshots"}}}}
+    assert args.parse(["restore", "orders", "--snapshot", "orders-upgrade-7"]).snapshot == "orders-upgrade-7"
+
+
+def test_restore_from_a_location_nulls_the_volume_it_does_not_need() -> None:
+    body = views.state_restore_patch(restore_id="r", location="s3a://backups/orders/nightly")
+    assert body["spec"]["stateRestore"]["volume"] is None
+
+
+@pytest.mark.parametrize(
+    ("snapshot", "said"),
+    [
+        ({**SNAPSHOT, "spec": {**SNAPSHOT["spec"], "app": "payments"}}, "a snapshot of 'payments', not of 'orders'"),
+        ({**SNAPSHOT, "status": {"phase": "Failed"}}, "its phase is Failed, not Succeeded"),
+        ({**SNAPSHOT, "status": {}}, "its phase is not set yet"),
+    ],
+)
+def test_restore_refuses_a_snapshot_of_another_app_or_one_that_did_not_succeed(
+    snapshot: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(views.UsageError, match=said):
+        views.snapshot_source(snapshot, "orders")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "said"),
+    [
+        ({"location": "file:///snapshots/x"}, "--claim is required"),
+        ({"location": "file:///data/x", "claim": "backups"}, "below the claim's mount path /snapshots"),
+        ({"location": "s3a://b/x", "claim": "backups"}, "--claim is for file:// locations only"),
+        ({"location": "s3a://b/x", "restore_id": "bad id"}, "--id 'bad id'"),
+    ],
+)
+def test_restore_refuses_what_the_crd_would_naming_the_flag(kwargs: dict[str, Any], said: str) -> None:
+    kwargs.setdefault("restore_id", "r")
+    with pytest.raises(views.UsageError, match=said):
+        views.state_restore_patch(**kwargs)
+    with pytest.raises(SystemExit):  # argparse: one source or the other, not both
+        args.parse(["restore", "orders", "--snapshot", "s", "--location", "s3a://b/x"])
+
+
 # -- status ------------------------------------------------------------------------------------
 
 
