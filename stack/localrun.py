@@ -11,12 +11,14 @@ written and read here, and word-count input comes with its truth (`word_lines`, 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -362,3 +364,46 @@ def word_truth(lines: list[str]) -> Counter[str]:
     for line in lines:
         c.update(w for w in line.lower().split(" ") if w)
     return c
+
+
+class CommitGaps:
+    """Polls an app's offsets rows and records, per stage partition, when its committed batch
+    changed: the longest time a partition went without a commit in a window (what a snapshot must
+    not stretch: the snapshot tests and benchmark)."""
+
+    def __init__(self, session: Any, app: App) -> None:
+        self.session, self.app = session, app
+        self.changes: dict[tuple[Any, ...], list[float]] = {}
+        self._last: dict[tuple[Any, ...], int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> CommitGaps:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.monotonic()
+            rows = offsets.stage_progress(self.session, keyspace=self.app.keyspace, app_id=self.app.app_id)
+            for key, (_, committed, _, _) in rows.items():
+                if self._last.get(key) != committed:
+                    self._last[key] = committed
+                    self.changes.setdefault(key, []).append(now)
+            time.sleep(0.05)
+
+    def longest(self, start: float, end: float) -> float:
+        """The longest stretch in [start, end] without a commit, over the partitions that
+        committed in that window."""
+        worst = 0.0
+        for times in self.changes.values():
+            inside = [t for t in times if start <= t <= end]
+            if not inside:
+                continue
+            points = [start, *inside, end]
+            worst = max(worst, *(b - a for a, b in itertools.pairwise(points)))
+        return worst

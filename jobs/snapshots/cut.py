@@ -100,11 +100,11 @@ class Reader:
                 if after == before:
                     return _partition_cut(before.row()), copied
             if time.monotonic() > deadline:
-                what = "a committed batch" if committed_only else "a window as long as its copy"
+                what = "committed batch that lasted" if committed_only else "window"
                 raise SnapshotError(
-                    f"stage {stage} partition {partition} of {topic} offered no {what} within"
-                    f" {self.settle_timeout:.0f}s (snapshot --settle-timeout); suspend the app"
-                    " (spec.replicas: 0) and take the snapshot again"
+                    f"stage {stage} partition {partition} of {topic} offered no {what} as long as the copy of its"
+                    f" rows within {self.settle_timeout:.0f}s (snapshot --settle-timeout); suspend the app"
+                    " (spec.suspend: true) and take the snapshot again"
                 )
             time.sleep(pause)
             pause = min(pause * 1.5, 0.5)

@@ -15,7 +15,7 @@ from floe_stack import localrun
 
 from tests import counting
 from tests.integration.runtime.conftest import NewApp
-from tests.integration.snapshots.test_snapshots import WRITER, CommitGaps, floe_job, restored_app, topics_of
+from tests.integration.snapshots.test_snapshots import WRITER, floe_job, restored_app, topics_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow]
 
@@ -50,7 +50,7 @@ def test_snapshot_of_100k_keys_measured(
             time.sleep(1.0)
 
     feeder = threading.Thread(target=feed)
-    gaps = CommitGaps(session, app)
+    gaps = localrun.CommitGaps(session, app)
     snap_dir = tmp_path / "snap"
     try:
         localrun.wait_caught_up(session, app, topics_of(app), timeout=900, replicas=[replica])

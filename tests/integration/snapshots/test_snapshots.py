@@ -8,7 +8,6 @@ Real Kafka, Cassandra and Spark: the snapshot and the restore run as `floe-job s
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -130,48 +129,6 @@ def pending_tail(uri_dir: Path, manifest: dict[str, Any]) -> Counter[str]:
     return out
 
 
-class CommitGaps:
-    """Polls an app's offsets rows and records, per stage partition, when its committed batch
-    changed: the longest time a partition went without a commit in a window."""
-
-    def __init__(self, session: Any, app: localrun.App) -> None:
-        self.session, self.app = session, app
-        self.changes: dict[tuple[Any, ...], list[float]] = {}
-        self._last: dict[tuple[Any, ...], int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> CommitGaps:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            now = time.monotonic()
-            rows = offsets.stage_progress(self.session, keyspace=self.app.keyspace, app_id=self.app.app_id)
-            for key, (_, committed, _, _) in rows.items():
-                if self._last.get(key) != committed:
-                    self._last[key] = committed
-                    self.changes.setdefault(key, []).append(now)
-            time.sleep(0.05)
-
-    def longest(self, start: float, end: float) -> float:
-        """The longest stretch in [start, end] without a commit, over the partitions that
-        committed in that window."""
-        worst = 0.0
-        for times in self.changes.values():
-            inside = [t for t in times if start <= t <= end]
-            if not inside:
-                continue
-            points = [start, *inside, end]
-            worst = max(worst, *(b - a for a, b in itertools.pairwise(points)))
-        return worst
-
-
 @pytest.mark.timeout(1800)
 def test_snapshot_under_load_restores_exactly(
     word_count_app: localrun.App, new_app: NewApp, session: Any, tmp_path: Path
@@ -195,7 +152,7 @@ def test_snapshot_under_load_restores_exactly(
             time.sleep(0.5)
 
     feeder = threading.Thread(target=feed)
-    gaps = CommitGaps(session, app)
+    gaps = localrun.CommitGaps(session, app)
     snap_dir = tmp_path / "snap"
     try:
         wait_ready(procs, timeout=300)
