@@ -180,49 +180,48 @@ def label_of(keys: int) -> str:
     return f"{keys // 1000}k" if keys < 1_000_000 else f"{keys // 1_000_000}m"
 
 
+def compared(runs: list[dict[str, Any]], value: str, baseline: str) -> dict[str, Any]:
+    """The fields of a row whose value and baseline are medians of two keys of the runs."""
+    got, base = spread(runs, value), spread(runs, baseline)
+    return {"unit": "s", "value": got["median"], "value_spread": got, "baseline_value": base["median"],
+            "baseline_spread": base, "ratio": round(got["median"] / base["median"], 3), "p50_s": got["median"],
+            "p99_s": got["max"]}
+
+
 def report(runs: list[dict[str, Any]], keys: int, common: dict[str, Any]) -> None:
     """The snapshot's time and size and the in-place restore's time, from runs without flow."""
     label = label_of(keys)
-    snap, scan = spread(runs, "snapshot_s"), spread(runs, "scan_s")
-    ratio = round(snap["median"] / scan["median"], 3)
+    snap = compared(runs, "snapshot_s", "scan_s")
     size = spread(runs, "bytes")
     write(f"{label}-keys", {
         "metric": f"seconds the snapshot of {keys:,} word-count keys took (its own time: cut, Parquet, manifest) of "
                   "a running replica, against a plain paged scan of the same store table in the same run; "
-                  "lower is better, ratio = value / baseline", "unit": "s",
-        "value": snap["median"], "value_spread": snap, "baseline": "full scan of the store table",
-        "baseline_value": scan["median"], "baseline_spread": scan, "ratio": ratio,
-        "target": "ratio <= 3", "target_met": ratio <= 3,
-        "p50_s": snap["median"], "p99_s": snap["max"],
+                  "lower is better, ratio = value / baseline",
+        **snap, "baseline": "full scan of the store table", "target": "ratio <= 3", "target_met": snap["ratio"] <= 3,
         "size_bytes": size["median"], "size_spread": size, "bytes_per_key": round(size["median"] / keys, 1),
         "process_s": spread(runs, "snapshot_process_s"), **common,
     })
-    restore, count = spread(runs, "restore_s"), spread(runs, "count_s")
-    ratio = round(restore["median"] / count["median"], 3)
+    restore = compared(runs, "restore_s", "count_s")
     write(f"restore-{label}-keys", {
         "metric": f"seconds an in-place restore of a snapshot of {keys:,} keys took (its own time: checks, positions "
                   "deleted, tables truncated, rows and positions written) against counting the same keys again from "
-                  "the input on a warm replica; lower is better, ratio = value / baseline", "unit": "s",
-        "value": restore["median"], "value_spread": restore, "baseline": "counting the keys again from the input",
-        "baseline_value": count["median"], "baseline_spread": count, "ratio": ratio,
-        "target": "ratio < 1", "target_met": ratio < 1, "p50_s": restore["median"], "p99_s": restore["max"],
-        **common,
+                  "the input on a warm replica; lower is better, ratio = value / baseline",
+        **restore, "baseline": "counting the keys again from the input", "target": "ratio < 1",
+        "target_met": restore["ratio"] < 1, **common,
     })
 
 
 def report_gap(runs: list[dict[str, Any]], keys: int, common: dict[str, Any]) -> None:
     """The longest commit gap while a snapshot runs with input flowing, from runs with flow."""
-    gap, before = spread(runs, "gap_s"), spread(runs, "gap_before_s")
-    ratio = round(gap["median"] / before["median"], 3)
+    gap = compared(runs, "gap_s", "gap_before_s")
     worst = max(r["gap_s"] / r["gap_before_s"] for r in runs)
     write(f"gap-{label_of(keys)}-keys", {
         "metric": f"longest time any stage partition of a word count of {keys:,} keys went without a commit while a "
                   f"snapshot ran with input flowing, against the longest over the {WINDOW_S:.0f} s before it; lower "
                   "is better, ratio = value / baseline",
-        "unit": "s", "value": gap["median"], "value_spread": gap, "baseline": "the window before the snapshot",
-        "baseline_value": before["median"], "baseline_spread": before, "ratio": ratio,
+        **gap, "baseline": "the window before the snapshot",
         "target": "ratio <= 2 in every run (the snapshot adds at most one batch)", "target_met": worst <= 2,
-        "worst_ratio": round(worst, 3), "p50_s": gap["median"], "p99_s": gap["max"], **common,
+        "worst_ratio": round(worst, 3), **common,
     })
 
 

@@ -15,7 +15,7 @@ from floe_stack import localrun
 
 from tests import counting
 from tests.integration.runtime.conftest import NewApp
-from tests.integration.snapshots.test_snapshots import WRITER, floe_job, restored_app, topics_of
+from tests.integration.snapshots.test_snapshots import WRITER, floe_job, restored_app, run_to_the_end, topics_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark, pytest.mark.slow]
 
@@ -80,12 +80,7 @@ def test_snapshot_of_100k_keys_measured(
         f" longest commit gap during the snapshot {gaps.longest(before, after):.2f}s,"
         f" over the 8 s before it {gaps.longest(before - 8, before):.2f}s"
     )
-    replica = localrun.Replica(target, "n0").start()
-    try:
-        localrun.wait_caught_up(session, target, topics_of(target), timeout=900, replicas=[replica])
-    finally:
-        assert replica.stop() == 0
-    got = localrun.read_store(session, target.keyspace, "word-count", key_serde="str", value_serde="long")
+    got = run_to_the_end(session, target, "n0", timeout=900)
     want: Counter[str] = localrun.word_truth(lines)
     assert len(want) == KEYS
     diff = counting.counters_equal(got, want)

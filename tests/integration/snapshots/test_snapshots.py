@@ -88,6 +88,17 @@ def lines_by_position(bootstrap: str, topic: str) -> dict[tuple[int, int], str]:
     return out
 
 
+def run_to_the_end(session: Any, app: localrun.App, name: str, *, timeout: float = 600) -> dict[str, int]:
+    """A replica of `app` started, run until every partition is committed, stopped cleanly; the
+    store's counts then."""
+    replica = localrun.Replica(app, name).start()
+    try:
+        localrun.wait_caught_up(session, app, topics_of(app), timeout=timeout, replicas=[replica])
+    finally:
+        assert replica.stop() == 0
+    return dict(localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long"))
+
+
 def counts_of(lines: list[str]) -> Counter[str]:
     return localrun.word_truth(lines)
 
@@ -191,12 +202,7 @@ def test_snapshot_under_load_restores_exactly(
     diff = counting.counters_equal(at_cut, counts_of(cut_lines))
     assert diff is None, f"restored state at the cut: {diff}"
 
-    replica = localrun.Replica(target, "n0").start()
-    try:
-        localrun.wait_caught_up(session, target, topics_of(target), timeout=600, replicas=[replica])
-    finally:
-        assert replica.stop() == 0
-    got = localrun.read_store(session, target.keyspace, "word-count", key_serde="str", value_serde="long")
+    got = run_to_the_end(session, target, "n0")
     diff = counting.counters_equal(got, counts_of(lines))
     assert diff is None, f"restored app at the end of the input: {diff}"
 
@@ -297,12 +303,7 @@ def test_a_restore_in_place_undoes_what_the_app_did_after_the_cut_and_it_then_co
     cut_positions = offsets.stage_progress(session, keyspace=app.keyspace, app_id=app.app_id)
     later = [f"{line} afterthecut" for line in localrun.word_lines(400, seed=6)]
     localrun.produce(app.bootstrap, app.topics[0], later)
-    replica = localrun.Replica(app, "r1").start()
-    try:
-        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=[replica])
-    finally:
-        assert replica.stop() == 0
-    moved = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
+    moved = run_to_the_end(session, app, "r1", timeout=300)
     assert moved.get("afterthecut") == 400, "the lines after the cut were not counted before the restore"
 
     refused = floe_job(app, "restore", "restore", "--from", snap_dir.as_uri())
@@ -320,12 +321,7 @@ def test_a_restore_in_place_undoes_what_the_app_did_after_the_cut_and_it_then_co
     assert {k: v[:3] for k, v in now.items() if k[1] in app.topics} == {
         k: v[:3] for k, v in cut_positions.items() if k[1] in app.topics}, "the input stage is not back at the cut"
 
-    replica = localrun.Replica(app, "r2").start()
-    try:
-        localrun.wait_caught_up(session, app, topics_of(app), timeout=300, replicas=[replica])
-    finally:
-        assert replica.stop() == 0
-    got = localrun.read_store(session, app.keyspace, "word-count", key_serde="str", value_serde="long")
+    got = run_to_the_end(session, app, "r2", timeout=300)
     everything = list(lines_by_position(app.bootstrap, app.topics[0]).values())
     assert len(everything) == 700
     diff = counting.counters_equal(got, counts_of(everything))
