@@ -538,6 +538,10 @@ async def _restore_in_place(
     is empty (`offsetreset.still_running`), created here; why the app waits, or that it failed."""
     name = restorejob.in_place_job_name(app, request)
     job = await deps.cluster.get("batch/v1", "Job", app.namespace, name)
+    before = restorejob.recorded(app, request)
+    if job is None and before.get("phase") == snapshotjob.FAILED:
+        # its Job is gone (its TTL ran out): the failure stands until a new id, never retried unasked
+        return conditions.Fault(conditions.RESTORE_FAILED, str(before.get("message") or "")), dict(before)
     if job is None:
         try:
             why = await offsetreset.still_running(app, cluster=deps.cluster, inspector=deps.kafka,

@@ -909,8 +909,11 @@ def test_a_failed_restore_in_place_keeps_the_app_at_zero_and_its_job_is_followed
     assert failed.status_patch["stateRestore"]["phase"] == "Failed" and _replicas(cluster) == 0
     degraded = conditions.find(body["status"]["conditions"], conditions.DEGRADED)
     assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", conditions.RESTORE_FAILED)
+    cluster.objects.pop(("Job", name))  # its TTL ran out: the failure stands, and nothing is retried unasked
     _pass(body, deps, cluster)
     assert _replicas(cluster) == 0, "a failed restore in place let the pods run while its id stands"
+    assert ("Job", name) not in cluster.objects
+    assert body["status"]["stateRestore"]["phase"] == "Failed"
     body["spec"]["stateRestore"] = {"id": "undo-2", "location": "s3a://backups/wc/nightly-2"}
     retried = _pass(body, deps, cluster)
     record = retried.status_patch["stateRestore"]
