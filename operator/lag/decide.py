@@ -86,6 +86,7 @@ NO_PROGRESS = "NoProgress"
 WITHIN_TARGET = "WithinTarget"
 AT_LIMIT = "AtLimit"
 SUSPENDED = "Suspended"
+RESTORING = "Restoring"
 RECONCILE_PAUSED = "ReconcilePaused"
 
 
@@ -162,6 +163,7 @@ class Context:
     last_scale_at: float | None = None
     capacity: float | None = None  # μ carried from the previous decision
     suspended: bool = False  # spec.suspend: nothing may scale the app
+    restoring: bool = False  # a restore in place holds the pods at zero (status.stateRestore): nor then
     paused: bool = False  # streaming.floe.dev/reconcile: paused: the operator changes nothing of the app
 
 
@@ -364,6 +366,9 @@ def _outside_the_load(f: _Frame) -> Decision | None:
     ctx, policy, current = f.ctx, f.policy, f.current
     if ctx.suspended:
         return f.hold(SUSPENDED, "The app is suspended (spec.suspend); it is not scaled until it resumes")
+    if ctx.restoring:
+        return f.hold(RESTORING, "A snapshot is restored into the app in place (status.stateRestore); it is not "
+                                 "scaled until its pods run again")
     if ctx.paused:
         return f.hold(
             RECONCILE_PAUSED,

@@ -136,8 +136,8 @@ class Actuator:
             rollout=rollout_in_progress(app, replicas),
             last_scale_at=mem.last_scale_at,
             capacity=mem.capacity,
-            # a restore in place holds the pods at zero as a suspension does
-            suspended=app.spec.suspend or app.restoring_in_place,
+            suspended=app.spec.suspend,
+            restoring=app.restoring_in_place,
             paused=app.reconcile_paused,
         )
 

@@ -103,6 +103,18 @@ def test_no_autoscaler_scales_a_suspended_app() -> None:
     assert decide.decide(samples, policy, decide.Context(now=50.0, replicas=0, partitions=8)).action == "ScaleUp"
 
 
+def test_a_restore_in_place_holds_the_native_autoscaler_and_says_why() -> None:
+    policy = decide.Policy(min_replicas=2, max_replicas=8)
+    samples = [decide.Sample(at=float(t), replicas=0, end=1000 * t, committed=0) for t in range(0, 60, 10)]
+    decision = decide.decide(samples, policy, decide.Context(now=50.0, replicas=3, partitions=8, restoring=True))
+    assert (decision.action, decision.reason, decision.replicas) == ("Hold", decide.RESTORING, 3)
+    assert "status.stateRestore" in decision.message
+    # what the actuator passes: status.stateRestore while the restore waits or runs, not once it ended
+    for phase, restoring in (("Waiting", True), ("Running", True), ("Succeeded", False), ("Failed", False)):
+        app = _app().model_copy(update={"status": {"stateRestore": {"id": "x", "phase": phase}}})
+        assert app.restoring_in_place is restoring, phase
+
+
 # --- restart nonce ---------------------------------------------------------------------
 
 
