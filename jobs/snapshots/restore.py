@@ -176,7 +176,9 @@ def _write_store(session: Any, keyspace: str, table: str, rows: list[tuple[Any, 
     `BATCH_ROWS` (one mutation each, as `put_all` writes) sent concurrently."""
     from cassandra.concurrent import execute_concurrent
     from cassandra.query import BatchStatement, BatchType
+    from floe_jobs.stores import kv
 
+    protocol = session.cluster.protocol_version
     stmt = session.prepare(
         f"INSERT INTO {keyspace}.{table} (partition, key, value, floe_batch, time) VALUES (?, ?, ?, ?, ?)"
         " USING TIMESTAMP ? AND TTL ?"
@@ -191,7 +193,7 @@ def _write_store(session: Any, keyspace: str, table: str, rows: list[tuple[Any, 
         for i in range(0, len(chunk_rows), BATCH_ROWS):
             batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
             for params in chunk_rows[i : i + BATCH_ROWS]:
-                batch.add(stmt, params)
+                kv.add_row(batch, stmt, params, protocol)  # serialized by column type, no bound statement per row
             batches.append((batch, None))
     for ok, result in execute_concurrent(session, batches, concurrency=16, raise_on_first_error=False):
         if not ok:

@@ -385,7 +385,7 @@ class _KeyValueStore(BaseStore[K, V]):
                 rows = size = 0
                 calls.append((batch, ()))
                 call_keys.append(k)
-            _add(batch, stmt, params, protocol, values)
+            add_row(batch, stmt, params, protocol, values)
             rows += 1
             size += nbytes
         return calls, call_keys
@@ -723,7 +723,7 @@ class GlobalStore(_KeyValueStore[K, V]):
         raise self.unsupported_error("prefix_scan")
 
 
-def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int,
+def add_row(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int,
          values: list[Any] | None = None) -> None:
     """Add a row of a prepared statement to a single-partition batch.
 
@@ -749,7 +749,7 @@ def _add(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: in
 
 
 class _Serialized:
-    """A row's values as `_add` sends them, with each non-blob value serialized once per write
+    """A row's values as `add_row` sends them, with each non-blob value serialized once per write
     call: a fenced write's partition, fence, stamp and TTL repeat on every row, and serializing
     them per row (a driver type's `serialize` call each) was most of the Python time of
     building a batch (docs/runtime.md, "Where a replica's Python CPU goes")."""

@@ -27,7 +27,7 @@ def _batch_rows(rows: list[tuple[Any, tuple[Any, ...]]], *, once: bool) -> list[
     batch._add_statement_and_params(True, b"first", [])  # `_add` sends rows after the first itself
     ser = kv._Serialized(PROTOCOL)
     for stmt, params in rows:
-        kv._add(batch, stmt, params, PROTOCOL, ser.values(stmt, params) if once else None)
+        kv.add_row(batch, stmt, params, PROTOCOL, ser.values(stmt, params) if once else None)
     return list(batch._statements_and_parameters)
 
 
