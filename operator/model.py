@@ -427,9 +427,11 @@ class StreamingApp(_Model):
 
     @property
     def restoring_in_place(self) -> bool:
-        """Whether status.stateRestore says a restore in place holds the pods at zero now, waiting
-        for them to stop or with its Job under way (`restorejob`): nothing may scale the app."""
-        return (self.status.get("stateRestore") or {}).get("phase") in ("Waiting", "Pending", "Running")
+        """Whether status.stateRestore or status.rollbackRestore says a restore in place holds the
+        pods at zero now, waiting for them to stop or with its Job under way (`restorejob`):
+        nothing may scale the app."""
+        return any((self.status.get(field) or {}).get("phase") in ("Waiting", "Pending", "Running")
+                   for field in ("stateRestore", "rollbackRestore"))
 
     @property
     def consumer_group(self) -> str:

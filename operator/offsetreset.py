@@ -182,7 +182,7 @@ async def _waiting(
     if running is None:
         return None
     reason, what = running
-    return _refuse(spec, WAITING, reason, f"{FIELD} (id {spec.id}) waits {what}")
+    return _refuse(spec, WAITING, reason, f"{FIELD} (id {spec.id}) waits for {what}")
 
 
 async def _running(
@@ -192,11 +192,11 @@ async def _running(
     pod of it (terminating ones included) or a member of its consumer group."""
     pods = await cluster.pod_names(app.namespace, render.label_selector(app))
     if pods:
-        return REPLICAS_RUNNING, f"for the app's pods to stop: {', '.join(pods[:5])}"
+        return REPLICAS_RUNNING, f"the app's pods to stop: {', '.join(pods[:5])}"
     members = await asyncio.to_thread(inspector.group_members_sync, target, app.consumer_group)
     if members:
         return GROUP_ACTIVE, (
-            f"for consumer group {app.consumer_group} to lose its {members} member(s), a replica running "
+            f"consumer group {app.consumer_group} to lose its {members} member(s), a replica running "
             "outside Kubernetes (floe run?); stop it"
         )
     return None
@@ -208,7 +208,7 @@ async def still_running(
     """What of the app still runs (None: nothing can touch its offsets rows), for a restore in
     place. Raises KafkaUnavailable when the group cannot be described."""
     running = await _running(app, cluster=cluster, inspector=inspector, target=target)
-    return None if running is None else running[1].removeprefix("for ")
+    return None if running is None else running[1]
 
 
 def _done(app: model.StreamingApp, spec: model.OffsetResetSpec, moved: list[Any], *, now: str) -> Result:

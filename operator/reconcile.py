@@ -466,10 +466,10 @@ async def _reconcile(
     )
     if restore is not None and restore != declared.status.get("restore"):
         outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, "restore": restore})
-    if state_restore is not None and state_restore != declared.status.get(restorejob.STATE_RESTORE):
+    if in_place is not None and state_restore is not None and state_restore != declared.status.get(in_place.field):
         # whole: a merge patch would keep a field of the record before (a failure's message)
         whole = dict.fromkeys(restorejob.RECORD_FIELDS) | state_restore
-        outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, restorejob.STATE_RESTORE: whole})
+        outcome = dataclasses.replace(outcome, status_patch={**outcome.status_patch, in_place.field: whole})
     if held is None and snapshotschedule.upgrade_pending(declared) and not snapshotschedule.upgrade_done(declared):
         # this pass found the generation's snapshot Succeeded
         record = {**(declared.status.get("snapshots") or {}), "beforeUpgrade": declared.generation}
@@ -522,13 +522,17 @@ async def _in_place_request(
     running = restorejob.in_flight(declared)
     if running is not None:
         return running
-    if rolled is not None and declared.spec.rollout.upgrade_mode == "snapshot":
+    mine = restorejob.declared(declared)
+    if restorejob.holds(declared, mine):
+        return mine  # asked for by the user: before a rollback's
+    if (rolled is not None and declared.spec.rollout.upgrade_mode == "snapshot"
+            and not restorejob.rollback_done(declared, rolled.generation)):
         name = snapshotschedule.upgrade_snapshot_name(declared, generation=rolled.generation)
         snap = await deps.cluster.get(model.API_VERSION, model.SNAPSHOT_KIND, declared.namespace, name)
         if (snap is not None and snapshotschedule.owned(snap, declared)
                 and (snap.get("status") or {}).get("phase") == snapshotjob.SUCCEEDED):
             return restorejob.for_rollback(rolled.generation, snap)
-    return restorejob.declared(declared)
+    return mine
 
 
 async def _restore_in_place(

@@ -107,7 +107,10 @@ def _verdict(job_body: Mapping[str, Any], pod: Mapping[str, Any] | None, record:
 
 # --- in place: spec.stateRestore, and an automatic rollback's state -----------------------------
 
+# status fields: the last spec.stateRestore acted on, and the last rollback's restore (apart, so
+# that neither record hides the other: a declared id done before a rollback is never run again)
 STATE_RESTORE = "stateRestore"
+ROLLBACK_RESTORE = "rollbackRestore"
 # every field status.stateRestore may hold
 RECORD_FIELDS = ("id", "from", "cause", "job", "volume", "phase", "message", "time", "rows", "seconds", "fromApp")
 # status.stateRestore.phase before its Job exists: the app's pods or consumer group are still there
@@ -123,6 +126,8 @@ class InPlace:
     location: str
     volume: model.SnapshotVolume | None
     cause: str
+    # the status field that records it: STATE_RESTORE or ROLLBACK_RESTORE
+    field: str = STATE_RESTORE
 
 
 def declared(app: model.StreamingApp) -> InPlace | None:
@@ -141,7 +146,14 @@ def for_rollback(generation: int, snapshot: Mapping[str, Any]) -> InPlace:
         str(spec.get("location", "")),
         _volume(spec.get("volume")),
         f"the rollback of generation {generation} (snapshot {name}, taken before it rolled out)",
+        ROLLBACK_RESTORE,
     )
+
+
+def rollback_done(app: model.StreamingApp, generation: int) -> bool:
+    """Whether the restore of `generation`'s rollback is recorded as succeeded."""
+    record = app.status.get(ROLLBACK_RESTORE) or {}
+    return record.get("id") == f"rollback-{generation}" and record.get("phase") == SUCCEEDED
 
 
 def _volume(volume: Mapping[str, Any] | None) -> model.SnapshotVolume | None:
@@ -152,8 +164,8 @@ def _volume(volume: Mapping[str, Any] | None) -> model.SnapshotVolume | None:
 
 
 def recorded(app: model.StreamingApp, request: InPlace) -> Mapping[str, Any]:
-    """status.stateRestore when it is about `request`, else {}."""
-    record = app.status.get(STATE_RESTORE) or {}
+    """Its status field (status.stateRestore or status.rollbackRestore) when it is about `request`, else {}."""
+    record = app.status.get(request.field) or {}
     return record if record.get("id") == request.id else {}
 
 
@@ -183,13 +195,15 @@ def base_record(app: model.StreamingApp, request: InPlace) -> dict[str, Any]:
 
 
 def in_flight(app: model.StreamingApp) -> InPlace | None:
-    """The restore in place whose Job status.stateRestore last saw created and not ended: it is
-    followed to its end, and holds the app meanwhile, whatever became of what asked for it (a
+    """The restore in place whose Job status last saw created and not ended: it is followed to
+    its end, and holds the app meanwhile, whatever became of what asked for it (a
     spec.stateRestore removed, a rollback's snapshot deleted by retention)."""
-    record = app.status.get(STATE_RESTORE) or {}
-    if record.get("phase") not in (snapshotjob.PENDING, RUNNING) or not record.get("id") or not record.get("from"):
-        return None
-    return InPlace(str(record["id"]), str(record["from"]), _volume(record.get("volume")), str(record.get("cause", "")))
+    for field in (ROLLBACK_RESTORE, STATE_RESTORE):
+        record = app.status.get(field) or {}
+        if record.get("phase") in (snapshotjob.PENDING, RUNNING) and record.get("id") and record.get("from"):
+            return InPlace(str(record["id"]), str(record["from"]), _volume(record.get("volume")),
+                           str(record.get("cause", "")), field)
+    return None
 
 
 def waiting(app: model.StreamingApp, request: InPlace, why: str) -> tuple[conditions.Fault, dict[str, Any]]:

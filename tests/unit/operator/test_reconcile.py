@@ -945,7 +945,7 @@ def test_a_rolled_back_upgrade_restores_the_snapshot_taken_before_it_then_runs_t
     rolled = _pass(body, deps, cluster)
     assert body["status"]["rolledBack"]["generation"] == 2
     assert old_image in _images(cluster) and _replicas(cluster) == 0
-    record = rolled.status_patch["stateRestore"]
+    record = rolled.status_patch["rollbackRestore"]
     assert (record["id"], record["from"]) == ("rollback-2", "s3a://backups/wc/word-count-upgrade-2")
     assert _job_args(cluster, record["job"])[:4] == ["restore", "--from", "s3a://backups/wc/word-count-upgrade-2",
                                                      "--replace"]
@@ -954,7 +954,49 @@ def test_a_rolled_back_upgrade_restores_the_snapshot_taken_before_it_then_runs_t
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == old_image
     job["status"] = dict(COMPLETE)
     _pass(body, deps, cluster)
-    assert body["status"]["stateRestore"]["phase"] == "Succeeded"
+    assert body["status"]["rollbackRestore"]["phase"] == "Succeeded"
     assert old_image in _images(cluster) and _replicas(cluster) == 1
     rolled_back = conditions.find(body["status"]["conditions"], conditions.ROLLED_BACK)
     assert rolled_back is not None and rolled_back["status"] == "True"
+
+
+def test_a_declared_restore_done_before_a_rollback_is_not_run_again_after_it() -> None:
+    """spec.stateRestore undo-1 done; later a failed upgrade is rolled back with its snapshot
+    restored; once the next generation is tried, undo-1 (still in the spec) must not run again:
+    the rollback's record does not hide the declared one."""
+    cluster = FakeCluster()
+    deps = _deps(cluster=cluster)
+    body = load_case("minimal")
+    body["spec"]["rollout"].update({"upgradeMode": "snapshot", "autoRollback": True})
+    body["spec"]["snapshots"] = {"location": "s3a://backups/wc"}
+    body["spec"]["stateRestore"] = {"id": "undo-1", "location": "s3a://backups/wc/nightly-1"}
+    first = _pass(body, deps, cluster)
+    undo = first.status_patch["stateRestore"]["job"]
+    cluster.objects[("Job", undo)]["status"] = dict(COMPLETE)
+    _pass(body, deps, cluster)
+    assert body["status"]["stateRestore"]["phase"] == "Succeeded"
+    _settle(cluster)
+    _pass(body, deps, cluster)
+    # generation 2 fails after its snapshot; it is rolled back and the snapshot restored
+    old_image = body["spec"]["image"]
+    body["metadata"]["generation"] = 2
+    body["spec"]["image"] = old_image + "-bad"
+    _pass(body, deps, cluster)
+    cluster.objects[(model.SNAPSHOT_KIND, "word-count-upgrade-2")]["status"] = {"phase": "Succeeded"}
+    _pass(body, deps, cluster)
+    deployment = cluster.objects[("Deployment", "word-count")]
+    deployment["metadata"]["generation"] = 2
+    deployment["status"] = {**SETTLED, "observedGeneration": 2, "updatedReplicas": 0, "conditions": [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}
+    rolled = _pass(body, deps, cluster)
+    cluster.objects[("Job", rolled.status_patch["rollbackRestore"]["job"])]["status"] = dict(COMPLETE)
+    _pass(body, deps, cluster)
+    assert body["status"]["rollbackRestore"]["phase"] == "Succeeded"
+    assert body["status"]["stateRestore"]["id"] == "undo-1"
+    # generation 3 is tried: no rollback any more, and undo-1 stays done
+    cluster.objects.pop(("Job", undo))  # its TTL ran out
+    body["metadata"]["generation"] = 3
+    body["spec"]["image"] = old_image + "-3"
+    _pass(body, deps, cluster)
+    assert ("Job", undo) not in cluster.objects, "spec.stateRestore undo-1 ran a second time"
+    assert _replicas(cluster) == 1
