@@ -341,7 +341,7 @@ def test_a_broken_job_rolls_out_after_a_snapshot_of_the_running_generation_and_i
     running generation untouched and the app Progressing (SnapshotBeforeUpgrade), until a snapshot
     of that generation succeeded. Then it rolls out, writes state (a marker key) and crash-loops;
     the operator rolls back to generation 1 and restores the snapshot in place
-    (status.stateRestore, `rollback-2`): the marker is gone and, with lines flowing throughout,
+    (status.rollbackRestore, `rollback-2`): the marker is gone and, with lines flowing throughout,
     the counts end exact (nothing the broken job wrote stays, nothing is lost or doubled)."""
     env = require_node(stack_env)
     claim_name, host_dir = claim
@@ -415,7 +415,7 @@ def test_a_broken_job_rolls_out_after_a_snapshot_of_the_running_generation_and_i
             store = localrun.read_store(session, keyspace, "word-count", key_serde="str", value_serde="long")
             if MARKER in store:
                 marked.set()
-        record = status().get("stateRestore") or {}
+        record = status().get("rollbackRestore") or {}
         return record if record.get("phase") in ("Succeeded", "Failed") else None
 
     feeder = threading.Thread(target=feed)
