@@ -922,6 +922,25 @@ def test_a_failed_restore_in_place_keeps_the_app_at_zero_and_its_job_is_followed
     assert set(record) == set(restorejob.RECORD_FIELDS) and record["message"] is None
 
 
+def _bad_image_after_its_snapshot(body: dict[str, Any], deps: reconcile.Deps, cluster: FakeCluster) -> str:
+    """Generation 2: a new image, rolled out once its snapshot succeeded; the image before it."""
+    old_image = str(body["spec"]["image"])
+    body["metadata"]["generation"] = 2
+    body["spec"]["image"] = old_image + "-bad"
+    _pass(body, deps, cluster)
+    cluster.objects[(model.SNAPSHOT_KIND, "word-count-upgrade-2")]["status"] = {"phase": "Succeeded"}
+    _pass(body, deps, cluster)
+    return old_image
+
+
+def _past_its_deadline(cluster: FakeCluster) -> None:
+    """Generation 2's rollout made no progress within its deadline, as the Deployment controller says."""
+    deployment = cluster.objects[("Deployment", "word-count")]
+    deployment["metadata"]["generation"] = 2
+    deployment["status"] = {**SETTLED, "observedGeneration": 2, "updatedReplicas": 0, "conditions": [
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}
+
+
 def test_a_rolled_back_upgrade_restores_the_snapshot_taken_before_it_then_runs_the_last_ready_spec() -> None:
     cluster = FakeCluster()
     deps = _deps(cluster=cluster)
@@ -931,17 +950,9 @@ def test_a_rolled_back_upgrade_restores_the_snapshot_taken_before_it_then_runs_t
     _pass(body, deps, cluster)
     _settle(cluster)
     _pass(body, deps, cluster)
-    old_image = body["spec"]["image"]
-    body["metadata"]["generation"] = 2
-    body["spec"]["image"] = old_image + "-bad"
-    _pass(body, deps, cluster)
-    cluster.objects[(model.SNAPSHOT_KIND, "word-count-upgrade-2")]["status"] = {"phase": "Succeeded"}
-    _pass(body, deps, cluster)
+    old_image = _bad_image_after_its_snapshot(body, deps, cluster)
     assert old_image + "-bad" in _images(cluster)
-    deployment = cluster.objects[("Deployment", "word-count")]
-    deployment["metadata"]["generation"] = 2
-    deployment["status"] = {**SETTLED, "observedGeneration": 2, "updatedReplicas": 0, "conditions": [
-        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}
+    _past_its_deadline(cluster)
     rolled = _pass(body, deps, cluster)
     assert body["status"]["rolledBack"]["generation"] == 2
     assert old_image in _images(cluster) and _replicas(cluster) == 0
@@ -978,16 +989,8 @@ def test_a_declared_restore_done_before_a_rollback_is_not_run_again_after_it() -
     _settle(cluster)
     _pass(body, deps, cluster)
     # generation 2 fails after its snapshot; it is rolled back and the snapshot restored
-    old_image = body["spec"]["image"]
-    body["metadata"]["generation"] = 2
-    body["spec"]["image"] = old_image + "-bad"
-    _pass(body, deps, cluster)
-    cluster.objects[(model.SNAPSHOT_KIND, "word-count-upgrade-2")]["status"] = {"phase": "Succeeded"}
-    _pass(body, deps, cluster)
-    deployment = cluster.objects[("Deployment", "word-count")]
-    deployment["metadata"]["generation"] = 2
-    deployment["status"] = {**SETTLED, "observedGeneration": 2, "updatedReplicas": 0, "conditions": [
-        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}
+    old_image = _bad_image_after_its_snapshot(body, deps, cluster)
+    _past_its_deadline(cluster)
     rolled = _pass(body, deps, cluster)
     cluster.objects[("Job", rolled.status_patch["rollbackRestore"]["job"])]["status"] = dict(COMPLETE)
     _pass(body, deps, cluster)
