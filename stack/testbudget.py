@@ -9,17 +9,24 @@ that a test that grows the suite's time is seen the day it lands, not when CI ru
 
 A lane's wall time is its JUnit test suite's `time` (pytest's session, collection included); a
 test's time is its setup, call and teardown together, as the JUnit test case has it.
+
+Two sums say where to cut. A one-worker group (xdist's loadgroup runs a group's tests on one
+worker, one after another) takes at least its tests' sum of the parallel lane's wall time however
+many workers there are; and the time of each test file, which points at the modules whose waits or
+start-ups are worth sharing.
 """
 
 from __future__ import annotations
 
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 SLOWEST = 25
+FILES = 10
+GROUP_FLOOR_S = 60.0  # a group shorter than this bounds nothing worth printing
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,15 @@ class Case:
     test: str
     seconds: float
     outcome: str  # passed, failed, error or skipped
+    group: str | None = None  # the xdist group that ran it on one worker, if any
+
+    @property
+    def file(self) -> str:
+        """`tests/unit/x/test_y.py` from the test's dotted module (a class's name dropped)."""
+        parts = self.test.split("::", 1)[0].split(".")
+        while len(parts) > 1 and not parts[-1].startswith("test"):
+            parts.pop()
+        return "/".join(parts) + ".py"
 
 
 @dataclass(frozen=True)
@@ -40,12 +56,13 @@ class Lane:
         return sum(1 for c in self.cases if c.outcome == outcome)
 
 
-def _test_id(classname: str, name: str) -> str:
-    """`tests.unit.x.test_y::test_z` from the JUnit names, without the `@group` suffix that
-    pytest-xdist's loadgroup adds to a grouped test's id (a parameter may hold `@` too)."""
+def _test_id(classname: str, name: str) -> tuple[str, str | None]:
+    """`tests.unit.x.test_y::test_z` from the JUnit names and the `@group` suffix that
+    pytest-xdist's loadgroup adds to a grouped test's id, apart (a parameter may hold `@` too)."""
+    group = None
     if name.rfind("@") > name.rfind("]"):
-        name = name[: name.rfind("@")]
-    return f"{classname}::{name}" if classname else name
+        name, group = name[: name.rfind("@")], name[name.rfind("@") + 1 :]
+    return (f"{classname}::{name}" if classname else name), group
 
 
 def _outcome(case: ET.Element) -> str:
@@ -55,6 +72,11 @@ def _outcome(case: ET.Element) -> str:
     return "passed"
 
 
+def _case(lane: str, case: ET.Element) -> Case:
+    test, group = _test_id(case.get("classname", ""), case.get("name", ""))
+    return Case(lane, test, float(case.get("time") or 0), _outcome(case), group)
+
+
 def parse(lane: str, xml: str) -> Lane:
     """One lane from the text of its JUnit XML (a <testsuites> holding one <testsuite>, or a
     bare <testsuite>)."""
@@ -62,11 +84,7 @@ def parse(lane: str, xml: str) -> Lane:
     suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
     if not suites:
         raise ValueError(f"{lane}: no <testsuite> in the JUnit XML")
-    cases = tuple(
-        Case(lane, _test_id(c.get("classname", ""), c.get("name", "")), float(c.get("time") or 0), _outcome(c))
-        for suite in suites
-        for c in suite.iter("testcase")
-    )
+    cases = tuple(_case(lane, c) for suite in suites for c in suite.iter("testcase"))
     return Lane(lane, sum(float(s.get("time") or 0) for s in suites), cases)
 
 
@@ -91,7 +109,32 @@ def report(lanes: Sequence[Lane], missing: Sequence[str] = (), slowest: int = SL
         width = max(len(lane.name) for lane in lanes)
         lines.append(f"  {len(cases)} slowest tests (setup, call and teardown):")
         lines.extend(f"    {c.seconds:7.1f} s  {c.lane:<{width}}  {c.test}" for c in cases)
+    every = [c for lane in lanes for c in lane.cases]
+    groups = [g for g in _sums(every, lambda c: c.group) if g[1] >= GROUP_FLOOR_S]
+    if groups:
+        lines.append("  one-worker groups (each takes at least this much of the parallel lane's wall time):")
+        lines.extend(f"    {_clock(s):>12}  {name} ({_tests(n)})" for name, s, n in groups)
+    files = _sums(every, lambda c: c.file)[:FILES]
+    if files:
+        lines.append(f"  {len(files)} test files that take the most time:")
+        lines.extend(f"    {_clock(s):>12}  {name} ({_tests(n)})" for name, s, n in files)
     return "\n".join(lines)
+
+
+def _tests(n: int) -> str:
+    return f"{n} test" if n == 1 else f"{n} tests"
+
+
+def _sums(cases: Sequence[Case], key: Callable[[Case], str | None]) -> list[tuple[str, float, int]]:
+    """(key, seconds, tests) per key that is not None, the largest sum first."""
+    seconds: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for c in cases:
+        k = key(c)
+        if k is not None:
+            seconds[k] = seconds.get(k, 0.0) + c.seconds
+            count[k] = count.get(k, 0) + 1
+    return sorted(((k, s, count[k]) for k, s in seconds.items()), key=lambda t: t[1], reverse=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

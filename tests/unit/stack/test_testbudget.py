@@ -64,6 +64,24 @@ def test_the_report_gives_each_lane_and_the_slowest_tests_of_all_lanes() -> None
         "      233.4 s  serial    tests.integration.runtime.test_restarts::test_cassandra_restart_is_waited_out",
         "      138.2 s  serial    tests.integration.runtime.test_restarts::test_kafka_restart_is_waited_out",
         "       63.7 s  parallel  tests.e2e.test_pods::test_word_count_on_pods",
+        "  one-worker groups (each takes at least this much of the parallel lane's wall time):",
+        "      1 min 04 s  node (1 test)",
+        "  7 test files that take the most time:",
+        "      6 min 12 s  tests/integration/runtime/test_restarts.py (2 tests)",
+        "      1 min 04 s  tests/e2e/test_pods.py (1 test)",
+        "            12 s  tests/integration/lag/test_lag_scrape.py (1 test)",
+        "             3 s  tests/integration/operator/test_faults.py (1 test)",
+        "             0 s  tests/integration/stores/test_x.py (1 test)",
+        "             0 s  tests/unit/stack/test_k.py (1 test)",
+        "             0 s  tests/integration/chart/test_chart_live.py (1 test)",
+    ]
+
+
+def test_a_grouped_test_keeps_its_group_and_a_test_of_a_class_its_file() -> None:
+    cases = testbudget.parse("parallel", PARALLEL).cases
+    assert [(c.group, c.file) for c in cases if c.group or "TestK" in c.test] == [
+        ("node", "tests/e2e/test_pods.py"),
+        (None, "tests/unit/stack/test_k.py"),
     ]
 
 
