@@ -511,8 +511,14 @@ def _app_container(app: model.StreamingApp) -> dict[str, Any]:
         "env": proc["env"],
         "ports": _container_ports(spec),
         "resources": {k: dict(v) for k, v in sorted(spec.resources.items())},
-        "startupProbe": _probe("/healthz", period=5, failures=60),
-        "readinessProbe": _probe("/readyz", period=5, failures=3),
+        # Probed every second: a replica is ready the moment it has warmed up and joined its
+        # group, and a rollout (or a scale-up) waits for the kubelet to see it; probed every 5 s,
+        # the pod was Ready up to 10 s late (the startup probe, then the readiness probe). A probe
+        # is one local HTTP GET answered from memory. The startup budget stays 5 minutes, and a
+        # replica still goes unready after about as long as before (10 failed probes, not 3 x 5 s),
+        # so a pass slowed by a rebalance on a busy node does not take it out of rotation.
+        "startupProbe": _probe("/healthz", period=1, failures=300),
+        "readinessProbe": _probe("/readyz", period=1, failures=10),
         "livenessProbe": _probe(
             "/healthz", period=spec.metrics.liveness_period_seconds, failures=spec.metrics.liveness_failure_threshold
         ),

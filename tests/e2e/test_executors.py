@@ -298,6 +298,7 @@ def test_word_count_with_executors_on_kubernetes(
     wait_for(lambda: not _pods(env, app_ns), timeout=180, what="no pods left in the app's namespace", every=2)
 
 
+@pytest.mark.slow  # a proof that needs minutes (executors idle out, then start again): `make test-all`
 def test_dynamic_allocation_releases_idle_executors_and_asks_again_for_a_large_batch(
     node_env: dict[str, str], namespaces: tuple[str, str], operator_release: str  # noqa: F811
 ) -> None:

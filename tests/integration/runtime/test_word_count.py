@@ -108,8 +108,11 @@ def test_sigterm_handover_moves_partitions(word_count_app: localrun.App, session
             p.stop()
 
 
+# The crash points are the same on both read paths; `make test` runs them on the driver's (the
+# Spark path's reads are proved by the replicas, read_committed and chaos tests), `make test-all`
+# on both: about 100 s of a run's two cores.
 @pytest.mark.timeout(2400)
-@pytest.mark.parametrize("reads", ["driver", "spark"])
+@pytest.mark.parametrize("reads", ["driver", pytest.param("spark", marks=pytest.mark.slow)])
 def test_crash_points_replay_exactly(reads: str, word_count_app: localrun.App, session: Any, tmp_path: Any) -> None:
     """SIGKILL at chosen instants: after stage 1 wrote the repartition topic (its replay duplicates
     records there, which stage 2 must drop), after stage 2 applied state (the fence must skip it),
