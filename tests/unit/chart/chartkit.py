@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,15 +26,25 @@ class RenderError(Exception):
 def helm_template(
     helm: str, values: Mapping[str, Any] | None, tmp_path: Path, *, release: str = RELEASE
 ) -> list[dict[str, Any]]:
+    """The chart rendered with `values`, a copy of its own for the caller to change. Renders are
+    kept per process: many tests render the same values, and each render is a helm process and
+    the CRDs' YAML parsed again."""
+    text = yaml.safe_dump(dict(values)) if values else ""
+    return copy.deepcopy(_render(helm, text, str(tmp_path.parent), release))
+
+
+@functools.cache
+def _render(helm: str, values: str, tmp_dir: str, release: str) -> list[dict[str, Any]]:
     args = [helm, "template", release, str(CHART), "--namespace", NAMESPACE]
     if values:
-        path = tmp_path / f"values-{abs(hash(yaml.safe_dump(dict(values))))}.yaml"
-        path.write_text(yaml.safe_dump(dict(values)))
+        path = Path(tmp_dir) / f"values-{abs(hash(values))}.yaml"
+        path.write_text(values)
         args += ["--values", str(path)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
     if proc.returncode != 0:
         raise RenderError(proc.stderr.strip())
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRDs are most of the text
+    return [d for d in yaml.load_all(proc.stdout, Loader=loader) if d]
 
 
 def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
