@@ -101,9 +101,12 @@ def test_suspend_removes_the_hpa_and_resume_restores_replicas_and_hpa(
     _patch(kube, ns, name, {"suspend": True})
     wait_for(lambda: _replicas(kube, ns, name) == 0, what="the Deployment at 0 replicas")
     wait_for(lambda: kube.get("hpa", name, ns) is None, what="the HPA removed")
+    # Ready turns Suspended once the Deployment has scaled to zero; until then it still carries the
+    # pods' fault (this namespace's pods are refused: the app's image is not one of the node's)
     obj = wait_for(
-        lambda: condition(_observed(kube, ns, name), "Suspended").get("status") == "True" and _app(kube, ns, name),
-        what="Suspended",
+        lambda: (o := _observed(kube, ns, name)) is not None and condition(o, "Suspended").get("status") == "True"
+        and condition(o, "Ready").get("reason") == "Suspended" and o,
+        what="Suspended, and Ready saying so",
     )
     assert obj["spec"]["replicas"] == 2
     assert obj["status"]["suspension"]["replicas"] == 2
