@@ -10,7 +10,6 @@ share. The answer is the same object kubectl prints (`-o json`), looked up by th
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 from typing import Any, TypeVar
@@ -68,23 +67,21 @@ class _Reader:
     not found is looked up again once, for a CRD established since the last discovery."""
 
     def __init__(self, kubeconfig: str) -> None:
-        from kubernetes import config
+        import kubernetes
+        from floe_operator import k8s
 
-        self.api = config.new_client_from_config(config_file=kubeconfig)
+        # the operator's own API calls (`k8s.Cluster`), over a client of the tests' kubeconfig
+        self.cluster = k8s.Cluster(kubernetes.config.new_client_from_config(config_file=kubeconfig))
         self.paths: dict[str, tuple[str, str]] = {}
 
     def _json(self, path: str, query: list[tuple[str, str]] | None = None) -> dict[str, Any] | None:
         """The decoded body of GET `path`, or None on 404."""
-        method, url, headers, body, post = self.api.param_serialize(
-            "GET", path, query_params=query or [], auth_settings=["BearerToken"])
-        resp = self.api.call_api(method, url, header_params=headers, body=body, post_params=post,
-                                 _request_timeout=60)
-        resp.read()
-        if resp.status == 404:
+        status, parsed = self.cluster._call("GET", path, query=query, timeout=60)
+        if status == 404:
             return None
-        if resp.status >= 300:
-            raise AssertionError(f"GET {path} failed: {resp.status} {resp.reason}: {resp.data[:500]!r}")
-        return dict(json.loads(resp.data))
+        if not 200 <= status < 300 or not isinstance(parsed, dict):
+            raise AssertionError(f"GET {path} failed: HTTP {status}: {str(parsed)[:500]}")
+        return parsed
 
     def _discover(self) -> None:
         versions = [("/api/v1", "v1")]

@@ -25,8 +25,12 @@ def crd() -> dict[str, Any]:
     return copy.deepcopy(_parsed())
 
 
+def _schema_of(crd: dict[str, Any]) -> dict[str, Any]:
+    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
 def schema() -> dict[str, Any]:
-    return crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return _schema_of(crd())
 
 
 def apply_defaults(node: dict[str, Any], value: Any) -> Any:
@@ -47,4 +51,4 @@ def apply_defaults(node: dict[str, Any], value: Any) -> Any:
 
 def defaulted(obj: dict[str, Any]) -> dict[str, Any]:
     """An object as the API server stores it after defaulting."""
-    return apply_defaults(_parsed()["spec"]["versions"][0]["schema"]["openAPIV3Schema"], obj)  # read, never changed
+    return apply_defaults(_schema_of(_parsed()), obj)  # the parsed schema is read, never changed
