@@ -532,6 +532,11 @@ async def _in_place_request(
         if (snap is not None and snapshotschedule.owned(snap, declared)
                 and (snap.get("status") or {}).get("phase") == snapshotjob.SUCCEEDED):
             return restorejob.for_rollback(rolled.generation, snap)
+    if not restorejob.holds(declared, mine):
+        standing = restorejob.failed(declared)
+        # a failure that deleted the positions left the tables half written: it stands
+        if standing is not None and await has_positions(deps, declared) is not True:
+            return standing
     return mine
 
 

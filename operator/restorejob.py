@@ -198,9 +198,23 @@ def in_flight(app: model.StreamingApp) -> InPlace | None:
     """The restore in place whose Job status last saw created and not ended: it is followed to
     its end, and holds the app meanwhile, whatever became of what asked for it (a
     spec.stateRestore removed, a rollback's snapshot deleted by retention)."""
+    return _recorded_in(app, (snapshotjob.PENDING, RUNNING))
+
+
+def failed(app: model.StreamingApp) -> InPlace | None:
+    """A restore in place whose record says it failed, whatever became of what asked for it (a
+    spec.stateRestore removed, a generation no longer rolled back). The reconciler holds the app
+    on it while the app has no positions: the restore deletes them before it truncates the
+    tables and writes them again last, so an app without them would run on what the failure
+    left half written."""
+    return _recorded_in(app, (FAILED,))
+
+
+def _recorded_in(app: model.StreamingApp, phases: tuple[str, ...]) -> InPlace | None:
+    """The restore in place that status records in one of `phases`, the rollback's first."""
     for field in (ROLLBACK_RESTORE, STATE_RESTORE):
         record = app.status.get(field) or {}
-        if record.get("phase") in (snapshotjob.PENDING, RUNNING) and record.get("id") and record.get("from"):
+        if record.get("phase") in phases and record.get("id") and record.get("from"):
             return InPlace(str(record["id"]), str(record["from"]), _volume(record.get("volume")),
                            str(record.get("cause", "")), field)
     return None
@@ -220,7 +234,8 @@ def in_place_verdict(app: model.StreamingApp, request: InPlace, job_body: Mappin
     name = in_place_job_name(app, request)
     failed = (f"Restoring {request.location} into the app in place for {request.cause} failed (Job {name}): "
               "{said}. The app runs no replica while this restore stands (its positions may be gone): fix the "
-              "cause and set spec.stateRestore to a good snapshot with a new id")
+              "cause and set spec.stateRestore to a good snapshot with a new id; without positions, removing "
+              "spec.stateRestore does not run the app on what the failure left (delete the app to start over)")
     running = (f"Restoring {request.location} into the app in place for {request.cause} (Job {name}): the app runs "
                "no replica until it is done")
     return _verdict(job_body, pod, base_record(app, request), failed=failed, waiting=running)

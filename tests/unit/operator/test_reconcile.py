@@ -104,6 +104,7 @@ class FakeProvisioner:
         self.checks = 0
         self.error = error
         self.check_error = check_error
+        self.topics: list[str] = []
 
     async def provision(self, target: cassandra.Target, app: model.StreamingApp) -> None:
         self.calls += 1
@@ -116,7 +117,7 @@ class FakeProvisioner:
             raise self.check_error
 
     async def recorded_topics(self, target: cassandra.Target, app: model.StreamingApp) -> list[str]:
-        return []  # no positions: a new app
+        return self.topics  # none by default: a new app, or a restore in place that deleted them
 
 
 def _deps(**kw: Any) -> reconcile.Deps:
@@ -920,6 +921,38 @@ def test_a_failed_restore_in_place_keeps_the_app_at_zero_and_its_job_is_followed
     assert record["id"] == "undo-2" and record["phase"] == "Pending"
     # the whole record is written, so the failure's message of undo-1 does not stay beside it
     assert set(record) == set(restorejob.RECORD_FIELDS) and record["message"] is None
+
+
+def test_a_failed_restore_in_place_without_positions_holds_the_app_after_its_request_is_removed() -> None:
+    """The restore deletes the app's positions first and writes them again last: a failure in
+    between leaves half-written tables, which no removal of spec.stateRestore may run the app on."""
+    cluster = FakeCluster()
+    provisioner = FakeProvisioner()
+    deps = _deps(cluster=cluster, provisioner=provisioner)
+    body = load_case("minimal")
+    _pass(body, deps, cluster)
+    _settle(cluster)
+    assert _replicas(cluster) == 1
+    body["spec"]["stateRestore"] = {"id": "undo-1", "location": "s3a://backups/wc/nightly-1"}
+    name = _pass(body, deps, cluster).status_patch["stateRestore"]["job"]
+    cluster.objects[("Job", name)]["status"] = {
+        "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    assert _pass(body, deps, cluster).status_patch["stateRestore"]["phase"] == "Failed"
+    del body["spec"]["stateRestore"]
+    body["metadata"]["generation"] = 2
+    _pass(body, deps, cluster)
+    assert _replicas(cluster) == 0, "the app ran on what a failed restore left once its request was removed"
+    cluster.objects.pop(("Job", name))  # its TTL ran out
+    _pass(body, deps, cluster)
+    assert _replicas(cluster) == 0, "the app ran on what a failed restore left once its Job was gone"
+    degraded = conditions.find(body["status"]["conditions"], conditions.DEGRADED)
+    assert degraded is not None and (degraded["status"], degraded["reason"]) == ("True", conditions.RESTORE_FAILED)
+    assert "removing spec.stateRestore does not run the app" in degraded["message"]
+    # positions there: the failure came before the restore deleted anything, so the app runs again
+    provisioner.topics = ["lines"]
+    _pass(body, deps, cluster)
+    assert _replicas(cluster) == 1
+    assert ("Job", name) not in cluster.objects, "the failed restore ran again unasked"
 
 
 def _bad_image_after_its_snapshot(body: dict[str, Any], deps: reconcile.Deps, cluster: FakeCluster) -> str:
