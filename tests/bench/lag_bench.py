@@ -16,10 +16,11 @@ Writes bench/results/lag-<name>.json:
   a one-partition topic that a bursty producer feeds (its rate steps tenfold up and down); at
   every scrape (1 s apart, at least 100) the estimated time lag is compared with the truth,
   the scrape's time minus the CreateTime of the record at the committed offset (read back
-  from Kafka; 0 when caught up). Value: the 99th percentile of the relative error over the
-  scrapes that found the app behind. Baseline: lag ÷ input rate, the estimate without
-  history, on the same scrapes. Target: <= 10 %. The replica keeps up there (true lag well
-  under a second), so the error is mostly the scrape interval's resolution.
+  from Kafka; 0 when caught up). Value: the 99th percentile of the absolute error, in
+  seconds, over every scrape. Baseline: lag ÷ input rate, the estimate without history, on the
+  same scrapes. Target: <= 0.5 s (half the scrape interval) and no worse than the baseline. The
+  replica keeps up there (true lag well under a second), where a relative error divides by
+  almost nothing: the relative target (10 %) is for a true lag of 5 s or more, the next row's.
 - time-lag-accuracy-behind (`--only accuracy-behind`): the same comparison where the replica
   really falls behind. Its batches are capped (`--behind-batch-records`) so that surges of
   `--surge-rate` lines/s outrun it; each surge lasts until its backlog would take the replica
@@ -287,6 +288,9 @@ def spread(values: list[float]) -> dict[str, float]:
 # a row needs before its figure means anything.
 BEHIND_TRUE_LAG_S = 5.0
 BEHIND_MIN_SCRAPES = 30
+# The quiet regime (true lag under a second): the estimate's absolute error at p99, at most half
+# the scrape interval and no worse than the estimate without history.
+QUIET_TARGET_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -333,6 +337,20 @@ def relative_errors(rows: Sequence[Judged]) -> tuple[list[float], list[float]]:
 def behind_regime(rows: Sequence[Judged], min_truth: float = BEHIND_TRUE_LAG_S) -> list[Judged]:
     """The scrapes that found the app really behind: true lag of at least `min_truth` seconds."""
     return [r for r in rows if r.truth >= min_truth]
+
+
+def quiet_verdict(rows: Sequence[Judged], *, target: float = QUIET_TARGET_S) -> dict[str, Any]:
+    """The quiet row's figures: the 99th percentile of the absolute error over every scrape, the
+    naive estimate's on the same scrapes, and whether it is within `target` seconds and no worse
+    than the naive one."""
+    value = percentile([abs(r.estimate - r.truth) for r in rows], 0.99)
+    baseline = percentile([abs(r.naive - r.truth) for r in rows], 0.99)
+    return {
+        "value": round(value, 4),
+        "baseline_value": round(baseline, 4),
+        "ratio": round(value / baseline, 4) if baseline else None,
+        "target_met": value <= target and value <= baseline,
+    }
 
 
 def behind_verdict(
@@ -659,26 +677,27 @@ def bench_accuracy(args: argparse.Namespace, env: dict[str, str], session: Any) 
     rel, naive_rel = relative_errors(rows)
     abs_err = [abs(r.estimate - r.truth) for r in rows]
     naive_abs = [abs(r.naive - r.truth) for r in rows]
-    value, baseline = percentile(rel, 0.99), percentile(naive_rel, 0.99)
+    verdict = quiet_verdict(rows)
+    value, baseline = verdict["value"], verdict["baseline_value"]
     write(
         "time-lag-accuracy",
         {
-            "metric": "relative error of the estimated time lag against the true age of the record at the "
-            f"committed offset, 99th percentile over the {len(rel)} of {len(rows)} scrapes (1 s apart) that "
-            "found the app behind; one word-count replica (the real runtime) consuming a producer that steps "
-            f"between {args.rate:.0f} and {args.rate * 10:.0f} lines/s every {args.step_seconds:.0f} s; lower is "
-            "better, ratio = value / baseline (p50_s/p99_s: absolute error in seconds over every scrape)",
-            "unit": "ratio",
-            "value": round(value, 4),
+            "metric": "absolute error in seconds of the estimated time lag against the true age of the record at "
+            f"the committed offset, 99th percentile over all {len(rows)} scrapes (1 s apart); one word-count "
+            "replica (the real runtime) keeping up with a producer that steps between "
+            f"{args.rate:.0f} and {args.rate * 10:.0f} lines/s every {args.step_seconds:.0f} s, so the true lag "
+            "stays under 5 s, where a relative error divides by almost nothing (the relative target is the "
+            "-behind row's); lower is better, ratio = value / baseline",
+            "unit": "s",
+            **verdict,
             "baseline": "lag / input rate over the scraper's rate window (no history of end offsets), same scrapes",
-            "baseline_value": round(baseline, 4),
-            "ratio": round(value / baseline, 4) if baseline else None,
-            "target": "<= 0.10",
-            "target_met": value <= 0.10,
+            "target": f"<= {QUIET_TARGET_S:g} s (half the scrape interval) and <= baseline",
             "p50_s": round(percentile(abs_err, 0.5), 4),
-            "p99_s": round(percentile(abs_err, 0.99), 4),
+            "p99_s": value,
             "baseline_p50_s": round(percentile(naive_abs, 0.5), 4),
-            "baseline_p99_s": round(percentile(naive_abs, 0.99), 4),
+            "baseline_p99_s": baseline,
+            "relative_error_p99": round(percentile(rel, 0.99), 4),
+            "baseline_relative_error_p99": round(percentile(naive_rel, 0.99), 4),
             "median_relative_error": round(statistics.median(rel), 4),
             "baseline_median_relative_error": round(statistics.median(naive_rel), 4),
             "spread": {

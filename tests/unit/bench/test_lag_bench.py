@@ -33,6 +33,17 @@ def test_relative_errors_skip_scrapes_that_were_caught_up() -> None:
     assert lag_bench.relative_errors(rows) == ([0.1, 0.25], [0.5, 0.0])
 
 
+def test_the_quiet_verdict_is_the_99th_percentile_of_the_absolute_error_against_the_naive_estimate() -> None:
+    got = lag_bench.quiet_verdict([Judged(0.2, 0.25, 0.4)] * 100)
+    assert (got["value"], got["baseline_value"], got["ratio"], got["target_met"]) == (0.05, 0.2, 0.25, True)
+
+
+def test_a_quiet_row_off_by_more_than_half_a_scrape_or_worse_than_the_naive_estimate_misses() -> None:
+    assert lag_bench.quiet_verdict([Judged(0.2, 0.8, 0.0)] * 100)["target_met"] is False  # 0.6 s > 0.5 s
+    worse = lag_bench.quiet_verdict([Judged(0.2, 0.5, 0.3)] * 100)  # 0.3 s, but the naive one is 0.1 s
+    assert worse["value"] == 0.3 and worse["target_met"] is False
+
+
 def test_the_behind_regime_is_the_scrapes_with_a_true_lag_of_5_s_or_more() -> None:
     rows = [Judged(4.99, 5.0, 5.0), Judged(5.0, 5.0, 1.0), Judged(30.0, 29.0, 3.0), Judged(0.0, 0.0, 0.0)]
     assert lag_bench.behind_regime(rows) == [Judged(5.0, 5.0, 1.0), Judged(30.0, 29.0, 3.0)]
