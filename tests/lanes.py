@@ -34,6 +34,10 @@ GROUP_OF_MARKER = {
     ),
 }
 
+# marker -> the group marker it lifts: the test needs the resource but holds none of what one
+# test at a time may hold of it
+LIFTS = {"node_no_cpu": "node"}
+
 # fixture -> (group, why one test at a time)
 GROUP_OF_FIXTURE = {
     "secured_cassandra_port": (
@@ -67,7 +71,8 @@ def group(
     marks, used = set(markers), set(fixtures)
     if "exclusive" in marks:
         return None
-    found = {g for m, (g, _why) in GROUP_OF_MARKER.items() if m in marks}
+    lifted = {LIFTS[m] for m in marks if m in LIFTS}
+    found = {g for m, (g, _why) in GROUP_OF_MARKER.items() if m in marks and m not in lifted}
     found |= {g for f, (g, _why) in GROUP_OF_FIXTURE.items() if f in used}
     if len(found) > 1:
         raise LaneError(

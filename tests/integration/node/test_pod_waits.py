@@ -51,6 +51,7 @@ def _give_up(env: dict[str, str], namespace: str, pod: dict[str, Any]) -> tuple[
 
 
 @pytest.mark.node
+@pytest.mark.node_no_cpu  # Pending, or never started: it runs beside the node's group
 @pytest.mark.k8s
 def test_a_wait_on_a_pod_too_large_for_the_node_fails_within_a_minute_naming_insufficient_cpu(
     node_env: dict[str, str], namespace: str
@@ -65,6 +66,7 @@ def test_a_wait_on_a_pod_too_large_for_the_node_fails_within_a_minute_naming_ins
 
 
 @pytest.mark.node
+@pytest.mark.node_no_cpu  # Pending, or never started: it runs beside the node's group
 @pytest.mark.k8s
 def test_a_wait_on_a_pod_whose_image_is_not_on_the_node_fails_within_a_minute_naming_it(
     node_env: dict[str, str], namespace: str

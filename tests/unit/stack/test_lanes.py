@@ -13,6 +13,11 @@ def test_a_test_on_the_node_is_grouped_with_the_others_on_the_node() -> None:
     assert lanes.group("t", ["node", "k8s"], ["stack_env"]) == "node"
 
 
+def test_a_test_whose_pods_take_no_node_cpu_runs_beside_the_nodes_group() -> None:
+    assert lanes.group("t", ["node", "node_no_cpu", "k8s"], ["node_env"]) is None
+    assert lanes.group("t", ["node", "node_no_cpu"], ["node_env", "app"], ["app"]) == "module:t"
+
+
 def test_a_test_using_the_secured_node_or_prometheus_is_grouped_by_its_fixture() -> None:
     assert lanes.group("t", ["kafka"], ["secured_cassandra_port", "tls"]) == "secured-cassandra"
     assert lanes.group("t", ["prometheus"], ["prom", "helm"]) == "prometheus"
