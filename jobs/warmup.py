@@ -21,6 +21,7 @@ over no records finds them.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from floe_jobs import api, kafkaio, planning, records, stagepass
@@ -34,31 +35,56 @@ WARM_UP_RECORDS = 50
 
 
 def warm_up(ctx: ReplicaContext, lanes: list[Lane]) -> None:
-    """Run every stage of every lane once as a dry run, in its lane's scheduler pool."""
-    for lane in lanes:
-        assert lane.reader is not None and lane.sink is not None
-        ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
-        for stage in lane.stages:
-            clock = api.BatchClock()
-            try:
-                plans = sample(lane.reader, ctx.stage_topics(stage))
-                got = lane.reader.read(plans)
-                clock.lap("read")
-                _dry_run(ctx, lane, stage, records.to_dataframe(ctx.spark, got), clock)
-                if ctx.spark_reads and plans and stage.source is None:
-                    df = kafkaio.read_with_spark(ctx.spark, ctx.cfg, plans)
-                    _dry_run(ctx, lane, stage, df, clock, lap="spark")
-                log.info(
-                    "Warmed up stage=%s records=%d seconds=%.2f %s",
-                    stage.name,
-                    len(got),
-                    clock.total,
-                    clock.summary(),
-                )
-            except api.StageConfigError:  # a configuration error: the replica must not start
-                raise
-            except Exception as exc:  # a stage that refuses this input only starts cold
-                log.warning("Warm-up of stage=%s failed (it starts cold) error=%s", stage.name, exc)
+    """Run every stage of every lane once as a dry run, each lane in a thread of its own and in
+    its scheduler pool, as the lanes then run their batches: a lane's first Spark jobs plan and
+    compile while another lane's Python reads and frames its records, and the JVM compiles two
+    jobs at once on two cores. The first configuration error stops the replica."""
+    if len(lanes) < 2:
+        for lane in lanes:
+            _warm_up_lane(ctx, lane)
+        return
+    failed: list[BaseException] = []
+
+    def run(lane: Lane) -> None:
+        try:
+            _warm_up_lane(ctx, lane)
+        except BaseException as exc:  # raised again in the calling thread
+            failed.append(exc)
+
+    threads = [threading.Thread(target=run, args=(lane,), name=f"floe-warm-up-{lane.name}") for lane in lanes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]
+
+
+def _warm_up_lane(ctx: ReplicaContext, lane: Lane) -> None:
+    """Every stage of `lane` once as a dry run, one after the other, in the lane's scheduler pool."""
+    assert lane.reader is not None and lane.sink is not None
+    ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
+    for stage in lane.stages:
+        clock = api.BatchClock()
+        try:
+            plans = sample(lane.reader, ctx.stage_topics(stage))
+            got = lane.reader.read(plans)
+            clock.lap("read")
+            _dry_run(ctx, lane, stage, records.to_dataframe(ctx.spark, got), clock)
+            if ctx.spark_reads and plans and stage.source is None:
+                df = kafkaio.read_with_spark(ctx.spark, ctx.cfg, plans)
+                _dry_run(ctx, lane, stage, df, clock, lap="spark")
+            log.info(
+                "Warmed up stage=%s records=%d seconds=%.2f %s",
+                stage.name,
+                len(got),
+                clock.total,
+                clock.summary(),
+            )
+        except api.StageConfigError:  # a configuration error: the replica must not start
+            raise
+        except Exception as exc:  # a stage that refuses this input only starts cold
+            log.warning("Warm-up of stage=%s failed (it starts cold) error=%s", stage.name, exc)
     ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", None)
 
 
