@@ -732,11 +732,7 @@ def resync_only(bench: Bench, args: argparse.Namespace, machine: str) -> None:
         chunk = names[start : start + args.apps]
         started = bench.create_apps(chunk)
         bench.latencies(chunk, started, 1800)
-    deadline = time.monotonic() + 900
-    while not bench.settled(names):
-        if time.monotonic() > deadline:
-            raise RuntimeError("the apps' status did not follow their Deployments within 900 s")
-        time.sleep(2)
+    bench.wait_settled(names, 900)
     time.sleep(args.resync * 2)  # let the first resync after creation pass
     resync_row(bench, args, machine, len(names))
 
@@ -775,11 +771,7 @@ def main() -> None:
         started = bench.create_apps(more)
         bench.latencies(more, started, 1800)
         all_names = names + more
-        deadline = time.monotonic() + 900
-        while not bench.settled(all_names):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the apps' status did not follow their Deployments within 900 s")
-            time.sleep(2)
+        bench.wait_settled(all_names, 900)
         time.sleep(args.resync * 2)  # let the first resync after creation pass
         rss = bench.rss_mib()
         result(

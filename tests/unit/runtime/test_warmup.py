@@ -4,6 +4,7 @@ configuration error raised to the caller once every lane has finished."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -32,10 +33,14 @@ def test_a_configuration_error_in_one_lane_is_raised_once_every_lane_has_warmed_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     finished: list[str] = []
+    split_failed = threading.Event()
 
     def lane_warm_up(ctx: Any, lane: Lane) -> None:
         if lane.name == "split":
+            split_failed.set()
             raise api.StageConfigError("stage 'split': store 'x' is written by stages 'split' and 'count'")
+        split_failed.wait(5)
+        time.sleep(0.2)  # still warming up when the error is raised: the caller must wait for it
         finished.append(lane.name)
 
     monkeypatch.setattr(warmup, "_warm_up_lane", lane_warm_up)
