@@ -135,14 +135,43 @@ def args(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> list[str]
 
 
 def job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:
-    """The batch/v1 Job that takes the snapshot, owned by the snapshot resource.
+    """The batch/v1 Job that takes the snapshot, owned by the snapshot resource, carrying what
+    the snapshot's status records of its start (`started_of`).
 
     backoffLimit 0: a snapshot that failed halfway left files at its location, which a second
     attempt would refuse to write over (Spark's errorifexists); a new snapshot resource, at a new
     location, is the retry."""
-    return pod_job(app, name=job_name(snap), labels=labels(snap, app), owner=owner_reference(snap),
-                   pod_labels=pod_labels(snap, app), arguments=args(snap, app), volume=snap.spec.volume,
-                   backoff_limit=0, deadline=snap.spec.active_deadline_seconds)
+    out = pod_job(app, name=job_name(snap), labels=labels(snap, app), owner=owner_reference(snap),
+                  pod_labels=pod_labels(snap, app), arguments=args(snap, app), volume=snap.spec.volume,
+                  backoff_limit=0, deadline=snap.spec.active_deadline_seconds)
+    out["metadata"]["annotations"] = {STARTED_ANNOTATION: json.dumps(started_fields(snap, app), sort_keys=True)}
+    return out
+
+
+# On the snapshot's Job: the status fields of its start, as JSON. The operator writes them into the
+# snapshot's status right after creating the Job; one stopped in between reads them from here.
+STARTED_ANNOTATION = "streaming.floe.dev/started"
+
+
+def started_fields(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> dict[str, Any]:
+    """What a snapshot's status says of the app it cuts, from the moment its Job exists."""
+    return {"appId": app.app_id, "image": app.spec.image, "appGeneration": app.generation,
+            "location": snap.spec.location}
+
+
+def started_of(job_body: Mapping[str, Any]) -> dict[str, Any]:
+    """The status fields of a snapshot's start, read back from its Job: its name, what the
+    operator put on it (`STARTED_ANNOTATION`; none on a Job of an operator before it) and its
+    creation as the start time."""
+    meta = job_body.get("metadata") or {}
+    try:
+        fields = json.loads((meta.get("annotations") or {}).get(STARTED_ANNOTATION) or "{}")
+    except ValueError:
+        fields = {}
+    out = {"job": meta.get("name"), **(fields if isinstance(fields, dict) else {})}
+    if meta.get("creationTimestamp"):
+        out["startTime"] = meta["creationTimestamp"]
+    return out
 
 
 def delete_job(snap: model.StreamingAppSnapshot, app: model.StreamingApp) -> Manifest:

@@ -62,7 +62,10 @@ async def converge(deps: reconcile.Deps, namespace: str, name: str, *, app_of: A
             raise Retry(f"Job {namespace}/{snapshotjob.job_name(snap)} of an earlier snapshot of that name is"
                         " still being deleted")
         if job is not None:
-            await _report(deps, body, snap, snapshotjob.from_job(job, await reconcile.job_pod(deps, job)))
+            # a status without the Job: the operator stopped between creating it and recording it
+            started = None if snap.status.get("job") else snapshotjob.started_of(job)
+            await _report(deps, body, snap, snapshotjob.from_job(job, await reconcile.job_pod(deps, job)),
+                          extra=started)
             return
         if snap.status.get("job"):
             await _report(deps, body, snap, snapshotjob.failed(
@@ -117,15 +120,8 @@ async def _start(deps: reconcile.Deps, body: Mapping[str, Any], snap: model.Stre
         raise
     log.info("Created snapshot job snapshot=%s/%s app=%s location=%s",
              snap.namespace, snap.name, app.name, snap.spec.location)
-    started = {
-        "job": manifest["metadata"]["name"],
-        "appId": app.app_id,
-        "image": app.spec.image,
-        "appGeneration": app.generation,
-        "location": snap.spec.location,
-        "startTime": reconcile.now(),
-    }
     name = manifest["metadata"]["name"]
+    started = {"job": name, **snapshotjob.started_fields(snap, app), "startTime": reconcile.now()}
     await _report(deps, body, snap, snapshotjob.Verdict(
         snapshotjob.PENDING, snapshotjob.JOB_PENDING, f"Job {name} is created; its pod has not started yet"
     ), extra=started)

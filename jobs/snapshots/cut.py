@@ -25,14 +25,16 @@ from floe_jobs.snapshots.manifest import PartitionCut, Row, SnapshotError
 
 log = logging.getLogger(__name__)
 
-# partition, key, value, floe_batch, time, write time (µs) of value and of fence, TTL left
+# partition, key, value, floe_batch, time (ms since the epoch), write time (µs) of value and of
+# fence, TTL left; the time as a number, which the driver hands over without a datetime per row
 _ROWS = (
-    "SELECT partition, key, value, floe_batch, time, WRITETIME(value), WRITETIME(floe_batch), TTL(floe_batch)"
-    " FROM {table} WHERE partition = ?"
+    "SELECT partition, key, value, floe_batch, toUnixTimestamp(time), WRITETIME(value), WRITETIME(floe_batch),"
+    " TTL(floe_batch) FROM {table} WHERE partition = ?"
 )
 
-FullRow = tuple[int, bytes, bytes | None, int | None, Any, int | None, int | None]
-"""A store row as copied: partition, key, value, floe_batch, time, written (µs), ttl (s left)."""
+FullRow = tuple[int, bytes, bytes | None, int | None, int | None, int | None, int | None]
+"""A store row as copied: partition, key, value, floe_batch, time (ms since the epoch), written
+(µs: the later of the value's and the fence's write times), ttl (s left)."""
 
 
 def as_checked(row: FullRow) -> Row:
@@ -66,11 +68,11 @@ class Reader:
             stmt.consistency_level = ConsistencyLevel.LOCAL_QUORUM
             stmt.fetch_size = 5000
             self._selects[table] = stmt
-        out: list[FullRow] = []
-        for r in self.session.execute(stmt, (partition,)):
-            written = max((w for w in (r[5], r[6]) if w is not None), default=None)
-            out.append((int(r[0]), bytes(r[1]), None if r[2] is None else bytes(r[2]), r[3], r[4], written, r[7]))
-        return out
+        # one flat tuple per row, no conversions: the driver already gives ints and bytes
+        return [
+            (r[0], r[1], r[2], r[3], r[4], r[6] if r[5] is None or (r[6] is not None and r[6] > r[5]) else r[5], r[7])
+            for r in self.session.execute(stmt, (partition,))
+        ]
 
     def cut(
         self,

@@ -17,6 +17,7 @@ group is empty.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -84,11 +85,8 @@ def restore(cfg: FloeConfig, job: api.Job, *, session: Any, spark: Any, uri: str
             " restored into a new app (another app id), or in place with --replace while none of the app's"
             " replicas runs"
         )
-    data = {store.name: _verified(spark, uri, store.name, store.files, store.rows, store.checksum, _store_rows)
-            for store in m.stores}
-    tails = {t.stage: _verified(spark, uri, f"repartition tail of {t.stage}", t.files, t.rows, t.checksum,
-                                tail.from_arrow)
-             for t in m.tails}
+    data = {store.name: _verified_store(spark, uri, store) for store in m.stores}
+    tails = {t.stage: _verified_tail(spark, uri, t) for t in m.tails}
     startup.provision(cfg, session)
     _ensure_topics(cfg, job)
     if replace:
@@ -112,34 +110,42 @@ def restore(cfg: FloeConfig, job: api.Job, *, session: Any, spark: Any, uri: str
     return Restored(manifest=m, rows=total, seconds=seconds)
 
 
-def _store_rows(table: Any) -> list[mf.Row]:
-    names = ("partition", "key", "value", "floe_batch", "time", "written", "ttl")
-    return list(zip(*[table.column(c).to_pylist() for c in names], strict=True))
+def _read(spark: Any, uri: str, what: str, files: list[str]) -> Any:
+    """The rows of `files` as one Arrow table, or None when there are no files."""
+    if not files:
+        return None
+    paths = [f"{uri.rstrip('/')}/{f}" for f in files]
+    try:
+        return spark.read.parquet(*paths).toArrow()
+    except Exception as exc:
+        raise SnapshotError(f"snapshot at {uri}: the files of {what} cannot be read: {exc}") from exc
 
 
-def _checked(rows: list[mf.Row], reader: Any) -> list[mf.Row]:
-    # a store row's checksum covers partition, key, value, fence and write time (`cut.as_checked`)
-    return [(r[0], r[1], r[2], r[3], r[5]) for r in rows] if reader is _store_rows else rows
-
-
-def _verified(
-    spark: Any, uri: str, what: str, files: list[str], count: int, want: str, reader: Any
-) -> list[mf.Row]:
-    """The rows of `files` (via `reader`, from Arrow), refused unless they are exactly what the
-    manifest counts and sums."""
-    rows: list[mf.Row] = []
-    if files:
-        paths = [f"{uri.rstrip('/')}/{f}" for f in files]
-        try:
-            rows = reader(spark.read.parquet(*paths).toArrow())
-        except Exception as exc:
-            raise SnapshotError(f"snapshot at {uri}: the files of {what} cannot be read: {exc}") from exc
-    got = mf.checksum(_checked(rows, reader))
+def _verify(uri: str, what: str, rows: list[mf.Row], count: int, want: str) -> None:
+    """Refused unless `rows` are exactly what the manifest counts and sums."""
+    got = mf.checksum(rows)
     if len(rows) != count or got != want:
         raise SnapshotError(
             f"snapshot at {uri}: {what} holds {len(rows)} rows with checksum {got}, the manifest"
             f" says {count} rows with checksum {want}: the snapshot is damaged"
         )
+
+
+def _verified_store(spark: Any, uri: str, store: mf.StoreCopy) -> Any:
+    """A store's rows as an Arrow table (None when it has none), checked against the manifest."""
+    table = _read(spark, uri, store.name, store.files)
+    # a store row's checksum covers partition, key, value, fence and write time (`cut.as_checked`)
+    names = ("partition", "key", "value", "floe_batch", "written")
+    checked = [] if table is None else list(zip(*[table.column(c).to_pylist() for c in names], strict=True))
+    _verify(uri, store.name, checked, store.rows, store.checksum)
+    return table
+
+
+def _verified_tail(spark: Any, uri: str, copy: mf.TailCopy) -> list[mf.Row]:
+    """A repartition tail's records as `tail.read` returned them, checked against the manifest."""
+    table = _read(spark, uri, f"repartition tail of {copy.stage}", copy.files)
+    rows = [] if table is None else tail.from_arrow(table)
+    _verify(uri, f"repartition tail of {copy.stage}", rows, copy.rows, copy.checksum)
     return rows
 
 
@@ -171,34 +177,54 @@ def _clear(session: Any, cfg: FloeConfig, tables: list[str]) -> None:
 BATCH_ROWS = 100
 
 
-def _write_store(session: Any, keyspace: str, table: str, rows: list[tuple[Any, ...]]) -> int:
-    """Every row under its own write timestamp and TTL, in single-partition unlogged batches of
-    `BATCH_ROWS` (one mutation each, as `put_all` writes) sent concurrently."""
+def _write_store(session: Any, keyspace: str, table: str, rows: Any) -> int:
+    """Every row of the Arrow table `rows` under its own write timestamp and TTL, in
+    single-partition unlogged batches of `BATCH_ROWS` (one mutation each, as `put_all` writes)
+    sent concurrently. The values are encoded a column at a time (`wirecolumns`)."""
+    import numpy as np
     from cassandra.concurrent import execute_concurrent
     from cassandra.query import BatchStatement, BatchType
-    from floe_jobs.stores import kv
+    from floe_jobs.stores import kv, wirecolumns
 
+    if rows is None or not rows.num_rows:
+        return 0
     protocol = session.cluster.protocol_version
     stmt = session.prepare(
         f"INSERT INTO {keyspace}.{table} (partition, key, value, floe_batch, time) VALUES (?, ?, ?, ?, ?)"
         " USING TIMESTAMP ? AND TTL ?"
     )
     now = int(time.time() * 1_000_000)
-    by_partition: dict[int, list[tuple[Any, ...]]] = {}
-    for r in rows:
-        params = (r[0], r[1], r[2], r[3], r[4], r[5] if r[5] is not None else now, r[6] if r[6] is not None else 0)
-        by_partition.setdefault(int(r[0]), []).append(params)
+    rows = rows.sort_by("partition")
+    sent = list(zip(
+        wirecolumns.integers(rows.column("partition"), ">i4"),
+        rows.column("key").to_pylist(),
+        rows.column("value").to_pylist(),
+        wirecolumns.integers(rows.column("floe_batch"), ">i8"),
+        wirecolumns.timestamps(rows.column("time")),
+        wirecolumns.integers(rows.column("written"), ">i8", fill=now),
+        wirecolumns.integers(rows.column("ttl"), ">i4", fill=0),
+        strict=True,
+    ))
+    # rows sorted by partition: each run of one partition cut into batches of BATCH_ROWS
+    parts = rows.column("partition").to_numpy()
+    bounds = [0, *(np.flatnonzero(np.diff(parts)) + 1).tolist(), len(sent)]
     batches = []
-    for chunk_rows in by_partition.values():
-        for i in range(0, len(chunk_rows), BATCH_ROWS):
+    for lo, hi in itertools.pairwise(bounds):
+        for start in range(lo, hi, BATCH_ROWS):
             batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
-            for params in chunk_rows[i : i + BATCH_ROWS]:
-                kv.add_row(batch, stmt, params, protocol)  # serialized by column type, no bound statement per row
+            # the first row as Python values, from which the batch takes its routing key
+            first = rows.slice(start, 1).to_pylist()[0]
+            written, ttl = first["written"], first["ttl"]
+            kv.add_row(batch, stmt, (first["partition"], first["key"], first["value"], first["floe_batch"],
+                                     first["time"], now if written is None else written, 0 if ttl is None else ttl),
+                       protocol)
+            for values in sent[start + 1 : min(start + BATCH_ROWS, hi)]:
+                kv.add_row(batch, stmt, (), protocol, values)
             batches.append((batch, None))
     for ok, result in execute_concurrent(session, batches, concurrency=16, raise_on_first_error=False):
         if not ok:
             raise SnapshotError(f"writing {keyspace}.{table} failed: {result}")
-    return len(rows)
+    return int(rows.num_rows)
 
 
 def _write_positions(session: Any, cfg: FloeConfig, rows: list[mf.RestoredRow]) -> None:

@@ -724,7 +724,7 @@ class GlobalStore(_KeyValueStore[K, V]):
 
 
 def add_row(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int,
-         values: list[Any] | None = None) -> None:
+         values: Sequence[Any] | None = None) -> None:
     """Add a row of a prepared statement to a single-partition batch.
 
     The first row goes through `BatchStatement.add`, which also gives the batch its routing key

@@ -4,7 +4,8 @@ on a PersistentVolumeClaim, and the operator's Job (the app's image, configurati
 writes it while the input flows. The status ends Succeeded with the size the manifest gives, and
 the manifest's positions lie between the app's offsets rows before the snapshot and after it.
 Deleting the snapshot deletes its Job and leaves the data. A snapshot whose pod is killed while it
-cuts ends Failed, with no manifest at its location.
+cuts ends Failed, with no manifest at its location; one whose operator is killed once its Job
+exists ends Succeeded when an operator runs again.
 
 The Job's pod runs the app image built by the stack from the main checkout: it needs
 `floe-job snapshot --summary-file` and the floe_jobs.snapshots package in that image.
@@ -28,6 +29,7 @@ from floe_jobs import offsets
 from floe_stack import demo, localrun
 
 from ...nodekit import main_pid, require_node, wait_exact_counts, word_count_app
+from ..processes import OperatorProcess, start_operator
 from ..waiting import wait_for
 from .kube import Kubectl, condition
 
@@ -190,12 +192,63 @@ def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_mat
     assert _manifest(host_dir / app / "1")["app_id"] == app_id
 
 
-def test_a_snapshot_whose_pod_is_killed_while_it_cuts_fails_and_leaves_no_manifest(
-    kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
+class Restartable:
+    """`floe-operator` as a process of its own watching one namespace, which a test can SIGKILL
+    and start again (the in-process operator of the other tests can only be stopped politely)."""
+
+    def __init__(self, kube: Kubectl, namespace: str, logs: Path) -> None:
+        self.kube, self.namespace, self.logs = kube, namespace, logs
+        self.run: OperatorProcess | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        self.run = start_operator(self.kube.kubeconfig, self.logs / f"operator-{self.starts}.log",
+                                  FLOE_WATCH_NAMESPACES=self.namespace, FLOE_RESYNC_SECONDS="2",
+                                  FLOE_LAG_INTERVAL_SECONDS="0")
+
+    def kill(self) -> None:
+        assert self.run is not None
+        self.run.proc.send_signal(signal.SIGKILL)
+        self.run.proc.wait()
+
+    def text(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("operator-*.log")))
+
+
+@pytest.fixture
+def operator_process(kube: Kubectl, namespace: str, tmp_path: Path) -> Iterator[Restartable]:
+    """The operator as a restartable process; running again at the end, it deletes the
+    namespace's apps and snapshots (their finalizers are its own) before it is stopped."""
+    op = Restartable(kube, namespace, tmp_path)
+    op.start()
+    try:
+        yield op
+    finally:
+        if op.run is None or op.run.proc.poll() is not None:
+            op.start()
+        kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
+        kube.run("delete", "streamingappsnapshot", "--all", "-n", namespace, "--wait=true", "--timeout=120s",
+                 timeout=150)
+        assert op.run is not None
+        op.run.proc.send_signal(signal.SIGTERM)
+        op.run.proc.wait(timeout=60)
+
+
+def test_a_snapshot_whose_pod_is_killed_fails_without_a_manifest_and_one_whose_operator_is_killed_succeeds(
+    kube: Kubectl, namespace: str, operator_process: Restartable, stack_env: dict[str, str],
+    claim: tuple[str, Path]
 ) -> None:
+    """Two snapshots of one running app, each interrupted. The first's pod is SIGKILLed while it
+    cuts: Failed (JobFailed, exit code 137), no manifest at its location. The second's operator
+    is SIGKILLed as soon as its Job exists (before or after it recorded the Job in status) and
+    kept down until the Job has finished: the Job takes the snapshot on its own, and the next
+    operator reads it back, ending Succeeded with the manifest's size and the start the first
+    operator meant to record (the Job, app id, image, location)."""
     env = require_node(stack_env)
-    app, _, _ = _counted_app(kube, namespace, env)
+    app, spec, app_id = _counted_app(kube, namespace, env)
     claim_name, host_dir = claim
+
     name = "killed"
     kube.apply(_snapshot(namespace, name, app, claim_name=claim_name, location=f"file://{MOUNT}/{app}/killed"))
 
@@ -219,6 +272,32 @@ def test_a_snapshot_whose_pod_is_killed_while_it_cuts_fails_and_leaves_no_manife
     assert (done["status"]["phase"], failed["status"], failed["reason"]) == ("Failed", "True", "JobFailed"), done
     assert "exit code 137" in failed["message"], failed
     assert not (host_dir / app / "killed" / "manifest").exists(), "a manifest without its data"
+
+    name = "operator-killed"
+    kube.apply(_snapshot(namespace, name, app, claim_name=claim_name, location=f"file://{MOUNT}/{app}/{name}"))
+    wait_for(lambda: kube.get("job", name, namespace), timeout=120, every=0.1, what="the snapshot's Job created")
+    operator_process.kill()
+
+    def finished() -> dict[str, Any] | None:
+        job = kube.get("job", name, namespace) or {}
+        types = {c["type"] for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+        return job if types & {"Complete", "Failed"} else None
+
+    wait_for(finished, timeout=480, every=2, what="the snapshot's Job finished with no operator running",
+             pods=lambda: kube.list("pod", namespace, f"{SNAPSHOT_LABEL}={name}"))
+    assert (kube.get("streamingappsnapshot", name, namespace) or {}).get("status", {}).get("phase") not in (
+        "Succeeded", "Failed"), "an operator ran meanwhile"
+    operator_process.start()
+    done = wait_for(lambda: _snapshot_done(kube, namespace, name), timeout=180, every=1,
+                    what="the snapshot Succeeded or Failed once an operator ran again")
+    status = done["status"]
+    assert status["phase"] == "Succeeded", f"{json.dumps(status, indent=1)}\n{operator_process.text()[-3000:]}"
+    assert condition(done, "Ready")["status"] == "True"
+    assert (status["job"], status["appId"], status["image"], status["location"]) == (
+        name, app_id, spec["image"], f"file://{MOUNT}/{app}/{name}")
+    manifest = _manifest(host_dir / app / name)
+    assert manifest["app_id"] == app_id
+    assert status["sizeBytes"] == sum(part["bytes"] for part in (*manifest["stores"], *manifest["tails"])) > 0
 
 
 SCHEDULED_LABEL = "streaming.floe.dev/scheduled-by"

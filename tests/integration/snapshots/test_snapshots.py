@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -326,3 +327,47 @@ def test_a_restore_in_place_undoes_what_the_app_did_after_the_cut_and_it_then_co
     assert len(everything) == 700
     diff = counting.counters_equal(got, counts_of(everything))
     assert diff is None, f"counts after the restore in place and the rest of the input: {diff}"
+
+
+def test_a_restore_in_place_gives_back_every_row_with_its_fence_time_write_time_and_ttl(
+    stopped_app: localrun.App, session: Any, tmp_path: Path
+) -> None:
+    """Rows as another writer may leave them beside the app's: one with a TTL and a time of its
+    own, one fenced delete (no value). Snapshot and restore in place of the stopped app: every
+    row comes back with the same value, fence, time and write times, and the TTL it had left (less
+    the seconds in between, never more)."""
+    from floe_jobs.stores import schema
+
+    app = stopped_app
+    table = f"{app.keyspace}.{schema.table_name('word-count')}"
+    keys = [r[0] for r in session.execute(f"SELECT key FROM {table} WHERE partition = 0 LIMIT 2")]
+    assert len(keys) == 2, "the app counted nothing into partition 0"
+    session.execute(f"UPDATE {table} USING TTL 3600 SET value = 0x2a, floe_batch = 7,"
+                    " time = '2020-01-02 03:04:05.678+0000' WHERE partition = 0 AND key = %s", (keys[0],))
+    session.execute(f"UPDATE {table} SET value = null, floe_batch = 9 WHERE partition = 0 AND key = %s", (keys[1],))
+
+    def rows() -> dict[tuple[int, bytes], tuple[Any, ...]]:
+        got = session.execute(f"SELECT partition, key, value, floe_batch, time, WRITETIME(value),"
+                              f" WRITETIME(floe_batch), TTL(floe_batch) FROM {table}")
+        return {(r[0], r[1]): tuple(r[2:]) for r in got}
+
+    snap_dir = tmp_path / "snap"
+    taken = floe_job(app, "snapshot", "snapshot", "--to", snap_dir.as_uri(), "--writer", WRITER)
+    assert taken.returncode == 0, taken.stderr[-3000:]
+    before, cut_at = rows(), time.monotonic()
+    done = floe_job(app, "restore", "restore", "--from", snap_dir.as_uri(), "--replace")
+    assert done.returncode == 0, done.stderr[-3000:]
+    after, elapsed = rows(), time.monotonic() - cut_at
+
+    assert sorted(after) == sorted(before)
+    assert before[(0, keys[0])][:3] == (b"*", 7, datetime(2020, 1, 2, 3, 4, 5, 678000))
+    assert before[(0, keys[1])][0] is None and before[(0, keys[1])][1] == 9
+    # a row is restored under one write time: the later of its value's and its fence's
+    def kept(got: dict[tuple[int, bytes], tuple[Any, ...]]) -> dict[tuple[int, bytes], tuple[Any, ...]]:
+        return {k: (*v[:3], max(w for w in v[3:5] if w is not None)) for k, v in got.items()}
+
+    assert kept(after) == kept(before)
+    with_ttl = {k: (v[5], after[k][5]) for k, v in before.items() if v[5] is not None}
+    assert list(with_ttl) == [(0, keys[0])], with_ttl
+    then, now = with_ttl[(0, keys[0])]
+    assert then - elapsed - 1 <= now <= then, (then, now, elapsed)

@@ -24,6 +24,7 @@ class FakeCluster:
         self.events: list[tuple[str, str]] = []
         self.deleted: list[tuple[str, str]] = []
         self.refuse_create: k8s.ApiError | None = None
+        self.stop_at_status = False  # the operator process ends at its next status write
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str, *,
                   deferred: bool = False) -> dict[str, Any] | None:
@@ -56,6 +57,9 @@ class FakeCluster:
 
     async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any], *,
                            kind: str = model.KIND) -> dict[str, Any]:
+        if self.stop_at_status:
+            self.stop_at_status = False
+            raise SystemExit("the operator stopped")
         self.statuses.append(dict(status))
         stored = self.objects[(kind, name)]
         stored["status"] = {**(stored.get("status") or {}), **copy.deepcopy(dict(status))}
@@ -116,6 +120,23 @@ async def test_a_snapshot_of_a_running_app_creates_one_job_and_is_pending() -> N
     assert cluster.events == [("Normal", snapshotjob.JOB_PENDING)]
     await _pass(cluster, snap)  # the Job's own events: nothing new to create or write
     assert len(cluster.created) == 1 and len(cluster.statuses) == 1
+
+
+async def test_an_operator_stopped_between_creating_the_job_and_recording_it_records_the_start_from_the_job() -> None:
+    cluster, snap = _setup()
+    cluster.stop_at_status = True
+    with pytest.raises(SystemExit):
+        await _pass(cluster, snap)
+    assert [j["kind"] for j in cluster.created] == ["Job"] and _status(cluster) == {}
+    await _pass(cluster, snap)  # the next operator's first pass
+    status = _status(cluster)
+    assert len(cluster.created) == 1, "a second Job"
+    assert status["phase"] == snapshotjob.PENDING
+    assert status["job"] == "nightly-1"
+    assert status["location"] == "s3a://backups/shop/1"
+    assert status["image"] == load_case("minimal")["spec"]["image"]
+    assert status["appId"] and status["appGeneration"] == load_case("minimal")["metadata"].get("generation", 1)
+    assert status["startTime"] == cluster.created[0]["metadata"]["creationTimestamp"]
 
 
 async def test_the_job_is_followed_to_succeeded_and_then_left_alone() -> None:
