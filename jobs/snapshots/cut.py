@@ -68,11 +68,23 @@ class Reader:
             stmt.consistency_level = ConsistencyLevel.LOCAL_QUORUM
             stmt.fetch_size = 5000
             self._selects[table] = stmt
-        # one flat tuple per row, no conversions: the driver already gives ints and bytes
-        return [
-            (r[0], r[1], r[2], r[3], r[4], r[6] if r[5] is None or (r[6] is not None and r[6] > r[5]) else r[5], r[7])
-            for r in self.session.execute(stmt, (partition,))
-        ]
+        # Each next page is asked for before this one is copied, so Cassandra reads it meanwhile
+        # (iterating a result fetches a page only once the one before is used up). One flat
+        # tuple per row, no conversions: the driver already gives ints and bytes.
+        out: list[FullRow] = []
+        future = self.session.execute_async(stmt, (partition,))
+        while True:
+            page = future.result().current_rows
+            more = future.has_more_pages
+            if more:
+                future.start_fetching_next_page()
+            out += [
+                (r[0], r[1], r[2], r[3], r[4], r[6] if r[5] is None or (r[6] is not None and r[6] > r[5]) else r[5],
+                 r[7])
+                for r in page
+            ]
+            if not more:
+                return out
 
     def cut(
         self,

@@ -9,6 +9,7 @@ its offsets row as one read), and written by Spark's executors.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -80,9 +81,12 @@ def take(
     rekeyed, feeders = _stage_order(cfg, job)
     by_store = writers_of(job, cfg, writers or {})
     reader = cut_mod.Reader(session, cfg.cassandra.keyspace, cfg.app_id, settle_timeout=settle_timeout)
+    warming = threading.Thread(target=_warm_up, args=(spark,), name="spark-warm-up", daemon=True)
+    warming.start()
     # repartition stages first: what they applied must come from batches their upstream stage
     # had planned by its own cut, which the restored app then replays or does not need
     stages, copied = _cut(cfg, [*rekeyed, *feeders], by_store, reader)
+    warming.join()
     tails = []
     if rekeyed:
         upstream = stages[feeders[0].name]
@@ -112,6 +116,24 @@ def take(
     ).text(f"{uri.rstrip('/')}/{MANIFEST_DIR}")
     log.info("Snapshot complete uri=%s seconds=%.2f", uri, manifest.seconds)
     return manifest
+
+
+def _warm_up(spark: Any) -> None:
+    """One row of a store through the write path the store's files take, to nowhere (Spark's
+    `noop` format), while the driver cuts: Spark's first job in a process pays for loading and
+    compiling that path, 2 s of an otherwise idle JVM rather than of the first store's write
+    (1,000,000 rows were written in 3.2-3.3 s after it against 4.8-5.2 s without). A failure
+    here only logs: the real write reports its own."""
+    import pyarrow as pa
+
+    one = pa.table({"partition": pa.array([0], pa.int32()), "key": pa.array([b"k"], pa.binary()),
+                    "value": pa.array([b"v"], pa.binary()), "floe_batch": pa.array([1], pa.int64()),
+                    "time": pa.array([0], pa.timestamp("us")), "written": pa.array([1], pa.int64()),
+                    "ttl": pa.array([None], pa.int32())})
+    try:
+        spark.createDataFrame(one, STORE_SCHEMA).coalesce(1).write.format("noop").mode("overwrite").save()
+    except Exception as exc:  # a warm-up: nothing depends on it
+        log.warning("Spark warm-up before the store writes failed: %s", exc)
 
 
 def _stage_order(cfg: FloeConfig, job: api.Job) -> tuple[list[api.Stage], list[api.Stage]]:
