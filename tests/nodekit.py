@@ -22,6 +22,19 @@ def kubectl(env: dict[str, str], *args: str, input: str | None = None, timeout: 
     return proc.stdout
 
 
+def kubectl_floe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl floe <args>` as a user runs it: the plugin found on PATH beside kubectl, logged in
+    as the stack's admin; the result, checked by the caller."""
+    import os
+    import sys
+    from pathlib import Path
+
+    path = os.pathsep.join([str(Path(sys.executable).parent), str(Path(env["FLOE_KUBECTL"]).parent),
+                            "/usr/bin", "/bin"])
+    return subprocess.run(["kubectl", "floe", *args], capture_output=True, text=True, timeout=180, check=False,
+                          env={**os.environ, "PATH": path, "KUBECONFIG": env["KUBECONFIG"]})
+
+
 def require_node(env: dict[str, str]) -> dict[str, str]:
     """The stack's env when it runs the node; fails (never skips) otherwise."""
     if env.get("FLOE_NODE") != "1":

@@ -6,28 +6,16 @@ line with its pod. The pods run the job image built from the repository at stack
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 from floe_stack import demo, localrun
 
-from ...nodekit import require_node, wait_exact_counts, word_count_app
+from ...nodekit import kubectl_floe, require_node, wait_exact_counts, word_count_app
 from ..waiting import wait_for
 from .kube import Kubectl
 
 pytestmark = [pytest.mark.node, pytest.mark.k8s, pytest.mark.kafka, pytest.mark.cassandra, pytest.mark.spark]
-
-BIN = Path(sys.executable).parent
-
-
-def _kubectl_floe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join([str(BIN), str(Path(env["FLOE_KUBECTL"]).parent), "/usr/bin", "/bin"])
-    return subprocess.run(["kubectl", "floe", *args], capture_output=True, text=True, timeout=180, check=False,
-                          env={**os.environ, "PATH": path, "KUBECONFIG": env["KUBECONFIG"]})
 
 
 def test_status_shows_each_partitions_owner_lag_and_last_commit(
@@ -49,7 +37,7 @@ def test_status_shows_each_partitions_owner_lag_and_last_commit(
     wait_exact_counts(env, keyspace=spec["state"]["cassandra"]["keyspace"], topic_out=spec["kafka"]["outputTopics"][0],
                       truth=dict(localrun.word_truth(lines)), pods=pods)
 
-    proc = _kubectl_floe(env, "status", app, "-n", namespace, "-o", "json")
+    proc = kubectl_floe(env, "status", app, "-n", namespace, "-o", "json")
     assert proc.returncode == 0, proc.stderr
     view = json.loads(proc.stdout)
     name = pod["metadata"]["name"]
@@ -61,9 +49,9 @@ def test_status_shows_each_partitions_owner_lag_and_last_commit(
     assert all(lag == 0 for _, _, lag in inputs), view["partitions"]
     assert all(r["committed_at"] for r in view["partitions"] if r["topic"] == topic_in)
 
-    table = _kubectl_floe(env, "status", app, "-n", namespace)
+    table = kubectl_floe(env, "status", app, "-n", namespace)
     assert table.returncode == 0 and "LAST COMMIT" in table.stdout, table.stderr
 
-    logs = _kubectl_floe(env, "logs", app, "-n", namespace, "--tail", "20")
+    logs = kubectl_floe(env, "logs", app, "-n", namespace, "--tail", "20")
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout and all(ln.startswith(f"[pod/{name}/app]") for ln in logs.stdout.splitlines()), logs.stdout

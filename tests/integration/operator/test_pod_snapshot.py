@@ -28,7 +28,7 @@ import pytest
 from floe_jobs import offsets
 from floe_stack import demo, localrun
 
-from ...nodekit import main_pid, require_node, wait_exact_counts, word_count_app
+from ...nodekit import kubectl_floe, main_pid, require_node, wait_exact_counts, word_count_app
 from ..processes import OperatorProcess, start_operator
 from ..waiting import wait_for
 from .kube import Kubectl, condition
@@ -122,9 +122,15 @@ def _counted_app(kube: Kubectl, namespace: str, env: dict[str, str],
     return app, spec, app_id
 
 
-def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_matches_the_offsets(
+def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_kubectl_floe_restore_puts_the_app_back_to_it(
     kube: Kubectl, namespace: str, operator: object, stack_env: dict[str, str], claim: tuple[str, Path]
 ) -> None:
+    """The snapshot: Succeeded, its manifest a cut between the offsets rows before and after it,
+    its Job the snapshot's. Then, with more lines counted, `kubectl floe restore --snapshot` puts
+    the running app back to it in place (spec.stateRestore): the restore Succeeded and, run on,
+    the app ends with every line of the input counted once in Cassandra and in the output topic
+    (what it had counted after the cut is counted again from the cut, not on top). Deleting the
+    snapshot then deletes its Job and keeps the data."""
     env = require_node(stack_env)
     app, spec, app_id = _counted_app(kube, namespace, env)
     topic_in, keyspace = spec["kafka"]["topics"][0], spec["state"]["cassandra"]["keyspace"]
@@ -184,6 +190,28 @@ def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_its_manifest_mat
     print(kube.run("get", "streamingappsnapshot", "-n", namespace, "-o", "wide").stdout)
     print(f"snapshot: {status['rows']} rows, {status['sizeBytes']} bytes in {status['durationSeconds']} s"
           f" (Job {status['startTime']} to {status['completionTime']}), stages {status['stages']}")
+
+    # kubectl floe restore: the app back to the snapshot, in place, while it runs and more lines come
+    third = localrun.word_lines(200, seed=13)
+    localrun.produce(env["FLOE_KAFKA_BOOTSTRAP"], topic_in, third)
+    asked = kubectl_floe(env, "restore", app, "-n", namespace, "--snapshot", name, "--id", "back-1")
+    assert asked.returncode == 0, asked.stderr
+
+    def restored() -> dict[str, Any] | None:
+        record = ((kube.get("streamingapp", app, namespace) or {}).get("status") or {}).get("stateRestore") or {}
+        return record if record.get("id") == "back-1" and record.get("phase") in ("Succeeded", "Failed") else None
+
+    def app_pods() -> list[dict[str, Any]]:
+        return kube.list("pod", namespace, f"app.kubernetes.io/instance={app}")
+
+    record = wait_for(restored, timeout=480, every=2, what="the restore in place Succeeded or Failed",
+                      pods=lambda: kube.list("pod", namespace, "app.kubernetes.io/component"))
+    assert record["phase"] == "Succeeded", record
+    everything = [value.decode() for _, value in localrun.read_topic(env["FLOE_KAFKA_BOOTSTRAP"], topic_in)
+                  if value is not None]
+    assert len(everything) == 300 + 300 + 200
+    wait_exact_counts(env, keyspace=keyspace, topic_out=spec["kafka"]["outputTopics"][0],
+                      truth=dict(localrun.word_truth(everything)), pods=app_pods)
 
     # Deleting the snapshot deletes its Job, never the data.
     kube.run("delete", "streamingappsnapshot", name, "-n", namespace, "--wait=true", "--timeout=60s", timeout=90)
