@@ -163,7 +163,7 @@ class Context:
     last_scale_at: float | None = None
     capacity: float | None = None  # μ carried from the previous decision
     suspended: bool = False  # spec.suspend: nothing may scale the app
-    restoring: bool = False  # a restore in place holds the pods at zero (status.stateRestore): nor then
+    restoring: bool = False  # a restore holds the pods at zero (under way, or failed): nor then
     paused: bool = False  # streaming.floe.dev/reconcile: paused: the operator changes nothing of the app
 
 
@@ -367,8 +367,8 @@ def _outside_the_load(f: _Frame) -> Decision | None:
     if ctx.suspended:
         return f.hold(SUSPENDED, "The app is suspended (spec.suspend); it is not scaled until it resumes")
     if ctx.restoring:
-        return f.hold(RESTORING, "A snapshot is restored into the app in place (status.stateRestore); it is not "
-                                 "scaled until its pods run again")
+        return f.hold(RESTORING, "A restore holds the app's pods at zero (its Ready condition says why: under way, "
+                                 "or failed); it is not scaled until they run again")
     if ctx.paused:
         return f.hold(
             RECONCILE_PAUSED,

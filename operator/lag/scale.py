@@ -102,6 +102,15 @@ def keep_comparable(mem: ScaleMemory, result: scrape.AppLag) -> None:
     mem.measured = partitions
 
 
+def held_by_restore(app: model.StreamingApp) -> bool:
+    """Whether the reconcile holds the app's pods at zero for a restore, as its Ready condition
+    says (`Restoring`, or `RestoreFailed`: a failed restore whose positions may be gone,
+    `restorejob.holds`). A restore's record cannot tell alone: one that failed before it deleted
+    anything leaves the app running with the failure recorded."""
+    ready = conditions.find(app.status.get("conditions") or [], conditions.READY) or {}
+    return ready.get("status") == "False" and ready.get("reason") in (conditions.RESTORING, conditions.RESTORE_FAILED)
+
+
 @dataclass(frozen=True)
 class Actuator:
     """Decides and writes the replicas of apps in Native mode."""
@@ -137,7 +146,7 @@ class Actuator:
             last_scale_at=mem.last_scale_at,
             capacity=mem.capacity,
             suspended=app.spec.suspend,
-            restoring=app.restoring_in_place,
+            restoring=app.restoring_in_place or held_by_restore(app),
             paused=app.reconcile_paused,
         )
 

@@ -169,6 +169,23 @@ def test_native_decision_scales_once_and_posts_an_event_with_inputs() -> None:
     assert cluster.scales == [1]
 
 
+def _ready(status: str, reason: str) -> list[dict[str, str]]:
+    return [{"type": "Ready", "status": status, "reason": reason, "message": "m"}]
+
+
+def test_an_app_a_failed_restore_holds_at_zero_is_not_scaled_and_one_running_again_is() -> None:
+    # 5 replicas over 1 partition: a decision would scale down to 1
+    held = {"stateRestore": {"id": "r1", "phase": "Failed"}, "conditions": _ready("False", "RestoreFailed")}
+    loop, clock, _, cluster, _ = make(replicas=5, **held)
+    tick(loop, clock)
+    assert cluster.scales == [], "a failed restore holds the app at zero, and its replicas were changed"
+    assert cluster.patches[-1]["autoscaling"]["reason"] == "Restoring"
+    # the failure came before anything was deleted: the app runs again, and is scaled again
+    track(loop, body(replicas=5, stateRestore={"id": "r1", "phase": "Failed"}, conditions=_ready("True", "Ready")))
+    tick(loop, clock)
+    assert cluster.scales == [1]
+
+
 def test_hpa_mode_gets_lag_but_no_decision() -> None:
     loop, clock, _, cluster, events = make(mode="HPA", replicas=10)
     tick(loop, clock)
