@@ -13,6 +13,7 @@ The Job's pod runs the app image built by the stack from the main checkout: it n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +29,8 @@ import pytest
 from floe_jobs import offsets
 from floe_stack import demo, localrun
 
+from tests import leftovers
+
 from ...nodekit import kubectl_floe, main_pid, require_node, wait_exact_counts, word_count_app
 from ..processes import OperatorProcess, start_operator
 from ..waiting import wait_for
@@ -39,12 +42,10 @@ SNAPSHOT_LABEL = "streaming.floe.dev/snapshot"
 MOUNT = "/snapshots"
 
 
-@pytest.fixture
-def claim(kube: Kubectl, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A PersistentVolumeClaim in the test's namespace bound to a hostPath PersistentVolume of a
-    fresh host directory (the node has no dynamic provisioner; the volume is the admin's part), and
-    that directory, which the test reads the snapshot from."""
-    host_dir = tmp_path_factory.mktemp("snapshots")
+@contextlib.contextmanager
+def _volume(kube: Kubectl, namespace: str, host_dir: Path) -> Iterator[str]:
+    """A PersistentVolumeClaim in `namespace` bound to a hostPath PersistentVolume of `host_dir`
+    (the node has no dynamic provisioner; the volume is the admin's part): its name."""
     os.chmod(host_dir, 0o777)  # the Job's pod runs as uid 185; a hostPath volume takes no fsGroup
     pv = f"floe-it-snapshots-{uuid.uuid4().hex[:8]}"
     pvc = f"backups-{pv[-8:]}"
@@ -60,10 +61,19 @@ def claim(kube: Kubectl, namespace: str, tmp_path_factory: pytest.TempPathFactor
                  "resources": {"requests": {"storage": "1Gi"}}},
     })
     try:
-        yield pvc, host_dir
+        yield pvc
     finally:
         kube.run("delete", "pvc", pvc, "-n", namespace, "--wait=false", check=False)
         kube.run("delete", "pv", pv, "--wait=false", check=False)
+
+
+@pytest.fixture
+def claim(kube: Kubectl, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A claim in the module's namespace on a fresh host directory (`_volume`), and that
+    directory, which the test reads the snapshot from."""
+    host_dir = tmp_path_factory.mktemp("snapshots")
+    with _volume(kube, namespace, host_dir) as pvc:
+        yield pvc, host_dir
 
 
 def _snapshot_done(kube: Kubectl, namespace: str, name: str) -> dict[str, Any] | None:
@@ -221,8 +231,9 @@ def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_kubectl_floe_res
 
 
 class Restartable:
-    """`floe-operator` as a process of its own watching one namespace, which a test can SIGKILL
-    and start again (the in-process operator of the other tests can only be stopped politely)."""
+    """`floe-operator` as a process of its own watching a namespace of its own (the module's
+    in-process operator watches the module's namespace for the module's life), which a test can
+    SIGKILL and start again."""
 
     def __init__(self, kube: Kubectl, namespace: str, logs: Path) -> None:
         self.kube, self.namespace, self.logs = kube, namespace, logs
@@ -245,9 +256,12 @@ class Restartable:
 
 
 @pytest.fixture
-def operator_process(kube: Kubectl, namespace: str, tmp_path: Path) -> Iterator[Restartable]:
-    """The operator as a restartable process; running again at the end, it deletes the
-    namespace's apps and snapshots (their finalizers are its own) before it is stopped."""
+def operator_process(kube: Kubectl, tmp_path: Path) -> Iterator[Restartable]:
+    """The operator as a restartable process, in a namespace of its own; running again at the
+    end, it deletes the namespace's apps and snapshots (their finalizers are its own) before it
+    is stopped and the namespace deleted."""
+    namespace = leftovers.prefix(f"floe-op-it-{uuid.uuid4().hex[:6]}")  # its apps' topics start with it
+    kube.run("create", "namespace", namespace)
     op = Restartable(kube, namespace, tmp_path)
     op.start()
     try:
@@ -261,21 +275,29 @@ def operator_process(kube: Kubectl, namespace: str, tmp_path: Path) -> Iterator[
         assert op.run is not None
         op.run.proc.send_signal(signal.SIGTERM)
         op.run.proc.wait(timeout=60)
+        kube.run("delete", "namespace", namespace, "--wait=false")
 
 
 def test_a_snapshot_whose_pod_is_killed_fails_without_a_manifest_and_one_whose_operator_is_killed_succeeds(
-    kube: Kubectl, namespace: str, operator_process: Restartable, stack_env: dict[str, str],
-    claim: tuple[str, Path]
+    kube: Kubectl, operator_process: Restartable, stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Two snapshots of one running app, each interrupted. The first's pod is SIGKILLed while it
+    """Two snapshots of one running app, each interrupted, in a namespace of its own watched by the
+    operator as a process (`operator_process`). The first's pod is SIGKILLed while it
     cuts: Failed (JobFailed, exit code 137), no manifest at its location. The second's operator
     is SIGKILLed as soon as its Job exists (before or after it recorded the Job in status) and
     kept down until the Job has finished: the Job takes the snapshot on its own, and the next
     operator reads it back, ending Succeeded with the manifest's size and the start the first
     operator meant to record (the Job, app id, image, location)."""
     env = require_node(stack_env)
+    namespace = operator_process.namespace
+    host_dir = tmp_path_factory.mktemp("snapshots")
+    with _volume(kube, namespace, host_dir) as claim_name:
+        _pod_then_operator_killed(kube, namespace, env, claim_name, host_dir, operator_process)
+
+
+def _pod_then_operator_killed(kube: Kubectl, namespace: str, env: dict[str, str], claim_name: str, host_dir: Path,
+                              operator_process: Restartable) -> None:
     app, spec, app_id = _counted_app(kube, namespace, env)
-    claim_name, host_dir = claim
 
     name = "killed"
     kube.apply(_snapshot(namespace, name, app, claim_name=claim_name, location=f"file://{MOUNT}/{app}/killed"))
