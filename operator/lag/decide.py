@@ -367,8 +367,9 @@ def _outside_the_load(f: _Frame) -> Decision | None:
     if ctx.suspended:
         return f.hold(SUSPENDED, "The app is suspended (spec.suspend); it is not scaled until it resumes")
     if ctx.restoring:
-        return f.hold(RESTORING, "A restore holds the app's pods at zero (its Ready condition says why: under way, "
-                                 "or failed); it is not scaled until they run again")
+        return f.hold(RESTORING, "A restore holds the app's pods at zero (status.stateRestore or "
+                                 "status.rollbackRestore, under way or failed; the Ready condition says why); it is "
+                                 "not scaled until they run again")
     if ctx.paused:
         return f.hold(
             RECONCILE_PAUSED,
