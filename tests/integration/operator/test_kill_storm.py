@@ -12,11 +12,7 @@ two children, or in a finalizer.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -26,8 +22,8 @@ from typing import Any
 
 import pytest
 from floe_jobs.stores import schema
-from floe_stack import ports
 
+from ..processes import RestartableOperator
 from ..waiting import wait_for
 from .conftest import app_manifest, pods_state
 from .kube import Kubectl, condition
@@ -42,50 +38,6 @@ OPERATIONS = 50
 KILLS = 20
 NAMES = 12
 CHILD_KINDS = ("deployment", "configmap", "service", "poddisruptionbudget")
-
-
-class OperatorProcess:
-    """`floe-operator` watching one namespace, restartable, its output appended to one log."""
-
-    def __init__(self, kubeconfig: str, namespace: str, log: Path) -> None:
-        self.log = log
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("FLOE_")}
-        self.env.update(
-            KUBECONFIG=kubeconfig,
-            FLOE_WATCH_NAMESPACES=namespace,
-            FLOE_RESYNC_SECONDS="2",
-            FLOE_LAG_INTERVAL_SECONDS="0",
-        )
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        self.env.update(FLOE_METRICS_PORT=str(ports.free_port()), FLOE_LIVENESS_PORT=str(ports.free_port()))
-        with self.log.open("ab") as out:
-            out.write(f"\n==== start {self.starts} at {time.time():.3f}\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(
-                [str(Path(sys.executable).parent / "floe-operator")],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture
@@ -235,7 +187,7 @@ def test_operator_killed_during_a_burst_converges(
                         if schema.table_name(s["name"]) in tables:
                             retained_tables.add(schema.table_name(s["name"]))
 
-    operator = OperatorProcess(kubeconfig, ns, tmp_path / "operator.log")
+    operator = RestartableOperator(kubeconfig, ns, tmp_path / "operator")
     stop_storm = threading.Event()
     storm_error: list[BaseException] = []
 
@@ -299,7 +251,7 @@ def test_operator_killed_during_a_burst_converges(
                     continue
                 leftover = {schema.table_name(s["name"]) for s in body["spec"]["state"]["stores"]} & tables
                 assert not leftover - needed - retained_tables, f"deleted app {name} left tables {leftover}"
-        text = operator.log.read_text(errors="replace")
+        text = operator.text()
         print(
             f"operator storm: operations={OPERATIONS} kills={KILLS} starts={operator.starts} "
             f"burst_seconds={burst_seconds:.1f} converge_seconds={converge_seconds:.1f} live_apps={len(live)} "
@@ -307,8 +259,8 @@ def test_operator_killed_during_a_burst_converges(
         )
     except BaseException:
         print("operations:\n  " + "\n  ".join(op_log))
-        lines = operator.log.read_text(errors="replace").splitlines() if operator.log.exists() else []
-        print(f"operator log {operator.log} ({len(lines)} lines), its end:\n" + "\n".join(lines[-80:]))
+        lines = operator.text().splitlines()
+        print(f"operator logs {operator.logs} ({len(lines)} lines), their end:\n" + "\n".join(lines[-80:]))
         raise
     finally:
         stop_storm.set()

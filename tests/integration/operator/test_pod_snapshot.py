@@ -32,7 +32,7 @@ from floe_stack import demo, localrun
 from tests import leftovers
 
 from ...nodekit import kubectl_floe, main_pid, require_node, wait_exact_counts, word_count_app
-from ..processes import OperatorProcess, start_operator
+from ..processes import RestartableOperator
 from ..waiting import wait_for
 from .kube import Kubectl, condition
 
@@ -230,56 +230,31 @@ def test_a_snapshot_resource_cuts_a_running_app_to_a_volume_and_kubectl_floe_res
     assert _manifest(host_dir / app / "1")["app_id"] == app_id
 
 
-class Restartable:
-    """`floe-operator` as a process of its own watching a namespace of its own (the module's
-    in-process operator watches the module's namespace for the module's life), which a test can
-    SIGKILL and start again."""
-
-    def __init__(self, kube: Kubectl, namespace: str, logs: Path) -> None:
-        self.kube, self.namespace, self.logs = kube, namespace, logs
-        self.run: OperatorProcess | None = None
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        self.run = start_operator(self.kube.kubeconfig, self.logs / f"operator-{self.starts}.log",
-                                  FLOE_WATCH_NAMESPACES=self.namespace, FLOE_RESYNC_SECONDS="2",
-                                  FLOE_LAG_INTERVAL_SECONDS="0")
-
-    def kill(self) -> None:
-        assert self.run is not None
-        self.run.proc.send_signal(signal.SIGKILL)
-        self.run.proc.wait()
-
-    def text(self) -> str:
-        return "".join(p.read_text(errors="replace") for p in sorted(self.logs.glob("operator-*.log")))
-
-
 @pytest.fixture
-def operator_process(kube: Kubectl, tmp_path: Path) -> Iterator[Restartable]:
-    """The operator as a restartable process, in a namespace of its own; running again at the
-    end, it deletes the namespace's apps and snapshots (their finalizers are its own) before it
-    is stopped and the namespace deleted."""
+def operator_process(kube: Kubectl, tmp_path: Path) -> Iterator[RestartableOperator]:
+    """The operator as a restartable process, in a namespace of its own (the module's in-process
+    operator watches the module's namespace for the module's life); running again at the end, it
+    deletes the namespace's apps and snapshots (their finalizers are its own) before it is stopped
+    and the namespace deleted."""
     namespace = leftovers.prefix(f"floe-op-it-{uuid.uuid4().hex[:6]}")  # its apps' topics start with it
     kube.run("create", "namespace", namespace)
-    op = Restartable(kube, namespace, tmp_path)
+    op = RestartableOperator(kube.kubeconfig, namespace, tmp_path)
     op.start()
     try:
         yield op
     finally:
-        if op.run is None or op.run.proc.poll() is not None:
+        if not op.running():
             op.start()
         kube.run("delete", "streamingapp", "--all", "-n", namespace, "--wait=true", "--timeout=90s", timeout=120)
         kube.run("delete", "streamingappsnapshot", "--all", "-n", namespace, "--wait=true", "--timeout=120s",
                  timeout=150)
-        assert op.run is not None
-        op.run.proc.send_signal(signal.SIGTERM)
-        op.run.proc.wait(timeout=60)
+        op.stop()
         kube.run("delete", "namespace", namespace, "--wait=false")
 
 
 def test_a_snapshot_whose_pod_is_killed_fails_without_a_manifest_and_one_whose_operator_is_killed_succeeds(
-    kube: Kubectl, operator_process: Restartable, stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    kube: Kubectl, operator_process: RestartableOperator, stack_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Two snapshots of one running app, each interrupted, in a namespace of its own watched by the
     operator as a process (`operator_process`). The first's pod is SIGKILLed while it
@@ -296,7 +271,7 @@ def test_a_snapshot_whose_pod_is_killed_fails_without_a_manifest_and_one_whose_o
 
 
 def _pod_then_operator_killed(kube: Kubectl, namespace: str, env: dict[str, str], claim_name: str, host_dir: Path,
-                              operator_process: Restartable) -> None:
+                              operator_process: RestartableOperator) -> None:
     app, spec, app_id = _counted_app(kube, namespace, env)
 
     name = "killed"
