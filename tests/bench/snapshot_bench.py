@@ -22,10 +22,10 @@ the median of `--runs` runs with min and max:
   the snapshot runs, the longest time any stage partition went without a commit meanwhile,
   against the longest over the 10 s before it (its batches' own rhythm). Target: the snapshot
   adds at most one batch (value at most twice the baseline in every run). Measured at
-  `--gap-keys` (100,000): with input flowing, a snapshot copies each partition optimistically
-  and must find a committed batch that lasts as long as the copy of its rows, which at a million
-  keys a repartition stage committing every second never offered within the settle timeout
-  (docs/snapshots.md, "Measured"). The runs without flow take the time and restore rows.
+  `--gap-keys` (100,000; `--gap-keys 1000000` for the million-key row): with input flowing, a
+  snapshot copies each partition optimistically and must find a committed batch that lasts as
+  long as the copy of its rows, so the larger a partition the more attempts (docs/snapshots.md,
+  "Measured"). The runs without flow take the time and restore rows.
 
 The snapshot's size (Parquet bytes, rows, bytes per key) is in the snapshot row.
 """
