@@ -212,13 +212,7 @@ def _write_store(session: Any, keyspace: str, table: str, rows: Any) -> int:
     for lo, hi in itertools.pairwise(bounds):
         for start in range(lo, hi, BATCH_ROWS):
             batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ConsistencyLevel.LOCAL_QUORUM)
-            # the first row as Python values, from which the batch takes its routing key
-            first = rows.slice(start, 1).to_pylist()[0]
-            written, ttl = first["written"], first["ttl"]
-            kv.add_row(batch, stmt, (first["partition"], first["key"], first["value"], first["floe_batch"],
-                                     first["time"], now if written is None else written, 0 if ttl is None else ttl),
-                       protocol)
-            for values in sent[start + 1 : min(start + BATCH_ROWS, hi)]:
+            for values in sent[start : min(start + BATCH_ROWS, hi)]:
                 kv.add_row(batch, stmt, (), protocol, values)
             batches.append((batch, None))
     for ok, result in execute_concurrent(session, batches, concurrency=16, raise_on_first_error=False):

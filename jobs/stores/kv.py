@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from cassandra.query import BatchStatement, BatchType
+from cassandra.query import BatchStatement, BatchType, BoundStatement
 from floe_jobs.stores import keys as keyorder
 from floe_jobs.stores.base import BaseStore
 from floe_jobs.stores.cache import ABSENT, MISS
@@ -725,18 +725,24 @@ class GlobalStore(_KeyValueStore[K, V]):
 
 def add_row(batch: BatchStatement, stmt: Any, params: tuple[Any, ...], protocol: int,
          values: Sequence[Any] | None = None) -> None:
-    """Add a row of a prepared statement to a single-partition batch.
+    """Add a row of a prepared statement to a single-partition batch: its Python values
+    `params`, or `values` as sent when the caller has them (then `params` is not read).
 
     The first row goes through `BatchStatement.add`, which also gives the batch its routing key
-    and keyspace; the others skip the `BoundStatement` that `add` builds per row (with a named
-    tuple per value for its column-encryption lookup) and go in as their values serialized by
-    the statement's column types, which is what `add` sends, for less Python work per row
-    (docs/runtime.md, "Figures behind single settings"). The driver has no public call for
-    this, so this is the one place that uses its private `_add_statement_and_params`. The
-    stores configure no column encryption, and their tables' only blob
-    columns (key, value) take bytes as they are."""
+    and keyspace (from a statement bound to `values` when given, else by binding `params`); the
+    others skip the `BoundStatement` that `add` builds per row (with a named tuple per value for
+    its column-encryption lookup) and go in as their values serialized by the statement's column
+    types, which is what `add` sends, for less Python work per row (docs/runtime.md, "Figures
+    behind single settings"). The driver has no public call for this, so this is the one place
+    that uses its private `_add_statement_and_params`. The stores configure no column
+    encryption, and their tables' only blob columns (key, value) take bytes as they are."""
     if not len(batch):
-        batch.add(stmt, params)
+        if values is None:
+            batch.add(stmt, params)
+        else:
+            bound = BoundStatement(stmt)
+            bound.values = list(values)
+            batch.add(bound)
         return
     if values is None:
         columns = stmt.column_metadata

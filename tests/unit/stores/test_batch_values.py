@@ -47,3 +47,20 @@ def test_one_value_is_serialized_by_each_statements_column_type() -> None:
     assert ser.one(_stmt(LongType), 0, 7) == LongType.serialize(7, PROTOCOL)
     assert ser.one(_stmt(Int32Type, query_id=b"q2"), 0, 7) == Int32Type.serialize(7, PROTOCOL)
     assert ser.one(_stmt(LongType), 0, b"raw") == b"raw" and ser.one(_stmt(LongType), 0, None) is None
+
+
+def test_a_first_row_given_as_sent_routes_the_batch_as_one_given_as_python_values() -> None:
+    from cassandra.protocol import ColumnMetadata
+    from cassandra.query import PreparedStatement
+
+    columns = [ColumnMetadata("ks", "t", n, t) for n, t in
+               (("partition", Int32Type), ("key", BytesType), ("value", BytesType), ("floe_batch", LongType))]
+    stmt = PreparedStatement(columns, b"q3", [0], "INSERT INTO ks.t ...", "ks", PROTOCOL, [], None)
+    params = (7, b"k1", None, 42)
+    ser = kv._Serialized(PROTOCOL)
+    as_python, as_sent = BatchStatement(batch_type=BatchType.UNLOGGED), BatchStatement(batch_type=BatchType.UNLOGGED)
+    kv.add_row(as_python, stmt, params, PROTOCOL)
+    kv.add_row(as_sent, stmt, (), PROTOCOL, ser.values(stmt, params))
+    assert as_sent.routing_key == as_python.routing_key == Int32Type.serialize(7, PROTOCOL)
+    assert as_sent.keyspace == as_python.keyspace == "ks"
+    assert list(as_sent._statements_and_parameters) == list(as_python._statements_and_parameters)
