@@ -121,9 +121,8 @@ def take(
 def _warm_up(spark: Any) -> None:
     """One row of a store through the write path the store's files take, to nowhere (Spark's
     `noop` format), while the driver cuts: Spark's first job in a process pays for loading and
-    compiling that path, 2 s of an otherwise idle JVM rather than of the first store's write
-    (1,000,000 rows were written in 3.2-3.3 s after it against 4.8-5.2 s without). A failure
-    here only logs: the real write reports its own."""
+    compiling that path, in an otherwise idle JVM rather than in the first store's write
+    (docs/snapshots.md, "Measured"). A failure here only logs: the real write reports its own."""
     import pyarrow as pa
 
     one = pa.table({"partition": pa.array([0], pa.int32()), "key": pa.array([b"k"], pa.binary()),
@@ -231,8 +230,8 @@ def _write_store(spark: Any, name: str, rows: list[cut_mod.FullRow], writer: str
 
 # A store is written as one Parquet file per ROWS_PER_FILE rows, but at most one per core Spark
 # has (whose tasks write them side by side). Left alone, Spark cuts a DataFrame made from an Arrow
-# table into a task, and so a file, per 10,000 rows (spark.sql.execution.arrow.maxRecordsPerBatch):
-# 1,000,000 rows took 2.8-3.5 s as 100 files against 0.8-1.0 s as 1 to 4.
+# table into a task, and so a file, per 10,000 rows (spark.sql.execution.arrow.maxRecordsPerBatch),
+# each with a task's and a file's overhead (docs/snapshots.md, "Measured").
 ROWS_PER_FILE = 250_000
 
 

@@ -2,7 +2,7 @@
 
 A restore writes every row of a store under its own fence, time, write timestamp and TTL. Turned
 into Python values first (a `datetime` per time) and encoded one value at a time by the driver's
-types (`serialize` per value), a million rows spent about half of the restore's Python CPU there
+types (`serialize` per value), a million rows spent much of the restore's Python CPU there
 (docs/snapshots.md, "Measured"). Here a column is encoded at once: the driver sends an `int` as 4
 and a `bigint` or `timestamp` (milliseconds since the epoch) as 8 big-endian two's-complement
 bytes, which is numpy's `>i4` and `>i8`; a null is sent as None. The results go into batches
