@@ -90,9 +90,12 @@ def test_create_makes_children(
     assert cfg.cassandra.keyspace == keyspace
     annotations = spec["template"]["metadata"]["annotations"]
     assert annotations[render.CONFIG_HASH] == render.config_hash(cm)
-    svc = kube.get("service", APP, namespace)
-    assert svc is not None and svc["spec"]["clusterIP"] == "None"
-    assert kube.get("poddisruptionbudget", APP, namespace) is not None
+    # The Service and the PodDisruptionBudget are written after the writes a new app's pods wait
+    # for (the Deployment, its ConfigMap), so they may land a moment after the Deployment.
+    svc = wait_for(lambda: kube.get("service", APP, namespace), what="the Service")
+    assert svc["spec"]["clusterIP"] == "None"
+    pdb = wait_for(lambda: kube.get("poddisruptionbudget", APP, namespace), what="the PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"] == {render.APP_LABEL: APP}
     wait_for(lambda: kube.list("replicaset", namespace, f"{render.APP_LABEL}={APP}"), what="a ReplicaSet")
 
     tables = _tables(cql, keyspace)
