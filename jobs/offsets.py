@@ -103,6 +103,17 @@ batch it planned before the pause:
     planned_ts       bigint      -- write timestamp (µs) of the latest plan's effects (its latest attempt)
     stopped_at       bigint      -- a poison record stopped the partition here (spec.errors: stop),
     stopped_error    text        -- with its error; cleared by the next commit or an offset reset
+    held_until       bigint      -- a snapshot holds new plans back until then (µs since the epoch), see below
+
+**A snapshot may hold a partition** (`floe_jobs.snapshots.cut`). It copies a partition's store
+rows between two reads of its row and keeps the copy only if the row did not move; a partition
+whose batches are all shorter than that copy would never offer such a window. So after a few
+seconds of trying, the snapshot sets `held_until` on the row, conditionally, only while the row is
+still as read at a committed batch; the planner makes no new plan of a held partition
+(`planning.OffsetRow.held`), and every new plan's claim names the `held_until` it read, so a
+hold set between a replica's read and its claim fails that claim. The snapshot releases the hold
+(null) right after its copy; a snapshot that dies leaves a hold that runs out on its own. A
+replica of an earlier release ignores holds; the snapshot then sees the row move and copies again.
 
 Consumer lag as the lag exporter computes it: end offset (Kafka) - next_offset of the stage
 furthest behind, per partition; `SELECT topic, partition, next_offset, committed_at FROM … WHERE
@@ -114,6 +125,7 @@ All reads and writes go at LOCAL_QUORUM; DDL at ALL (concurrent creators are saf
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -132,11 +144,11 @@ _COLUMNS = (
     "app_id text, topic text, partition int, next_offset bigint, committed_seq bigint,"
     " planned_seq bigint, planned_from bigint, planned_to bigint,"
     " planned_at timestamp, committed_at timestamp, owner text, source_positions text, planned_ts bigint,"
-    " stopped_at bigint, stopped_error text,"
+    " stopped_at bigint, stopped_error text, held_until bigint,"
     " PRIMARY KEY ((app_id), topic, partition)"
 )
 # columns added after the table's first release, with their types: tables made before get them
-ADDED_COLUMNS = {"planned_ts": "bigint", "stopped_at": "bigint", "stopped_error": "text"}
+ADDED_COLUMNS = {"planned_ts": "bigint", "stopped_at": "bigint", "stopped_error": "text", "held_until": "bigint"}
 
 
 def table_cql(keyspace: str) -> str:
@@ -387,6 +399,7 @@ class Stored:
     owner: str | None
     stopped_at: int | None = None
     stopped_error: str | None = None
+    held_until: int | None = None
 
     @property
     def key(self) -> str:
@@ -412,19 +425,20 @@ class Stored:
             owner=self.owner or "",
             stopped_at=self.stopped_at,
             stopped_error=self.stopped_error,
+            held_until=self.held_until,
         )
 
 
 _STORED = (
     "topic, partition, next_offset, committed_seq, planned_seq, planned_from, planned_to, planned_at,"
-    " planned_ts, source_positions, owner, stopped_at, stopped_error"
+    " planned_ts, source_positions, owner, stopped_at, stopped_error, held_until"
 )
 
 
 def _stored(r: Any) -> Stored:
     # positional access: works with the driver's tuple and named-tuple row factories
     stage, topic = parse_key(r[0])
-    return Stored(stage, topic, *r[1:13])
+    return Stored(stage, topic, *r[1:14])
 
 
 class OffsetsTable:
@@ -485,7 +499,7 @@ class OffsetsTable:
         self._plan = session.prepare(
             f"UPDATE {self.table} SET planned_seq = ?, planned_from = ?, planned_to = ?, planned_at = ?,"
             f" planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
-            " IF planned_seq = ? AND committed_seq = ? AND next_offset = ? AND planned_ts = ?"
+            " IF planned_seq = ? AND committed_seq = ? AND next_offset = ? AND planned_ts = ? AND held_until = ?"
         )
         self._take = session.prepare(
             f"UPDATE {self.table} SET planned_ts = ?, owner = ? WHERE app_id = ? AND topic = ? AND partition = ?"
@@ -507,12 +521,44 @@ class OffsetsTable:
             " WHERE app_id = ? AND topic = ? AND partition = ? IF planned_seq = ? AND owner = ? AND committed_seq < ?"
         )
 
+    @functools.cached_property
+    def _holds(self) -> tuple[Any, Any]:
+        """A snapshot's hold (only at a committed batch, the row as the snapshot read it) and its
+        release, prepared on first use: only a snapshot holds."""
+        return (
+            self._session.prepare(
+                f"UPDATE {self.table} SET held_until = ? WHERE app_id = ? AND topic = ? AND partition = ?"
+                " IF planned_seq = ? AND committed_seq = ? AND next_offset = ? AND planned_ts = ?"
+            ),
+            self._session.prepare(
+                f"UPDATE {self.table} SET held_until = null WHERE app_id = ? AND topic = ? AND partition = ?"
+                " IF held_until = ?"
+            ),
+        )
+
     def position(self, stage: str, topic: str, partition: int) -> Stored | None:
         """`stage`'s row of one partition as stored, or None: what a snapshot reads before and
         after copying the partition's state (`floe_jobs.snapshots.cut`)."""
         key = position_key(stage, topic)
         found = [r for r in self._session.execute(self._select, (self.app_id, [key])) if r[1] == partition]
         return _stored(found[0]) if found else None
+
+    def hold(self, stage: str, row: Stored, *, until_us: int) -> bool:
+        """Hold `stage`'s partition `row` back from new plans until `until_us` (a snapshot's
+        copy, `floe_jobs.snapshots.cut`): only if the row is still exactly `row` and at a
+        committed batch. False: it moved, or a plan is in flight."""
+        if (row.planned_seq or 0) > (row.committed_seq or 0):
+            return False
+        batch = self._conditional()
+        key = (self.app_id, position_key(stage, row.topic), row.partition)
+        batch.add(self._holds[0], (until_us, *key, *row.expected))
+        return self._apply(batch)
+
+    def release(self, stage: str, topic: str, partition: int, *, until_us: int) -> bool:
+        """Lift the hold `hold` set with `until_us` (False: the row holds another or none)."""
+        batch = self._conditional()
+        batch.add(self._holds[1], (self.app_id, position_key(stage, topic), partition, until_us))
+        return self._apply(batch)
 
     def restore(self, rows: Iterable[tuple[str, OffsetRow]]) -> bool:
         """Write (stage, row) pairs where the app has no rows yet, in one conditional batch (the
@@ -644,7 +690,7 @@ class OffsetsTable:
             elif p.replay:
                 batch.add(self._take, (p.stamp, self.owner, *key, row.planned_seq, row.committed_seq, row.planned_ts))
             else:
-                expected = (row.planned_seq, row.committed_seq, row.next_offset, row.planned_ts)
+                expected = (row.planned_seq, row.committed_seq, row.next_offset, row.planned_ts, row.held_until)
                 batch.add(self._plan, (p.seq, p.start, p.end, now, p.stamp, self.owner, *key, *expected))
         return self._apply(batch)
 

@@ -10,6 +10,8 @@ Kept free of I/O so the rules that exactly-once rests on are unit-tested on thei
 - otherwise a new plan starts at the stored next offset and ends at the end offset, capped
   so that the whole batch stays under the record budget (itself derived from the record and
   byte caps), shared fairly between partitions with a backlog;
+- a committed partition that a snapshot holds (`OffsetRow.held`) gets no new plan until the
+  hold is released or runs out;
 - a partition with no stored row starts by policy (earliest = low watermark, latest = high
   watermark), and that starting point is stored before anything is planned from it;
 - every attempt of a batch carries a write timestamp (`stamp_for`) above every earlier
@@ -47,6 +49,15 @@ class OffsetRow:
     # where a poison record stopped the partition (`floe_jobs.quarantine`), and its error
     stopped_at: int | None = None
     stopped_error: str | None = None
+    # a snapshot copying the partition holds new plans back until then (µs since the epoch,
+    # `floe_jobs.snapshots.cut`); None: not held
+    held_until: int | None = None
+
+    def held(self, now_us: int) -> bool:
+        """A snapshot holds the partition at its committed position: no new plan until the hold
+        is released or runs out (a plan in flight is still replayed, which it never is while
+        held: a hold is only set at a committed batch)."""
+        return self.held_until is not None and self.held_until > now_us
 
     @property
     def stopped(self) -> bool:
@@ -207,6 +218,8 @@ def plan_batch(
             new_rows.append(row)
             starts_rows[tp] = row
             seq = 0
+        elif row.held(now_us):
+            continue
         else:
             start, seq = _resume_at(tp, row, marks, warnings=warnings), row.committed_seq
         lag = max(0, marks.high - start)

@@ -7,7 +7,11 @@ the first read carries that plan's fence, which a replay of it honours. Otherwis
 is copied again. A stage fed by a repartition topic must also be at a committed batch (its plan
 in flight names a range of a topic the restored app does not read), so the copy waits for it.
 
-Nothing here writes: the app never waits for a snapshot.
+Copying only reads, so a partition sees no pause from it, as long as one of its windows between
+two commits lasts as long as its copy. One whose batches are all shorter (many rows, short
+batches) would never offer one: after `hold_after` seconds of trying, the cut holds the
+partition at a committed batch (`OffsetsTable.hold`: no new plan of it meanwhile), copies it and
+releases it. That partition then pauses for one copy of its rows, and the snapshot always ends.
 """
 
 from __future__ import annotations
@@ -15,15 +19,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cassandra import ConsistencyLevel
-from floe_jobs import offsets
+from floe_jobs import faults, offsets
 from floe_jobs.planning import OffsetRow
 from floe_jobs.snapshots.manifest import PartitionCut, Row, SnapshotError
 
 log = logging.getLogger(__name__)
+
+# the shortest hold of a partition whose copy never fits between its commits (seconds)
+HOLD_MIN_S = 5.0
 
 # partition, key, value, floe_batch, time (ms since the epoch), write time (µs) of value and of
 # fence, TTL left; the time as a number, which the driver hands over without a datetime per row
@@ -51,7 +58,9 @@ class Reader:
     keyspace: str
     app_id: str
     settle_timeout: float = 120.0
+    hold_after: float = 5.0
     attempts: int = 0
+    holds: int = 0
 
     def __post_init__(self) -> None:
         self._table = offsets.OffsetsTable(self.session, keyspace=self.keyspace, app_id=self.app_id)
@@ -98,8 +107,9 @@ class Reader:
     ) -> tuple[PartitionCut, dict[str, list[FullRow]]]:
         """The stage's offsets row of `partition` and the rows of that partition of `tables`, as
         of one batch boundary (see the module docstring)."""
-        deadline = time.monotonic() + self.settle_timeout
-        pause = 0.02
+        start = time.monotonic()
+        deadline = start + self.settle_timeout
+        pause, copy_s = 0.02, 0.0
         while True:
             self.attempts += 1
             if on_attempt is not None:
@@ -108,10 +118,15 @@ class Reader:
             if before is None or before.next_offset is None:
                 raise SnapshotError(f"stage {stage} has no position for {topic} partition {partition}")
             in_flight = (before.planned_seq or 0) > (before.committed_seq or 0)
-            if not (committed_only and in_flight):
+            if not in_flight and time.monotonic() - start >= self.hold_after:
+                held = self._held_copy(stage, before, tables, copy_s)
+                if held is not None:
+                    return held
+            elif not (committed_only and in_flight):
+                began = time.monotonic()
                 copied = {table: self._store_rows(table, partition) for table in tables}
-                after = self._table.position(stage, topic, partition)
-                if after == before:
+                copy_s = time.monotonic() - began
+                if self._table.position(stage, topic, partition) == before:
                     return _partition_cut(before.row()), copied
             if time.monotonic() > deadline:
                 what = "committed batch that lasted" if committed_only else "window"
@@ -122,6 +137,27 @@ class Reader:
                 )
             time.sleep(pause)
             pause = min(pause * 1.5, 0.5)
+
+    def _held_copy(
+        self, stage: str, before: offsets.Stored, tables: list[str], copy_s: float
+    ) -> tuple[PartitionCut, dict[str, list[FullRow]]] | None:
+        """The partition's copy under a hold set at `before` (a committed batch), released at
+        once after it; None if the row moved before the hold or during the copy (a replica of
+        an earlier release ignores holds, and a hold runs out: it lasts three of the last
+        copies, at least HOLD_MIN_S)."""
+        until = faults.clock_us() + int(max(HOLD_MIN_S, 3 * copy_s) * 1_000_000)
+        if not self._table.hold(stage, before, until_us=until):
+            return None
+        self.holds += 1
+        try:
+            copied = {table: self._store_rows(table, before.partition) for table in tables}
+            after = self._table.position(stage, before.topic, before.partition)
+        finally:
+            self._table.release(stage, before.topic, before.partition, until_us=until)
+        if after != replace(before, held_until=until):
+            return None
+        log.info("Copied stage=%s topic=%s partition=%d under a hold", stage, before.topic, before.partition)
+        return _partition_cut(before.row()), copied
 
 
 def _partition_cut(row: OffsetRow) -> PartitionCut:

@@ -180,7 +180,9 @@ def _cut(
                 copied[name].extend(got)
             cuts.append(part_cut)
         stages[stage.name] = StageCut(name=stage.name, source=stage.source, topic=topic, partitions=cuts)
-        log.info("Cut stage=%s partitions=%d attempts=%d", stage.name, len(cuts), reader.attempts)
+        log.info(
+            "Cut stage=%s partitions=%d attempts=%d holds=%d", stage.name, len(cuts), reader.attempts, reader.holds
+        )
     return stages, copied
 
 

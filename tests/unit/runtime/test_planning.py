@@ -252,3 +252,26 @@ def test_a_row_stamped_at_or_above_the_batch_is_written_just_above_its_cells() -
     assert planning.row_stamp(NOW + 1, written) == written + 1
     # two attempts that read the same cell write under the same timestamp
     assert planning.row_stamp(NOW, NOW + hour) == planning.row_stamp(NOW + 7, NOW + hour)
+
+
+def test_a_partition_a_snapshot_holds_gets_no_new_plan_until_the_hold_is_released_or_runs_out() -> None:
+    held = OffsetRow(T, 0, next_offset=900, committed_seq=8, planned_seq=8, held_until=NOW + 1)
+    free = OffsetRow(T, 1, next_offset=10, committed_seq=3, planned_seq=3)
+
+    def planned(rows: dict[tuple[str, int], OffsetRow]) -> list[tuple[int, int, int, int]]:
+        plan = planning.plan_batch(
+            owned=[(T, 0), (T, 1)],
+            rows=rows,
+            watermarks=marks(p0=(0, 1000), p1=(0, 20)),
+            starting_offsets="earliest",
+            budget=1000,
+            now_us=NOW,
+        )
+        return [(p.partition, p.seq, p.start, p.end) for p in plan.partitions]
+
+    # held: only the other partition is planned, and the held one's budget goes to it
+    assert planned({(T, 0): held, (T, 1): free}) == [(1, 4, 10, 20)]
+    # released (null) or run out (at or before now): planned again from where it stood
+    for until in (None, NOW):
+        row = OffsetRow(T, 0, next_offset=900, committed_seq=8, planned_seq=8, held_until=until)
+        assert planned({(T, 0): row, (T, 1): free}) == [(0, 9, 900, 1000), (1, 4, 10, 20)]
