@@ -319,6 +319,18 @@ class SnapshotVolume(_Model):
     mount_path: str = "/snapshots"
 
 
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a duration as the CRD admits it (e.g. 30m, 6h, 1h30m, 1.5h): spec.snapshots.interval."""
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"not a duration: {text!r}")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
 class ScheduledSnapshots(_Model):
     """spec.snapshots: snapshots of the app taken on a schedule, the newest `keep` kept
     (`snapshotschedule`)."""

@@ -178,7 +178,7 @@ async def schedule(deps: reconcile.Deps, body: Mapping[str, Any]) -> None:
     await _retain(deps, app, snaps)
     if snapshotschedule.running(snaps):
         return
-    interval = timedelta(seconds=snapshotschedule.interval_seconds(app.spec.snapshots.interval))
+    interval = timedelta(seconds=model.duration_seconds(app.spec.snapshots.interval))
     newest = max((str(s["metadata"].get("creationTimestamp") or "") for s in snaps), default="")
     if newest and now < snapshotschedule.parse_time(newest) + interval:
         # taken on schedule already, and its record in status lost (an operator stopped between
@@ -232,7 +232,9 @@ async def _retain_for(deps: reconcile.Deps, namespace: str, app_name: str) -> No
     except pydantic.ValidationError:
         return
     if app.spec.snapshots is not None:
-        await _retain(deps, app, await _scheduled(deps, app))
+        snaps = await _scheduled(deps, app)
+        await _record(deps, app, snapshotschedule.outcome(snaps, app.status.get("snapshots") or {}))
+        await _retain(deps, app, snaps)
 
 
 async def _retain(deps: reconcile.Deps, app: model.StreamingApp, snaps: list[dict[str, Any]]) -> None:

@@ -23,7 +23,6 @@ at a time: while the last is Pending or Running, nothing new is created.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,18 +32,6 @@ from floe_operator import conditions, model, render, rollback, snapshotjob
 SCHEDULED_LABEL = f"{model.GROUP}/scheduled-by"
 # <app>-<yyyymmdd>-<hhmmss>: 44 + 1 + 15 characters, within a snapshot's (and its Job's) 63
 NAME_PREFIX_CHARS = 44
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|m|s)")
-_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
-
-
-def interval_seconds(text: str) -> float:
-    """Seconds of a duration as the CRD admits it (e.g. 30m, 6h, 1h30m, 1.5h)."""
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"not a duration: {text!r}")
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-
-
 def parse_time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
@@ -70,7 +57,7 @@ def due(app: model.StreamingApp, now: datetime) -> bool:
     last = (app.status.get("snapshots") or {}).get("lastScheduleTime")
     if not last:
         return True
-    return now >= parse_time(str(last)) + timedelta(seconds=interval_seconds(spec.interval))
+    return now >= parse_time(str(last)) + timedelta(seconds=model.duration_seconds(spec.interval))
 
 
 def selector(app: model.StreamingApp) -> str:
@@ -134,6 +121,31 @@ def snapshot(app: model.StreamingApp, now: datetime, *, name: str | None = None)
 def record(name: str, now: datetime) -> dict[str, Any]:
     """status.snapshots once `name` was created at `now`."""
     return {"last": name, "lastScheduleTime": format_time(now)}
+
+
+def outcome(snaps: Sequence[Mapping[str, Any]], before: Mapping[str, Any]) -> dict[str, Any]:
+    """What status.snapshots says of the schedule's results, for alerts
+    (`floe_app_snapshot_failing`, `floe_app_snapshot_last_success_timestamp_seconds`):
+    `lastSuccessfulTime`, when the newest scheduled snapshot that succeeded completed (kept from
+    `before` once retention or a person deleted every success), and `lastFailed`, the newest
+    ended one's name while it failed (None once a later one succeeded)."""
+    ended = sorted(
+        (
+            (str(s["metadata"].get("creationTimestamp") or ""), s)
+            for s in snaps
+            if (s.get("status") or {}).get("phase") in snapshotjob.TERMINAL
+        ),
+        key=lambda pair: pair[0],
+        reverse=True,
+    )
+    phases = [(s.get("status") or {}).get("phase") for _, s in ended]
+    newest_failed = bool(ended) and phases[0] == snapshotjob.FAILED
+    succeeded = [s for (_, s), phase in zip(ended, phases, strict=True) if phase == snapshotjob.SUCCEEDED]
+    done = (succeeded[0].get("status") or {}).get("completionTime") if succeeded else None
+    return {
+        "lastSuccessfulTime": done or before.get("lastSuccessfulTime"),
+        "lastFailed": ended[0][1]["metadata"]["name"] if newest_failed else None,
+    }
 
 
 def expired(snaps: Sequence[Mapping[str, Any]], keep: int) -> list[str]:

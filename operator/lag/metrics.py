@@ -20,6 +20,9 @@ Per app (labels namespace, app):
 Per app, from its status (what alerts need without kube-state-metrics):
   floe_app_condition{condition} (1 while the condition is True: Ready, Progressing, Degraded),
   floe_app_replicas, floe_app_ready_replicas (the Deployment's, as the status reports them)
+Per app with scheduled snapshots (spec.snapshots.interval), from status.snapshots:
+  floe_app_snapshot_interval_seconds, floe_app_snapshot_failing (1 while the newest scheduled
+  snapshot that ended failed), floe_app_snapshot_last_success_timestamp_seconds (once one succeeded)
 Exporter:
   floe_lag_scrape_errors_total{source: kafka, cassandra, kubernetes}, floe_lag_last_success_timestamp_seconds,
   floe_lag_scrape_duration_seconds
@@ -36,6 +39,7 @@ partitions (docs/lag-and-autoscaling.md, "How lag is measured").
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 
 from floe_operator import model
 from floe_operator.lag import decide, scrape
@@ -83,6 +87,13 @@ HEALTH_FAMILIES = {
     "floe_app_ready_replicas": "Ready replicas of the app's Deployment, as its status reports them",
 }
 WATCHED_CONDITIONS = ("Ready", "Progressing", "Degraded")
+SNAPSHOT_FAMILIES = {
+    "floe_app_snapshot_interval_seconds": "spec.snapshots.interval of the app, in seconds",
+    "floe_app_snapshot_failing": "1 while the newest scheduled snapshot of the app that ended failed "
+    "(status.snapshots.lastFailed), else 0",
+    "floe_app_snapshot_last_success_timestamp_seconds": "Unix time the newest scheduled snapshot of the app "
+    "that succeeded completed (status.snapshots.lastSuccessfulTime)",
+}
 
 
 def app_health(app: model.StreamingApp) -> tuple[dict[str, int], int, int]:
@@ -94,6 +105,22 @@ def app_health(app: model.StreamingApp) -> tuple[dict[str, int], int, int]:
         if c.get("type") in WATCHED_CONDITIONS
     }
     return conds, int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0)
+
+
+def snapshot_health(app: model.StreamingApp) -> dict[str, float]:
+    """The app's scheduled-snapshot series (family → value); none without a schedule."""
+    schedule = app.spec.snapshots
+    if schedule is None or not schedule.interval:
+        return {}
+    record = app.status.get("snapshots") or {}
+    out = {
+        "floe_app_snapshot_interval_seconds": model.duration_seconds(schedule.interval),
+        "floe_app_snapshot_failing": 1.0 if record.get("lastFailed") else 0.0,
+    }
+    if record.get("lastSuccessfulTime"):
+        done = datetime.fromisoformat(str(record["lastSuccessfulTime"]))
+        out["floe_app_snapshot_last_success_timestamp_seconds"] = done.timestamp()
+    return out
 
 
 class LagMetrics:
@@ -126,11 +153,14 @@ class LagMetrics:
         self._stale: dict[tuple[str, str], bool] = {}
         self._desired: dict[tuple[str, str], int] = {}
         self._health: dict[tuple[str, str], tuple[dict[str, int], int, int]] = {}
+        self._snapshots: dict[tuple[str, str], dict[str, float]] = {}
         r.register(_ScrapeCollector(self))
 
     def record_apps(self, apps: Iterable[model.StreamingApp]) -> None:
         """The conditions and replicas of every app the loop tracks (apps gone lose their series)."""
+        apps = list(apps)
         self._health = {(a.namespace, a.name): app_health(a) for a in apps}
+        self._snapshots = {(a.namespace, a.name): series for a in apps if (series := snapshot_health(a))}
 
     def update(self, result: scrape.Scrape) -> None:
         self.duration.observe(result.duration)
@@ -157,6 +187,10 @@ class LagMetrics:
         measured, stale, desired, healths = self._measured, self._stale, self._desired, self._health
         part, status, per_app = _empty_families()
         condition, health = _health_families()
+        snapshots = _snapshot_families()
+        for (namespace, name), series in self._snapshots.items():
+            for family, value in series.items():
+                snapshots[family].add_metric([namespace, name], value)
         for (namespace, name), app in measured.items():
             for p in app.partitions:
                 pk = [namespace, name, p.topic, str(p.partition)]
@@ -193,6 +227,7 @@ class LagMetrics:
         yield from _deprecated(per_app)
         yield condition
         yield from health.values()
+        yield from snapshots.values()
 
 
 def _empty_families() -> tuple[dict[str, GaugeMetricFamily], GaugeMetricFamily, dict[str, GaugeMetricFamily]]:
@@ -218,6 +253,10 @@ def _health_families() -> tuple[GaugeMetricFamily, dict[str, GaugeMetricFamily]]
     return condition, {name: GaugeMetricFamily(name, text, labels=APP) for name, text in HEALTH_FAMILIES.items()}
 
 
+def _snapshot_families() -> dict[str, GaugeMetricFamily]:
+    return {name: GaugeMetricFamily(name, text, labels=APP) for name, text in SNAPSHOT_FAMILIES.items()}
+
+
 class _ScrapeCollector(Collector):
     """Hands the registry the series `LagMetrics.families` builds."""
 
@@ -232,4 +271,5 @@ class _ScrapeCollector(Collector):
         part, status, per_app = _empty_families()
         condition, health = _health_families()
         deprecated = list(_deprecated(per_app))
-        return iter([*part.values(), status, *per_app.values(), *deprecated, condition, *health.values()])
+        snapshots = _snapshot_families().values()
+        return iter([*part.values(), status, *per_app.values(), *deprecated, condition, *health.values(), *snapshots])

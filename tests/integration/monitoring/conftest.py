@@ -30,6 +30,8 @@ RULE_VALUES = {
     "notReadyFor": FOR,
     "staleFor": FOR,
     "operatorDownFor": FOR,
+    "snapshotFailedFor": FOR,
+    "snapshotOverdueFor": FOR,
 }
 
 

@@ -339,6 +339,34 @@ def test_lag_metrics_stale_fires_for_an_app_whose_cassandra_is_unreachable(
     assert not active, f"alerts were active for the healthy app: {active}"
 
 
+def test_snapshot_alerts_fire_while_the_schedules_status_says_failed_and_overdue_and_clear_once_one_succeeds(
+    scenario: Scenario, prom: PromAPI
+) -> None:
+    # status.snapshots as the operator writes it once a scheduled snapshot ends (the outcome of the
+    # schedule, `snapshotschedule.outcome`): here the newest failed, the newest success is 3
+    # intervals old. The app runs no replica, so it is never Ready and takes none itself.
+    name = "scheduled"
+    scenario.apply(scenario.app(name, topics=[f"{scenario.namespace}-healthy-in"], keyspace="floe_mon_scheduled",
+                                replicas=0, snapshots={"location": "file:///snapshots/scheduled", "interval": "1m"}))
+
+    def status(record: dict[str, Any]) -> None:
+        run_kubectl(scenario.kubectl, scenario.kubeconfig, "patch", "streamingapp", name, "-n", scenario.namespace,
+                    "--subresource=status", "--type=merge", "-p", json.dumps({"status": {"snapshots": record}}))
+
+    def utc(seconds_ago: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+
+    status({"lastSuccessfulTime": utc(180), "lastFailed": f"{name}-20261207-120000"})
+    want = {("FloeSnapshotFailed", name), ("FloeSnapshotOverdue", name)}
+    wait_for(lambda: want <= firing(prom, scenario.namespace), timeout=120, every=2,
+             what=f"{sorted(want)} to fire; firing: {sorted(firing(prom, scenario.namespace))}")
+    status({"lastSuccessfulTime": utc(0), "lastFailed": None})
+    wait_for(lambda: not want & firing(prom, scenario.namespace), timeout=120, every=2,
+             what=f"{sorted(want)} to resolve once a scheduled snapshot succeeded")
+    active = never_active(prom, f'namespace="{scenario.namespace}",app="{HEALTHY}"', scenario.window())
+    assert not active, f"alerts were active for the healthy app: {active}"
+
+
 def test_operator_down_fires_only_once_the_operator_is_gone(scenario: Scenario, prom: PromAPI) -> None:
     assert not never_active(prom, 'alertname="FloeOperatorDown"', scenario.window())
     scenario.operator.proc.terminate()

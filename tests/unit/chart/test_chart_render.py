@@ -124,6 +124,8 @@ def test_objects_of_crd_kinds_are_well_formed(render: chartkit.Render) -> None:
         "FloeReplicasNotReady",
         "FloeLagMetricsStale",
         "FloeOperatorDown",
+        "FloeSnapshotFailed",
+        "FloeSnapshotOverdue",
     }
     runbooks = (chartkit.ROOT / "docs" / "alerts.md").read_text().lower()
     for r in alerts:

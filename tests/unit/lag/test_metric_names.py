@@ -5,6 +5,7 @@ names before they carried a unit are exported for one release, with the same val
 from __future__ import annotations
 
 from floe_jobs import health
+from floe_operator import model
 from floe_operator.lag import metrics as lag_metrics
 from floe_operator.lag import scrape as lag_scrape
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -52,3 +53,47 @@ def test_the_rates_old_names_are_exported_for_one_release_with_the_same_values()
         assert get(old, labels) == get(new, labels) is not None
     text = generate_latest(registry).decode()
     assert "# HELP floe_consumergroup_input_rate Deprecated: use floe_consumergroup_input_records_per_second" in text
+
+
+def _app(name: str, snapshots: dict[str, object] | None, record: dict[str, object]) -> model.StreamingApp:
+    spec = {
+        "image": "i",
+        "job": {"entrypoint": "m:f"},
+        "kafka": {"bootstrapServers": "k:9092", "topics": ["in"]},
+        "state": {"cassandra": {"hosts": ["c"], "keyspace": "ks"}},
+    }
+    if snapshots is not None:
+        spec["snapshots"] = snapshots
+    return model.StreamingApp.from_body(
+        {"metadata": {"name": name, "namespace": "ns", "uid": name}, "spec": spec, "status": {"snapshots": record}}
+    )
+
+
+def test_an_apps_scheduled_snapshots_are_series_from_its_status_and_an_app_without_a_schedule_has_none() -> None:
+    registry = CollectorRegistry()
+    metrics = lag_metrics.LagMetrics(registry)
+    metrics.record_apps([
+        _app("failing", {"location": "file:///s", "interval": "1h30m"},
+             {"lastSuccessfulTime": "2026-11-29T03:02:00Z", "lastFailed": "failing-20261129-040000"}),
+        _app("fresh", {"location": "file:///s", "interval": "6h"}, {}),
+        _app("upgrades-only", {"location": "file:///s"}, {}),
+        _app("none", None, {}),
+    ])
+    get = registry.get_sample_value
+
+    def labels(app: str) -> dict[str, str]:
+        return {"namespace": "ns", "app": app}
+
+    assert get("floe_app_snapshot_failing", labels("failing")) == 1
+    assert get("floe_app_snapshot_interval_seconds", labels("failing")) == 5400
+    assert get("floe_app_snapshot_last_success_timestamp_seconds", labels("failing")) == 1795921320
+    # a schedule with nothing ended yet: not failing, no success to date
+    assert get("floe_app_snapshot_failing", labels("fresh")) == 0
+    assert get("floe_app_snapshot_interval_seconds", labels("fresh")) == 21600
+    assert get("floe_app_snapshot_last_success_timestamp_seconds", labels("fresh")) is None
+    for app in ("upgrades-only", "none"):
+        for family in lag_metrics.SNAPSHOT_FAMILIES:
+            assert get(family, labels(app)) is None, (app, family)
+    # an app gone loses its series
+    metrics.record_apps([])
+    assert get("floe_app_snapshot_failing", labels("failing")) is None

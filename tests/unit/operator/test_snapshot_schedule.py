@@ -29,13 +29,13 @@ def _app(*, status: dict[str, Any] | None = None, **snapshots: Any) -> model.Str
 @pytest.mark.parametrize(("text", "seconds"), [("1m", 60), ("6h", 21600), ("1h30m", 5400), ("1.5h", 5400),
                                                ("90s", 90)])
 def test_intervals_read_as_the_crd_admits_them(text: str, seconds: float) -> None:
-    assert snapshotschedule.interval_seconds(text) == seconds
+    assert model.duration_seconds(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "1d", "h", "5 m", "1m-"])
 def test_an_interval_that_is_no_duration_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
-        snapshotschedule.interval_seconds(text)
+        model.duration_seconds(text)
 
 
 def test_the_first_snapshot_is_due_once_the_app_is_ready() -> None:
@@ -222,3 +222,30 @@ def test_a_snapshot_taken_while_an_upgrade_waits_runs_the_running_generation() -
     as_run = snapshotschedule.as_running(app)
     assert (as_run.generation, as_run.spec.image) == (3, "floe-job:1")
     assert snapshotschedule.as_running(running) is running
+
+
+def test_the_schedules_outcome_names_the_newest_ended_snapshot_while_it_failed_and_the_newest_success() -> None:
+    def done(snap: dict[str, Any], at: str) -> dict[str, Any]:
+        snap["status"]["completionTime"] = at
+        return snap
+
+    ok1 = done(_snap("s1", "2026-11-29T01:00:00Z", "Succeeded"), "2026-11-29T01:02:00Z")
+    ok3 = done(_snap("s3", "2026-11-29T03:00:00Z", "Succeeded"), "2026-11-29T03:02:00Z")
+    failed2, failed4 = _snap("s2", "2026-11-29T02:00:00Z", "Failed"), _snap("s4", "2026-11-29T04:00:00Z", "Failed")
+    running5 = _snap("s5", "2026-11-29T05:00:00Z", "Running")
+    # the newest that ended failed, whatever runs after it; the success is the newest one's completion
+    assert snapshotschedule.outcome([ok1, failed2, ok3, failed4, running5], {}) == {
+        "lastSuccessfulTime": "2026-11-29T03:02:00Z",
+        "lastFailed": "s4",
+    }
+    # a later success clears the failure (None: the merge patch removes the field)
+    assert snapshotschedule.outcome([ok1, failed2], {}) == {
+        "lastSuccessfulTime": "2026-11-29T01:02:00Z",
+        "lastFailed": "s2",
+    }
+    assert snapshotschedule.outcome([failed2, ok3], {})["lastFailed"] is None
+    # every success deleted (by a person; retention keeps the newest): the last known time stays
+    before = {"lastSuccessfulTime": "2026-11-28T00:00:00Z"}
+    assert snapshotschedule.outcome([failed4], before) == {"lastSuccessfulTime": "2026-11-28T00:00:00Z",
+                                                          "lastFailed": "s4"}
+    assert snapshotschedule.outcome([], {}) == {"lastSuccessfulTime": None, "lastFailed": None}
