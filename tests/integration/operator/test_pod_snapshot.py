@@ -375,6 +375,15 @@ def test_scheduled_snapshots_are_kept_or_deleted_with_their_data_and_a_new_app_r
     gap = (datetime.fromisoformat(second["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
            - datetime.fromisoformat(first["metadata"]["creationTimestamp"].replace("Z", "+00:00")))
     assert gap.total_seconds() >= 60, (name1, name2, gap)
+    # the schedule's outcome, what its alerts read: the newest success, no failure
+    done = second["status"]["completionTime"]
+
+    def outcome() -> dict[str, Any] | None:
+        record = ((kube.get("streamingapp", app, namespace) or {}).get("status") or {}).get("snapshots") or {}
+        return record if record.get("lastSuccessfulTime") == done else None
+
+    recorded = wait_for(outcome, timeout=60, every=1, what=f"status.snapshots.lastSuccessfulTime {done}")
+    assert "lastFailed" not in recorded, recorded
 
     def retained() -> bool:
         return kube.get("streamingappsnapshot", name1, namespace) is None and not (host_dir / app / name1).exists()
