@@ -347,7 +347,7 @@ def test_snapshot_alerts_fire_while_the_schedules_status_says_failed_and_overdue
     # intervals old. The app runs no replica, so it is never Ready and takes none itself.
     name = "scheduled"
     scenario.apply(scenario.app(name, topics=[f"{scenario.namespace}-healthy-in"], keyspace="floe_mon_scheduled",
-                                replicas=0, snapshots={"location": "file:///snapshots/scheduled", "interval": "1m"}))
+                                replicas=0, snapshots={"location": "s3a://backups/scheduled", "interval": "1m"}))
 
     def status(record: dict[str, Any]) -> None:
         run_kubectl(scenario.kubectl, scenario.kubeconfig, "patch", "streamingapp", name, "-n", scenario.namespace,
