@@ -313,15 +313,17 @@ def progress(session: Any, *, keyspace: str, app_id: str) -> dict[tuple[str, int
 def rows_for_people(session: Any, *, keyspace: str, app_id: str) -> list[dict[str, Any]]:
     """Every live row of the app as plain values, for people (`floe-job offsets`, `kubectl floe
     status`): stage (None for a legacy row), topic, partition, next_offset, owner, committed_at
-    (ISO 8601 UTC or None), in_flight (a planned batch not committed yet) and the stopped partition's
-    offset and error. Nothing else of the row, and never a setting; [] if the table does not exist."""
+    (ISO 8601 UTC or None), in_flight (a planned batch not committed yet), the stopped partition's
+    offset and error, and held_until (ISO 8601 UTC) while a snapshot holds the partition. Nothing
+    else of the row, and never a setting; [] if the table does not exist."""
     rows = _read_all(
         session,
         f"SELECT topic, partition, next_offset, committed_seq, planned_seq, owner, committed_at, stopped_at,"
-        f" stopped_error FROM {keyspace}.{TABLE} WHERE app_id = %s",
+        f" stopped_error, held_until FROM {keyspace}.{TABLE} WHERE app_id = %s",
         app_id,
     )
     out = []
+    now = faults.clock_us()
     for r in rows:
         if r[2] is None:  # a retired legacy row: no position
             continue
@@ -338,9 +340,18 @@ def rows_for_people(session: Any, *, keyspace: str, app_id: str) -> list[dict[st
                 "in_flight": (r[4] or 0) > (r[3] or 0),
                 "stopped_at": r[7],
                 "stopped_error": r[8],
+                "held_until": _held_until(r[9], now),
             }
         )
     return sorted(out, key=lambda row: (row["topic"], row["partition"], row["stage"] or ""))
+
+
+def _held_until(held_until: int | None, now_us: int) -> str | None:
+    """A snapshot's hold (µs since the epoch) as RFC 3339 while it lasts; one that ran out is
+    none (`planning.OffsetRow.held`)."""
+    if held_until is None or held_until <= now_us:
+        return None
+    return _iso(datetime.fromtimestamp(held_until / 1e6, UTC).replace(tzinfo=None))
 
 
 def _iso(at: datetime) -> str:

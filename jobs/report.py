@@ -4,7 +4,7 @@ Run inside one of the app's pods (`kubectl floe status` runs it with `kubectl ex
 replica's own configuration (floe.yaml and the FLOE_* environment its Secrets fill), reads the
 app's rows of the offsets table and the end offsets of their partitions, and prints one JSON
 object: `{"app_id", "partitions": [{stage, topic, partition, owner, next_offset, end_offset, lag,
-committed_at, in_flight, stopped_at, stopped_error}]}`.
+committed_at, in_flight, stopped_at, stopped_error, held_until}]}`.
 
 Why here: the owner and the last commit of a partition exist only in the offsets rows (contract
 1), and reading them takes the app's Cassandra and Kafka credentials, which the pod already holds.

@@ -243,6 +243,8 @@ def _dash(value: Any) -> str:
 def _note(row: Mapping[str, Any]) -> str | None:
     if row.get("stopped_at") is not None:
         return f"stopped at {row['stopped_at']}: {one_line(row.get('stopped_error'), 60)}"
+    if row.get("held_until"):
+        return f"held by a snapshot until {row['held_until']}"
     return "batch in flight" if row.get("in_flight") else None
 
 

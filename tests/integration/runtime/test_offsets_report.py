@@ -64,6 +64,11 @@ def test_offsets_report_prints_each_rows_owner_last_commit_and_lag(
     )
     session.execute(insert, (app_id, offsets.position_key("main", topic), 0, 2, 4, 4, "kf-abc", committed))
     session.execute(insert, (app_id, offsets.position_key("main", topic), 1, 3, 1, 2, "kf-def", None))
+    # a snapshot holds partition 0 (far ahead), and held partition 1 once (run out: no hold)
+    hold = f"UPDATE {keyspace}.{offsets.TABLE} SET held_until = %s WHERE app_id = %s AND topic = %s AND partition = %s"
+    session.execute(hold, (int(datetime(2099, 1, 1, tzinfo=UTC).timestamp() * 1e6), app_id,
+                           offsets.position_key("main", topic), 0))
+    session.execute(hold, (1_000_000, app_id, offsets.position_key("main", topic), 1))
     # a retired legacy row (no position) is not shown
     session.execute(insert, (app_id, topic, 0, None, 1, 1, offsets.RETIRED, None))
 
@@ -85,8 +90,9 @@ def test_offsets_report_prints_each_rows_owner_last_commit_and_lag(
         "partitions": [
             {"stage": "main", "topic": topic, "partition": 0, "owner": "kf-abc", "next_offset": 2, "end_offset": 5,
              "lag": 3, "committed_at": "2026-03-01T12:00:05.250Z", "in_flight": False, "stopped_at": None,
-             "stopped_error": None},
+             "stopped_error": None, "held_until": "2099-01-01T00:00:00.000Z"},
             {"stage": "main", "topic": topic, "partition": 1, "owner": "kf-def", "next_offset": 3, "end_offset": 3,
-             "lag": 0, "committed_at": None, "in_flight": True, "stopped_at": None, "stopped_error": None},
+             "lag": 0, "committed_at": None, "in_flight": True, "stopped_at": None, "stopped_error": None,
+             "held_until": None},
         ],
     }

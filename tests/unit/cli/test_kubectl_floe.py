@@ -194,9 +194,13 @@ APP = {
 ROWS = [
     {"stage": "main", "topic": "orders", "partition": 0, "next_offset": 10, "end_offset": 130, "lag": 120,
      "owner": "orders-abc", "committed_at": "2026-01-01T00:00:00.000Z", "in_flight": False, "stopped_at": None,
-     "stopped_error": None},
+     "stopped_error": None, "held_until": None},
     {"stage": "main", "topic": "orders", "partition": 1, "next_offset": 5, "end_offset": 5, "lag": 0,
-     "owner": "orders-def", "committed_at": None, "in_flight": True, "stopped_at": None, "stopped_error": None},
+     "owner": "orders-def", "committed_at": None, "in_flight": True, "stopped_at": None, "stopped_error": None,
+     "held_until": None},
+    {"stage": "main", "topic": "orders", "partition": 2, "next_offset": 7, "end_offset": 9, "lag": 2,
+     "owner": "orders-def", "committed_at": "2026-01-01T00:00:01.000Z", "in_flight": False, "stopped_at": None,
+     "stopped_error": None, "held_until": "2026-01-01T00:00:06.000Z"},
 ]
 
 
@@ -221,8 +225,10 @@ def test_status_table_shows_each_partitions_owner_lag_and_last_commit() -> None:
                               "LAST", "COMMIT", "NOTE"]
     row0 = next(ln for ln in lines if ln.startswith("orders ") and "orders-abc" in ln).split()
     assert row0 == ["orders", "0", "main", "orders-abc", "10", "130", "120", "2026-01-01T00:00:00.000Z", "-"]
-    row1 = next(ln for ln in lines if "orders-def" in ln)
+    row1 = next(ln for ln in lines if ln.startswith("orders ") and ln.split()[1] == "1")
     assert row1.endswith("batch in flight")
+    row2 = next(ln for ln in lines if ln.startswith("orders ") and ln.split()[1] == "2")
+    assert row2.endswith("held by a snapshot until 2026-01-01T00:00:06.000Z")
     assert "Ready       False    RolloutInProgress   1 of 2 replicas ready" in text
     assert "Lag:        120 records, 3 s at 2026-01-01T00:00:00Z" in text
     assert "deployment -" in text
