@@ -46,7 +46,8 @@ def _parser(command: str) -> argparse.ArgumentParser:
         p.add_argument("--writer", action="append", default=[], metavar="STORE=STAGE",
                        help="the stage that writes a store (needed when the job has several stages)")
         p.add_argument("--settle-timeout", type=float, default=120.0,
-                       help="seconds a partition may take to offer a consistent window before the snapshot fails")
+                       help="seconds a partition may take to offer a consistent window (held after 5 s of attempts)"
+                            " before the snapshot fails")
         p.add_argument("--generation", type=int, help="the app's generation, recorded in the manifest")
         p.add_argument("--image", help="the app's image, recorded in the manifest")
     elif command == "restore":
