@@ -13,6 +13,17 @@ def marks(**parts: tuple[int, int]) -> dict[tuple[str, int], Watermarks]:
     return {(T, int(p[1:])): Watermarks(*v) for p, v in parts.items()}
 
 
+def two_partitions(
+    rows: dict[tuple[str, int], OffsetRow], watermarks: dict[tuple[str, int], Watermarks], *, budget: int
+) -> list[tuple[int, int, int, int]]:
+    """(partition, seq, start, end) of each plan of a batch over partitions 0 and 1."""
+    plan = planning.plan_batch(
+        owned=[(T, 0), (T, 1)], rows=rows, watermarks=watermarks, starting_offsets="earliest", budget=budget,
+        now_us=NOW,
+    )
+    return [(p.partition, p.seq, p.start, p.end) for p in plan.partitions]
+
+
 def test_new_partition_starts_by_policy_and_is_stored() -> None:
     for policy, start in (("earliest", 5), ("latest", 50)):
         plan = planning.plan_batch(
@@ -58,15 +69,7 @@ def test_replays_use_up_budget_first() -> None:
         (T, 0): OffsetRow(T, 0, 0, committed_seq=1, planned_seq=2, planned_from=0, planned_to=80),
         (T, 1): OffsetRow(T, 1, 0, committed_seq=3),
     }
-    plan = planning.plan_batch(
-        owned=[(T, 0), (T, 1)],
-        rows=rows,
-        watermarks=marks(p0=(0, 100), p1=(0, 100)),
-        starting_offsets="earliest",
-        budget=100,
-        now_us=NOW,
-    )
-    assert [(p.partition, p.seq, p.start, p.end) for p in plan.partitions] == [(0, 2, 0, 80), (1, 4, 0, 20)]
+    assert two_partitions(rows, marks(p0=(0, 100), p1=(0, 100)), budget=100) == [(0, 2, 0, 80), (1, 4, 0, 20)]
 
 
 def test_budget_is_shared_fairly_and_small_backlogs_give_back() -> None:
@@ -259,15 +262,7 @@ def test_a_partition_a_snapshot_holds_gets_no_new_plan_until_the_hold_is_release
     free = OffsetRow(T, 1, next_offset=10, committed_seq=3, planned_seq=3)
 
     def planned(rows: dict[tuple[str, int], OffsetRow]) -> list[tuple[int, int, int, int]]:
-        plan = planning.plan_batch(
-            owned=[(T, 0), (T, 1)],
-            rows=rows,
-            watermarks=marks(p0=(0, 1000), p1=(0, 20)),
-            starting_offsets="earliest",
-            budget=1000,
-            now_us=NOW,
-        )
-        return [(p.partition, p.seq, p.start, p.end) for p in plan.partitions]
+        return two_partitions(rows, marks(p0=(0, 1000), p1=(0, 20)), budget=1000)
 
     # held: only the other partition is planned, and the held one's budget goes to it
     assert planned({(T, 0): held, (T, 1): free}) == [(1, 4, 10, 20)]
