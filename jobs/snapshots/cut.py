@@ -29,9 +29,6 @@ from floe_jobs.snapshots.manifest import PartitionCut, Row, SnapshotError
 
 log = logging.getLogger(__name__)
 
-# the shortest hold of a partition whose copy never fits between its commits (seconds)
-HOLD_MIN_S = 5.0
-
 # partition, key, value, floe_batch, time (ms since the epoch), write time (µs) of value and of
 # fence, TTL left; the time as a number, which the driver hands over without a datetime per row
 _ROWS = (
@@ -52,19 +49,23 @@ def as_checked(row: FullRow) -> Row:
 @dataclass
 class Reader:
     """Reads cuts of one app; `settle_timeout`: seconds a partition may take to offer a clean
-    window (and, for a repartition stage, a committed batch) before the snapshot fails."""
+    window (and, for a repartition stage, a committed batch) before the snapshot fails;
+    `hold_after`: seconds of optimistic copies before the partition is held; `hold_min`: the
+    shortest hold, seconds."""
 
     session: Any
     keyspace: str
     app_id: str
     settle_timeout: float = 120.0
     hold_after: float = 5.0
+    hold_min: float = 5.0
     attempts: int = 0
     holds: int = 0
 
     def __post_init__(self) -> None:
         self._table = offsets.OffsetsTable(self.session, keyspace=self.keyspace, app_id=self.app_id)
         self._selects: dict[str, Any] = {}
+        self._copy_s = 0.0  # the last copy of a partition's rows, seconds (`_copy`)
 
     def rows_of(self) -> list[offsets.Stored]:
         """Every live offsets row of the app (retired legacy rows left out)."""
@@ -109,7 +110,8 @@ class Reader:
         of one batch boundary (see the module docstring)."""
         start = time.monotonic()
         deadline = start + self.settle_timeout
-        pause, copy_s = 0.02, 0.0
+        pause = 0.02
+        self._copy_s = 0.0
         while True:
             self.attempts += 1
             if on_attempt is not None:
@@ -119,13 +121,11 @@ class Reader:
                 raise SnapshotError(f"stage {stage} has no position for {topic} partition {partition}")
             in_flight = (before.planned_seq or 0) > (before.committed_seq or 0)
             if not in_flight and time.monotonic() - start >= self.hold_after:
-                held = self._held_copy(stage, before, tables, copy_s)
+                held = self._held_copy(stage, before, tables)
                 if held is not None:
                     return held
             elif not (committed_only and in_flight):
-                began = time.monotonic()
-                copied = {table: self._store_rows(table, partition) for table in tables}
-                copy_s = time.monotonic() - began
+                copied = self._copy(tables, partition)
                 if self._table.position(stage, topic, partition) == before:
                     return _partition_cut(before.row()), copied
             if time.monotonic() > deadline:
@@ -138,19 +138,26 @@ class Reader:
             time.sleep(pause)
             pause = min(pause * 1.5, 0.5)
 
+    def _copy(self, tables: list[str], partition: int) -> dict[str, list[FullRow]]:
+        """The partition's rows of `tables`; how long that took is the next hold's measure."""
+        began = time.monotonic()
+        copied = {table: self._store_rows(table, partition) for table in tables}
+        self._copy_s = time.monotonic() - began
+        return copied
+
     def _held_copy(
-        self, stage: str, before: offsets.Stored, tables: list[str], copy_s: float
+        self, stage: str, before: offsets.Stored, tables: list[str]
     ) -> tuple[PartitionCut, dict[str, list[FullRow]]] | None:
         """The partition's copy under a hold set at `before` (a committed batch), released at
         once after it; None if the row moved before the hold or during the copy (a replica of
-        an earlier release ignores holds, and a hold runs out: it lasts three of the last
-        copies, at least HOLD_MIN_S)."""
-        until = faults.clock_us() + int(max(HOLD_MIN_S, 3 * copy_s) * 1_000_000)
+        an earlier release ignores holds, and a hold runs out: it lasts three of the last copy,
+        held or not, at least `hold_min` seconds, so one that ran out is followed by a longer)."""
+        until = faults.clock_us() + int(max(self.hold_min, 3 * self._copy_s) * 1_000_000)
         if not self._table.hold(stage, before, until_us=until):
             return None
         self.holds += 1
         try:
-            copied = {table: self._store_rows(table, before.partition) for table in tables}
+            copied = self._copy(tables, before.partition)
             after = self._table.position(stage, before.topic, before.partition)
         finally:
             self._table.release(stage, before.topic, before.partition, until_us=until)

@@ -142,6 +142,20 @@ def test_a_partition_whose_batches_are_all_shorter_than_its_copy_is_held_for_one
     assert after is not None and (after.committed_seq or 0) > part.committed_seq
 
 
+def test_a_hold_that_runs_out_during_the_copy_is_followed_by_one_three_times_the_copy(
+    session: Any, keyspace: str, batches: BatchLoop
+) -> None:
+    # A first hold of a millisecond runs out while the rows are copied; the loop plans again,
+    # the row moves and that copy is dropped. The next hold lasts three times the copy just
+    # timed, held or not, so the cut ends (a hold sized from optimistic copies alone, none here,
+    # stayed at the shortest and ran out every time, until the settle timeout).
+    reader, part, rows = _cut(session, keyspace, settle_timeout=20.0, hold_after=0.0, hold_min=0.001)
+    assert reader.holds >= 2
+    assert len(rows) == ROWS
+    assert part.planned_seq == part.committed_seq
+    assert part.next_offset == part.committed_seq * RECORDS_PER_BATCH
+
+
 def test_a_claim_planned_before_a_hold_fails_and_one_after_its_release_succeeds(
     session: Any, keyspace: str
 ) -> None:
