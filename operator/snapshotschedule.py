@@ -123,28 +123,34 @@ def record(name: str, now: datetime) -> dict[str, Any]:
     return {"last": name, "lastScheduleTime": format_time(now)}
 
 
+def _newest_first(snaps: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The snapshots not being deleted, newest first (by creation time, then name)."""
+
+    def created(s: Mapping[str, Any]) -> tuple[str, str]:
+        meta = s.get("metadata") or {}
+        return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
+
+    return sorted((s for s in snaps if not (s.get("metadata") or {}).get("deletionTimestamp")), key=created,
+                  reverse=True)
+
+
+def _phase(snap: Mapping[str, Any]) -> Any:
+    return (snap.get("status") or {}).get("phase")
+
+
 def outcome(snaps: Sequence[Mapping[str, Any]], before: Mapping[str, Any]) -> dict[str, Any]:
     """What status.snapshots says of the schedule's results, for alerts
     (`floe_app_snapshot_failing`, `floe_app_snapshot_last_success_timestamp_seconds`):
     `lastSuccessfulTime`, when the newest scheduled snapshot that succeeded completed (kept from
     `before` once retention or a person deleted every success), and `lastFailed`, the newest
     ended one's name while it failed (None once a later one succeeded)."""
-    ended = sorted(
-        (
-            (str(s["metadata"].get("creationTimestamp") or ""), s)
-            for s in snaps
-            if (s.get("status") or {}).get("phase") in snapshotjob.TERMINAL
-        ),
-        key=lambda pair: pair[0],
-        reverse=True,
-    )
-    phases = [(s.get("status") or {}).get("phase") for _, s in ended]
-    newest_failed = bool(ended) and phases[0] == snapshotjob.FAILED
-    succeeded = [s for (_, s), phase in zip(ended, phases, strict=True) if phase == snapshotjob.SUCCEEDED]
-    done = (succeeded[0].get("status") or {}).get("completionTime") if succeeded else None
+    ended = [s for s in _newest_first(snaps) if _phase(s) in snapshotjob.TERMINAL]
+    success = next((s for s in ended if _phase(s) == snapshotjob.SUCCEEDED), None)
+    done = (success.get("status") or {}).get("completionTime") if success is not None else None
+    failed = ended and _phase(ended[0]) == snapshotjob.FAILED
     return {
         "lastSuccessfulTime": done or before.get("lastSuccessfulTime"),
-        "lastFailed": ended[0][1]["metadata"]["name"] if newest_failed else None,
+        "lastFailed": ended[0]["metadata"]["name"] if failed else None,
     }
 
 
@@ -152,21 +158,14 @@ def expired(snaps: Sequence[Mapping[str, Any]], keep: int) -> list[str]:
     """The scheduled snapshots retention deletes: those that succeeded, beyond the newest `keep`,
     and those that failed before the newest success (a later failure stays to be looked at).
     Snapshots not ended are never named."""
-
-    def created(s: Mapping[str, Any]) -> tuple[str, str]:
-        meta = s.get("metadata") or {}
-        return str(meta.get("creationTimestamp") or ""), str(meta.get("name") or "")
-
-    ordered = sorted(
-        (s for s in snaps if not (s.get("metadata") or {}).get("deletionTimestamp")), key=created, reverse=True
-    )
-    phase = [(s.get("status") or {}).get("phase") for s in ordered]
+    ordered = _newest_first(snaps)
+    phase = [_phase(s) for s in ordered]
     succeeded = [i for i, p in enumerate(phase) if p == snapshotjob.SUCCEEDED]
     if not succeeded:
         return []
     newest = succeeded[0]
     gone = set(succeeded[keep:]) | {i for i, p in enumerate(phase) if p == snapshotjob.FAILED and i > newest}
-    return [created(ordered[i])[1] for i in sorted(gone)]
+    return [str(ordered[i]["metadata"]["name"]) for i in sorted(gone)]
 
 
 # --- before an upgrade (spec.rollout.upgradeMode: snapshot) ----------------------------------
