@@ -351,11 +351,11 @@ def _held_until(held_until: int | None, now_us: int) -> str | None:
     none (`planning.OffsetRow.held`)."""
     if held_until is None or held_until <= now_us:
         return None
-    return _iso(datetime.fromtimestamp(held_until / 1e6, UTC).replace(tzinfo=None))
+    return _iso(datetime.fromtimestamp(held_until / 1e6, UTC))
 
 
 def _iso(at: datetime) -> str:
-    """A Cassandra timestamp (naive, UTC) as RFC 3339 with milliseconds."""
+    """A Cassandra timestamp (naive, UTC) or an aware UTC time as RFC 3339 with milliseconds."""
     return at.replace(tzinfo=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
