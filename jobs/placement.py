@@ -41,7 +41,8 @@ class Placement:
 def decide(cfg: FloeConfig, *, records: int | None, spark_source: bool = False) -> Placement:
     """Where a batch of `records` input records runs. `spark_source`: Spark's Kafka source may
     read it (an input topic's batch, the connector on spark.jars). A batch of unknown size (a
-    warm-up) runs its helpers' Spark plans, the ones large batches need, and collects its output."""
+    tool or a test driving helpers outside the loop) runs its helpers' Spark plans, the ones
+    large batches need, and collects its output."""
     if records is None:
         return Placement(records=None, spark_read=False, driver_grouping=False, spark_sink=False)
     return Placement(
@@ -50,6 +51,16 @@ def decide(cfg: FloeConfig, *, records: int | None, spark_source: bool = False) 
         driver_grouping=records <= cfg.spark.driver_batch_limit,
         spark_sink=records > cfg.kafka.spark_sink_min_records,
     )
+
+
+def for_warm_up(cfg: FloeConfig) -> Placement:
+    """Where a warm-up's dry run runs: its helpers group where a full batch (the batch cap) does,
+    since the first batches after a start or a handover are full ones, and warming another path
+    compiles plans no batch then runs (Spark's shuffles, where the driver groups batches up to
+    the cap, as with a `local` master by default). Its output is collected: a dry run cannot warm
+    a sink that writes. Its read is the driver's: the warm-up runs Spark's source apart."""
+    full = decide(cfg, records=cfg.kafka.max_records_per_batch)
+    return Placement(records=None, spark_read=False, driver_grouping=full.driver_grouping, spark_sink=False)
 
 
 def for_rows(cfg: FloeConfig, rows: int) -> Placement:

@@ -456,8 +456,8 @@ def batch_for(
     trial: bool = False,
 ) -> api.Batch:
     """What a stage function receives: its records, the session, the lane's sink and a clock.
-    A warm-up's batch has no record count, so its helpers run the Spark plans that large
-    batches need, not the driver-side ones of small batches."""
+    A warm-up's batch has no record count: it runs where a full batch would
+    (`placement.for_warm_up`)."""
     assert lane.sink is not None
     return api.Batch(
         spark=ctx.spark,

@@ -24,7 +24,7 @@ import logging
 import threading
 from typing import Any
 
-from floe_jobs import api, kafkaio, planning, records, stagepass
+from floe_jobs import api, kafkaio, placement, planning, records, stagepass
 from floe_jobs.lanes import Lane
 from floe_jobs.replica import ReplicaContext
 
@@ -93,7 +93,8 @@ def _dry_run(
 ) -> None:
     """Run `stage` over `df` as a dry run, its phases timed on `clock`."""
     assert lane.sink is not None
-    result = stage.fn(stagepass.batch_for(ctx, lane, stage, df, clock, seqs={}, dry_run=True))
+    where = placement.for_warm_up(ctx.cfg)
+    result = stage.fn(stagepass.batch_for(ctx, lane, stage, df, clock, seqs={}, dry_run=True, where=where))
     clock.lap(lap + "fn")
     for e in stagepass.emitted(ctx.cfg, result):
         stagepass.write(lane.sink, e, dry_run=True)
