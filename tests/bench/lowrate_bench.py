@@ -28,11 +28,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import workloads
+from cpusample import tree_cpu_seconds
 from runtime_bench import (  # run as a script: its own folder is on the path
     COMMON_CONF,
     SS_HEAD,
@@ -45,11 +45,11 @@ from runtime_bench import (  # run as a script: its own folder is on the path
     new_app,
     session_for,
     spread,
+    ss_command,
     stack_env,
     write_result,
 )
 
-HZ = os.sysconf("SC_CLK_TCK")
 CONF = {**COMMON_CONF, **TUNINGS["floe-tuning"]}
 
 # Structured Streaming's query with its default trigger; each line read on stdin asks for the
@@ -62,27 +62,6 @@ for _ in sys.stdin:
     print("BATCH", p["batchId"] if p else -1, p["numInputRows"] if p else -1, flush=True)
 q.stop()
 """
-
-
-def tree_cpu(root: int) -> float:
-    """User and system CPU seconds of `root` and every process descending from it."""
-    children: dict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            children[int(stat.rsplit(")", 1)[1].split()[1])].append(int(entry))
-    pids, total = [root], 0.0
-    for pid in pids:
-        pids.extend(children[pid])
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / HZ
-    return total
 
 
 class Feed:
@@ -131,9 +110,9 @@ def floe_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) ->
                     raise RuntimeError("the replica did not join its group within 300 s")
                 time.sleep(0.2)
             time.sleep(args.settle)
-            cpu0, t0 = tree_cpu(replica.pid), time.time()
+            cpu0, t0 = tree_cpu_seconds(replica.pid), time.time()
             time.sleep(args.window)
-            cpu1, t1 = tree_cpu(replica.pid), time.time()
+            cpu1, t1 = tree_cpu_seconds(replica.pid), time.time()
             sent = feed.stop()
             localrun.wait_caught_up(
                 session, app, workloads.WORD_COUNT.drained(app.app_id, app.topics[0]), timeout=300, replicas=[replica]
@@ -168,17 +147,7 @@ def ss_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) -> d
         localrun.create_topic(bootstrap, out, 6)
         script = Path(tmp) / "ss.py"
         script.write_text(SS_HEAD + workloads.WORD_COUNT.ss_query + SS_CONTINUOUS)
-        command = [
-            sys.executable,
-            str(script),
-            bootstrap,
-            topic,
-            out,
-            str(Path(tmp) / "chk"),
-            env["FLOE_SPARK_JARS"],
-            "50000",
-            json.dumps({**CONF, **SS_STATE}),
-        ]
+        command = ss_command(env, script, Path(tmp), topic, out, batch=50_000, conf={**CONF, **SS_STATE})
         proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
@@ -202,9 +171,9 @@ def ss_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) -> d
                     raise RuntimeError("Structured Streaming's query made no progress within 300 s")
                 time.sleep(0.5)
             time.sleep(args.settle)
-            b0, cpu0, t0 = last()[0], tree_cpu(proc.pid), time.time()
+            b0, cpu0, t0 = last()[0], tree_cpu_seconds(proc.pid), time.time()
             time.sleep(args.window)
-            b1, cpu1, t1 = last()[0], tree_cpu(proc.pid), time.time()
+            b1, cpu1, t1 = last()[0], tree_cpu_seconds(proc.pid), time.time()
             sent = feed.stop()
             # caught up: its triggers read nothing for a few seconds
             idle_since, deadline = None, time.monotonic() + 300

@@ -920,8 +920,26 @@ def store_compaction(session: Any, keyspace: str) -> dict[str, str]:
     rows = session.execute(
         "SELECT table_name, compaction FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,)
     )
-    return {table: options["class"].rsplit(".", 1)[-1]
-            for table, options in rows if table.endswith("_kstreams_store")}
+    return {table: options["class"].rsplit(".", 1)[-1] for table, options in rows if table.endswith("_kstreams_store")}
+
+
+def ss_command(
+    env: dict[str, str], script: Path, workdir: Path, topic: str, out: str, *, batch: int, conf: dict[str, str]
+) -> list[str]:
+    """The command line of a Structured Streaming script of `SS_HEAD`'s arguments: the broker, the
+    input and output topics, a checkpoint under `workdir`, the Kafka connector's jars, the records
+    per trigger and the Spark settings."""
+    return [
+        sys.executable,
+        str(script),
+        env["FLOE_KAFKA_BOOTSTRAP"],
+        topic,
+        out,
+        str(workdir / "chk"),
+        env["FLOE_SPARK_JARS"],
+        str(batch),
+        json.dumps(conf),
+    ]
 
 
 def ss_throughput(
@@ -947,17 +965,7 @@ def ss_throughput(
         roots = set(stack_pids(ROOT))
         cpu = Sampler(interval=0.5, roots=roots)
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(script),
-                bootstrap,
-                topic,
-                out,
-                str(Path(tmp) / "chk"),
-                env["FLOE_SPARK_JARS"],
-                str(batch),
-                json.dumps({**conf, **SS_STATE}),
-            ],
+            ss_command(env, script, Path(tmp), topic, out, batch=batch, conf={**conf, **SS_STATE}),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
