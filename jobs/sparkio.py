@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 
-from floe_jobs import kafkasec
+from floe_jobs import jvmnames, kafkasec
 from floe_jobs.config import SPARK_WIRE_SECURITY, FloeConfig
 from pyspark.sql import SparkSession
 
@@ -67,6 +67,12 @@ DEFAULTS = {
     # "DataFrames made from Arrow stay Arrow").
     "spark.sql.execution.arrow.localRelationThreshold": "0",
     "spark.python.worker.reuse": "true",
+    # PySpark's DataFrame debugging context: with it on, every Column function call (F.col,
+    # F.lit, ...) also sets and clears its Python call site in the JVM, a session lookup and a
+    # setting read first, about ten round trips to the JVM per call and 40% of a small batch's
+    # (docs/runtime.md, "Fewer round trips to the JVM"). An app that wants the call sites in
+    # its query errors sets it back to true in spark.conf.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.task.maxFailures": "1",
     "spark.ui.showConsoleProgress": "false",
     # lanes of stages submit jobs side by side, each from its own pool: share the cores
@@ -155,6 +161,7 @@ def start_session(master: str, app_name: str, conf: dict[str, str]) -> SparkSess
     """The process's session (and its JVM) under these settings."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    jvmnames.keep()
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
