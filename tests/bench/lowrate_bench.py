@@ -5,12 +5,13 @@
 An app that many teams run side by side mostly sees a trickle, and on pods its replicas share
 the node's cores: what a replica burns while the input is slow is what the node has left for
 the others (docs/operator.md, the pod handover rows). Word count, one replica, Floe's tuning on
-both sides (`runtime_bench.TUNINGS`), each side started from the jars. A producer writes `rate`
-lines a second into a new 6-partition topic from the system's start; once the system reads them
-(Floe: joined its group; Structured Streaming: its first batch) and `settle` seconds more, the
-CPU of the system's own process tree (the replica and its Spark JVM; Structured Streaming's
-driver and JVM) is read from /proc over `window` seconds, with the batches it committed
-meanwhile (Floe: its log's commits; Structured Streaming: its query's batch ids, default
+both sides (`runtime_bench.TUNINGS`), each side mapping a class archive of its own that a
+discarded first run wrote (a replica's image has one, `floe_jobs.classarchive`). The pod
+benchmark's feed writes `rate` lines a second into a new 6-partition topic from the system's
+start; once the system reads them (Floe: joined its group; Structured Streaming: its first
+batch) and `settle` seconds more, the CPU of the system's own process tree (the replica and its
+Spark JVM; Structured Streaming's driver and JVM) is read from /proc over `window` seconds, with
+the batches it committed meanwhile (Floe: its log's commits; Structured Streaming: its query's batch ids, default
 trigger, RocksDB with changelog checkpointing as in the throughput rows). Cassandra's node and
 the broker are left out, as in the throughput rows' ratio per CPU second. Runs alternate between
 the two sides. Every run's answer is checked once the input stops and the system has caught up:
@@ -20,6 +21,7 @@ each word's count in the output topic (both sides) and in Floe's store, or the r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -28,16 +30,19 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import workloads
 from cpusample import tree_cpu_seconds
+from pod_bench import Feed
 from runtime_bench import (  # run as a script: its own folder is on the path
     COMMON_CONF,
     SS_HEAD,
     SS_STATE,
     TUNINGS,
+    archive_conf,
     drop_and_close,
     drop_topics,
     load_average,
@@ -47,6 +52,7 @@ from runtime_bench import (  # run as a script: its own folder is on the path
     spread,
     ss_command,
     stack_env,
+    wait_for_file,
     write_result,
 )
 
@@ -64,62 +70,52 @@ q.stop()
 """
 
 
-class Feed:
-    """`lines` into `topic` at `rate` a second, in a thread, until they run out or `stop`."""
+@contextlib.contextmanager
+def feeding(env: dict[str, str], topic: str, lines: list[str], rate: float) -> Iterator[Callable[[], list[str]]]:
+    """The pod benchmark's feed of `lines` into `topic` at `rate` a second, in a thread; yields the
+    call that stops it, checks every record was delivered and returns the lines produced."""
+    feed = Feed(env, [topic], rate=rate, lines=lines)
+    stop = threading.Event()
+    thread = threading.Thread(target=feed.run, args=(stop,), daemon=True)
+    thread.start()
 
-    def __init__(self, bootstrap: str, topic: str, lines: list[str], rate: float) -> None:
-        from confluent_kafka import Producer
+    def finish() -> list[str]:
+        stop.set()
+        thread.join()
+        feed.check()
+        return feed.sent()
 
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        self.topic, self.lines, self.rate = topic, lines, rate
-        self.sent: list[str] = []
-        self.halt = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        due = time.monotonic()
-        for line in self.lines:
-            if self.halt.is_set():
-                break
-            self.producer.produce(self.topic, line.encode())
-            self.sent.append(line)
-            self.producer.poll(0)
-            due += 1 / self.rate
-            time.sleep(max(0.0, due - time.monotonic()))
-        self.producer.flush()
-
-    def stop(self) -> list[str]:
-        self.halt.set()
-        self.thread.join()
-        return self.sent
+    try:
+        yield finish
+    finally:
+        stop.set()
+        thread.join()
 
 
-def floe_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) -> dict[str, Any]:
+def floe_run(env: dict[str, str], args: argparse.Namespace, lines: list[str], conf: dict[str, str]) -> dict[str, Any]:
     from floe_stack import localrun
 
     with tempfile.TemporaryDirectory(prefix="floe-bench-lowrate-") as tmp:
-        app = new_app(env, Path(tmp), prefix="lr", FLOE_SPARK_MASTER="local[2]", FLOE_SPARK_CONF=json.dumps(CONF))
+        app = new_app(env, Path(tmp), prefix="lr", FLOE_SPARK_MASTER="local[2]", FLOE_SPARK_CONF=json.dumps(conf))
         session = session_for(env)
         replica = localrun.Replica(app, "r0").start()
-        feed = Feed(app.bootstrap, app.topics[0], lines, args.rate)
         try:
-            deadline = time.monotonic() + 300
-            while "Assigned partitions" not in replica.log_path.read_text(errors="replace"):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the replica did not join its group within 300 s")
-                time.sleep(0.2)
-            time.sleep(args.settle)
-            cpu0, t0 = tree_cpu_seconds(replica.pid), time.time()
-            time.sleep(args.window)
-            cpu1, t1 = tree_cpu_seconds(replica.pid), time.time()
-            sent = feed.stop()
+            with feeding(env, app.topics[0], lines, args.rate) as finish:
+                deadline = time.monotonic() + 300
+                while "Assigned partitions" not in replica.log_path.read_text(errors="replace"):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the replica did not join its group within 300 s")
+                    time.sleep(0.2)
+                time.sleep(args.settle)
+                cpu0, t0 = tree_cpu_seconds(replica.pid), time.time()
+                time.sleep(args.window)
+                cpu1, t1 = tree_cpu_seconds(replica.pid), time.time()
+                sent = finish()
             localrun.wait_caught_up(
                 session, app, workloads.WORD_COUNT.drained(app.app_id, app.topics[0]), timeout=300, replicas=[replica]
             )
             text = replica.log_path.read_text(errors="replace")
         finally:
-            sent = feed.stop()
             replica.stop()
         try:
             checked = workloads.check_output(
@@ -137,7 +133,7 @@ def floe_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) ->
     return measured(cpu1 - cpu0, t1 - t0, batches, checked)
 
 
-def ss_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) -> dict[str, Any]:
+def ss_run(env: dict[str, str], args: argparse.Namespace, lines: list[str], conf: dict[str, str]) -> dict[str, Any]:
     from floe_stack import localrun
 
     bootstrap = env["FLOE_KAFKA_BOOTSTRAP"]
@@ -147,7 +143,7 @@ def ss_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) -> d
         localrun.create_topic(bootstrap, out, 6)
         script = Path(tmp) / "ss.py"
         script.write_text(SS_HEAD + workloads.WORD_COUNT.ss_query + SS_CONTINUOUS)
-        command = ss_command(env, script, Path(tmp), topic, out, batch=50_000, conf={**CONF, **SS_STATE})
+        command = ss_command(env, script, Path(tmp), topic, out, batch=50_000, conf={**conf, **SS_STATE})
         proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
@@ -163,18 +159,18 @@ def ss_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) -> d
                 if line.startswith("BATCH"):
                     return int(line.split()[1]), int(line.split()[2])
 
-        feed = Feed(bootstrap, topic, lines, args.rate)
         try:
-            deadline = time.monotonic() + 300
-            while last()[0] < 0:  # started: its first trigger has run
-                if time.monotonic() > deadline:
-                    raise RuntimeError("Structured Streaming's query made no progress within 300 s")
-                time.sleep(0.5)
-            time.sleep(args.settle)
-            b0, cpu0, t0 = last()[0], tree_cpu_seconds(proc.pid), time.time()
-            time.sleep(args.window)
-            b1, cpu1, t1 = last()[0], tree_cpu_seconds(proc.pid), time.time()
-            sent = feed.stop()
+            with feeding(env, topic, lines, args.rate) as finish:
+                deadline = time.monotonic() + 300
+                while last()[0] < 0:  # started: its first trigger has run
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("Structured Streaming's query made no progress within 300 s")
+                    time.sleep(0.5)
+                time.sleep(args.settle)
+                b0, cpu0, t0 = last()[0], tree_cpu_seconds(proc.pid), time.time()
+                time.sleep(args.window)
+                b1, cpu1, t1 = last()[0], tree_cpu_seconds(proc.pid), time.time()
+                sent = finish()
             # caught up: its triggers read nothing for a few seconds
             idle_since, deadline = None, time.monotonic() + 300
             while idle_since is None or time.monotonic() - idle_since < 5:
@@ -184,7 +180,6 @@ def ss_run(env: dict[str, str], args: argparse.Namespace, lines: list[str]) -> d
                 idle_since = (idle_since or time.monotonic()) if rows == 0 else None
                 time.sleep(0.5)
         finally:
-            sent = feed.stop()
             if proc.stdin is not None:
                 proc.stdin.close()
             proc.wait(timeout=120)
@@ -207,6 +202,27 @@ def measured(cpu: float, seconds: float, batches: int, checked: dict[str, int]) 
     }
 
 
+def alternated(env: dict[str, str], args: argparse.Namespace, archive_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """A discarded run of each side that writes its class archive at its JVM's exit (as a replica's
+    image has one), then `args.runs` runs of each side, alternated, each mapping its archive."""
+    sides = {"floe": floe_run, "structured_streaming": ss_run}
+    archives = {side: archive_dir / f"{side}.jsa" for side in sides}
+    short = argparse.Namespace(**{**vars(args), "settle": 1.0, "window": 5.0})
+    lines = workloads.vocab_lines(int(args.rate * 400), 10_000, seed=99)
+    for side, fn in sides.items():
+        written = fn(env, short, lines, {**CONF, **archive_conf(archives[side], write=True)})
+        print("warm-up (discarded)", side, json.dumps(written), flush=True)
+    for path in archives.values():
+        wait_for_file(path)
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for run in range(args.runs):
+        lines = workloads.vocab_lines(int(args.rate * (args.settle + args.window + 300)), 10_000, seed=run)
+        for side, fn in sides.items():
+            runs[side].append(fn(env, args, lines, {**CONF, **archive_conf(archives[side], write=False)}))
+            print(side, json.dumps(runs[side][-1]), flush=True)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rate", type=float, default=40.0, help="lines a second into the input")
@@ -215,12 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="runs of each side, alternated (medians)")
     args = p.parse_args(argv)
     env = stack_env()
-    runs: dict[str, list[dict[str, Any]]] = {"floe": [], "structured_streaming": []}
-    for run in range(args.runs):
-        lines = workloads.vocab_lines(int(args.rate * (args.settle + args.window + 300)), 10_000, seed=run)
-        for side, fn in (("floe", floe_run), ("structured_streaming", ss_run)):
-            runs[side].append(fn(env, args, lines))
-            print(side, json.dumps(runs[side][-1]), flush=True)
+    with tempfile.TemporaryDirectory(prefix="floe-bench-archive-") as archive_dir:
+        runs = alternated(env, args, Path(archive_dir))
     floe = [r["cpu_cores"] for r in runs["floe"]]
     ss = [r["cpu_cores"] for r in runs["structured_streaming"]]
     value, baseline = statistics.median(floe), statistics.median(ss)
@@ -232,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             "metric": (
                 f"CPU cores used by one replica's own processes (the replica and its Spark JVM) at a steady "
                 f"{args.rate:g} lines/s of word count (10,000 distinct words), over {args.window:g} s after "
-                f"{args.settle:g} s of input, Floe's tuning on both sides, each side started from the jars; "
+                f"{args.settle:g} s of input, Floe's tuning on both sides, each side mapping its own class archive "
+                "(written at the JVM's exit by a discarded run of that side); "
                 "Floe (value) vs Spark Structured Streaming (baseline, default trigger, RocksDB state store with "
                 f"changelog checkpointing), median of {args.runs} alternated runs each; lower is better, "
                 "ratio = baseline / value; Cassandra's node and the broker left out. Every run's answer is "
@@ -254,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                 "baseline": statistics.median(r["batches_per_s"] for r in runs["structured_streaming"]),
             },
             "spark_conf": CONF,
+            "class_archive": "each system's own (spark.driver.defaultJavaOptions -XX:SharedArchiveFile), written at "
+            "the JVM's exit by a discarded run of that side",
             "p50_s": None,
             "p99_s": None,
             "command": f".venv/bin/python tests/bench/lowrate_bench.py --rate {args.rate:g} --settle {args.settle:g} "

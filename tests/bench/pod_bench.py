@@ -448,11 +448,13 @@ class Feed:
 
     TICK = 0.1
 
-    def __init__(self, env: dict[str, str], topics: list[str], *, rate: float = STEADY_RATE) -> None:
+    def __init__(
+        self, env: dict[str, str], topics: list[str], *, rate: float = STEADY_RATE, lines: list[str] | None = None
+    ) -> None:
         from floe_stack import localrun
 
         self.bootstrap, self.topics, self.rate = env["FLOE_KAFKA_BOOTSTRAP"], topics, rate
-        self.lines = localrun.word_lines(50_000, seed=3)
+        self.lines = lines if lines is not None else localrun.word_lines(50_000, seed=3)
         self.produced = 0  # lines into each topic
         self.errors: list[str] = []
         self.undelivered = 0
@@ -470,6 +472,10 @@ class Feed:
             raise TimeoutError(f"the feed did not take up the rate of {rate:g} lines/s within 30 s"
                                + (f": it stopped ({self.failed!r})" if self.failed else ""))
         return self.changed_at
+
+    def sent(self) -> list[str]:
+        """The lines produced so far into each topic, in order."""
+        return [self.lines[k % len(self.lines)] for k in range(self.produced)]
 
     def truth(self) -> Counter[str]:
         """Every word's count in the lines produced so far (into each topic)."""

@@ -51,3 +51,10 @@ def test_the_feeds_truth_counts_every_line_produced_over_its_cycles() -> None:
     feed = pod_bench.Feed({"FLOE_KAFKA_BOOTSTRAP": "unused:9092"}, ["t"])
     feed.produced = 2 * len(feed.lines) + 7
     assert feed.truth() == localrun.word_truth(feed.lines * 2 + feed.lines[:7])
+
+
+def test_the_feeds_sent_lines_are_its_own_lines_in_order_over_their_cycles() -> None:
+    feed = pod_bench.Feed({"FLOE_KAFKA_BOOTSTRAP": "unused:9092"}, ["t"], lines=["a b", "c", "d e f"])
+    feed.produced = 7
+    assert feed.sent() == ["a b", "c", "d e f", "a b", "c", "d e f", "a b"]
+    assert feed.truth() == localrun.word_truth(feed.sent())
