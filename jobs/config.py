@@ -225,6 +225,16 @@ class KafkaSettings(_Model):
     poll_interval_ms: int = setting(
         default=200, ge=10, le=10_000, env="FLOE_KAFKA_POLL_INTERVAL_MS", description="idle wait between empty batches"
     )
+    linger_ms: int = setting(
+        default=200,
+        ge=0,
+        le=10_000,
+        env="FLOE_KAFKA_LINGER_MS",
+        description=(
+            "wait after a pass that read a trickle (fewer records than a hundredth of max_records_per_batch) so "
+            "that records gather for the next one; 0: passes back to back"
+        ),
+    )
     idempotent_output: bool = setting(
         default=True,
         env="FLOE_KAFKA_IDEMPOTENT_OUTPUT",

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from floe_jobs import api, health, kafkaio, offsets, outages, poison, quarantine, stagepass
-from floe_jobs.config import FloeConfig
+from floe_jobs.config import FloeConfig, KafkaSettings
 from floe_jobs.replica import ReplicaContext
 from floe_jobs.stopping import Stops
 
@@ -147,7 +147,6 @@ def run_lane(
     assert ctx.membership is not None
     # jobs of this thread go to the lane's pool: FAIR scheduling between lanes
     ctx.spark.sparkContext.setLocalProperty("spark.scheduler.pool", lane.name)
-    idle = ctx.cfg.kafka.poll_interval_ms / 1000
     outage = outages.Wait(lane.name, readiness=ctx.health)
     while not stops.should_stop():
         ctx.health.beat(lane.name)
@@ -183,9 +182,21 @@ def run_lane(
             if not _failed(ctx, lane, exc, outage, ready=ready, stops=stops):
                 return
             continue
-        if not worked:
-            # nothing to read: sleep until new records are likely, or new partitions arrive
-            ctx.membership.wait(idle)
+        if pause := pause_after(ctx.cfg.kafka, worked):
+            # an assignment change or a stop ends the wait at once
+            ctx.membership.wait(pause)
+
+
+def pause_after(kafka: KafkaSettings, worked: int) -> float:
+    """Seconds a lane waits after a pass that read `worked` records. Nothing read: the poll
+    interval, until new records are likely. A trickle (fewer than a hundredth of the batch cap):
+    the linger, so that records gather, since a small batch costs about the same whatever it
+    reads (docs/runtime.md, "A trickle lingers"). More: none, the next pass starts at once."""
+    if not worked:
+        return kafka.poll_interval_ms / 1000
+    if worked < kafka.max_records_per_batch / 100:
+        return kafka.linger_ms / 1000
+    return 0.0
 
 
 def _passed(ctx: ReplicaContext, lane: Lane, generation: int, *, lanes: list[Lane], ready: Readiness) -> None:

@@ -69,9 +69,9 @@ DEFAULTS = {
     "spark.python.worker.reuse": "true",
     # PySpark's DataFrame debugging context: with it on, every Column function call (F.col,
     # F.lit, ...) also sets and clears its Python call site in the JVM, a session lookup and a
-    # setting read first, about ten round trips to the JVM per call and 40% of a small batch's
-    # (docs/runtime.md, "Fewer round trips to the JVM"). An app that wants the call sites in
-    # its query errors sets it back to true in spark.conf.
+    # setting read first: about ten round trips to the JVM per call (docs/runtime.md, "Fewer
+    # round trips to the JVM"). An app that wants the call sites in its query errors sets it
+    # back to true in spark.conf.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.task.maxFailures": "1",
     "spark.ui.showConsoleProgress": "false",
