@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -83,7 +84,8 @@ def feeding(env: dict[str, str], topic: str, lines: list[str], rate: float) -> I
         stop.set()
         thread.join()
         feed.check()
-        return feed.sent()
+        sent: list[str] = feed.sent()
+        return sent
 
     try:
         yield finish
@@ -92,11 +94,16 @@ def feeding(env: dict[str, str], topic: str, lines: list[str], rate: float) -> I
         thread.join()
 
 
-def floe_run(env: dict[str, str], args: argparse.Namespace, lines: list[str], conf: dict[str, str]) -> dict[str, Any]:
+def floe_run(
+    env: dict[str, str], args: argparse.Namespace, lines: list[str], conf: dict[str, str], **settings: str
+) -> dict[str, Any]:
+    """`settings`: the replica's own (FLOE_ variables) over the product's defaults."""
     from floe_stack import localrun
 
     with tempfile.TemporaryDirectory(prefix="floe-bench-lowrate-") as tmp:
-        app = new_app(env, Path(tmp), prefix="lr", FLOE_SPARK_MASTER="local[2]", FLOE_SPARK_CONF=json.dumps(conf))
+        app = new_app(
+            env, Path(tmp), prefix="lr", FLOE_SPARK_MASTER="local[2]", FLOE_SPARK_CONF=json.dumps(conf), **settings
+        )
         session = session_for(env)
         replica = localrun.Replica(app, "r0").start()
         try:
@@ -203,22 +210,28 @@ def measured(cpu: float, seconds: float, batches: int, checked: dict[str, int]) 
 
 
 def alternated(env: dict[str, str], args: argparse.Namespace, archive_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """A discarded run of each side that writes its class archive at its JVM's exit (as a replica's
-    image has one), then `args.runs` runs of each side, alternated, each mapping its archive."""
-    sides = {"floe": floe_run, "structured_streaming": ss_run}
-    archives = {side: archive_dir / f"{side}.jsa" for side in sides}
+    """A discarded run of each system that writes its class archive at its JVM's exit (as a
+    replica's image has one), then `args.runs` runs of each side, alternated, each mapping its
+    system's archive. A third side, Floe with its linger off (`kafka.linger_ms` 0), shows what
+    the linger gives."""
+    sides: dict[str, tuple[str, Callable[..., dict[str, Any]]]] = {
+        "floe": ("floe", floe_run),
+        "structured_streaming": ("structured_streaming", ss_run),
+        "floe_linger_0": ("floe", functools.partial(floe_run, FLOE_KAFKA_LINGER_MS="0")),
+    }
+    archives = {system: archive_dir / f"{system}.jsa" for system in ("floe", "structured_streaming")}
     short = argparse.Namespace(**{**vars(args), "settle": 1.0, "window": 5.0})
     lines = workloads.vocab_lines(int(args.rate * 400), 10_000, seed=99)
-    for side, fn in sides.items():
-        written = fn(env, short, lines, {**CONF, **archive_conf(archives[side], write=True)})
-        print("warm-up (discarded)", side, json.dumps(written), flush=True)
+    for system, path in archives.items():
+        written = sides[system][1](env, short, lines, {**CONF, **archive_conf(path, write=True)})
+        print("warm-up (discarded)", system, json.dumps(written), flush=True)
     for path in archives.values():
         wait_for_file(path)
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for run in range(args.runs):
         lines = workloads.vocab_lines(int(args.rate * (args.settle + args.window + 300)), 10_000, seed=run)
-        for side, fn in sides.items():
-            runs[side].append(fn(env, args, lines, {**CONF, **archive_conf(archives[side], write=False)}))
+        for side, (system, fn) in sides.items():
+            runs[side].append(fn(env, args, lines, {**CONF, **archive_conf(archives[system], write=False)}))
             print(side, json.dumps(runs[side][-1]), flush=True)
     return runs
 
@@ -265,6 +278,12 @@ def main(argv: list[str] | None = None) -> int:
             "batches_per_s": {
                 "value": statistics.median(r["batches_per_s"] for r in runs["floe"]),
                 "baseline": statistics.median(r["batches_per_s"] for r in runs["structured_streaming"]),
+            },
+            "linger_0": {
+                "what": "Floe with kafka.linger_ms 0 (a lane's passes back to back), alternated with the two sides",
+                "cpu_cores": spread([r["cpu_cores"] for r in runs["floe_linger_0"]]),
+                "batches_per_s": statistics.median(r["batches_per_s"] for r in runs["floe_linger_0"]),
+                "cpu_s_per_batch": statistics.median(r["cpu_s_per_batch"] for r in runs["floe_linger_0"]),
             },
             "spark_conf": CONF,
             "class_archive": "each system's own (spark.driver.defaultJavaOptions -XX:SharedArchiveFile), written at "
