@@ -231,8 +231,8 @@ class KafkaSettings(_Model):
         le=10_000,
         env="FLOE_KAFKA_LINGER_MS",
         description=(
-            "wait after a pass that read a trickle (fewer records than a hundredth of max_records_per_batch) so "
-            "that records gather for the next one; 0: passes back to back"
+            "wait after a pass that read a trickle (fewer records than a hundredth of max_records_per_batch, a "
+            "re-keyed run counting as its rows) so that records gather for the next one; 0: passes back to back"
         ),
     )
     idempotent_output: bool = setting(

@@ -4,8 +4,7 @@ PySpark reaches the JVM through Py4J, and Py4J asks the JVM again every time Pyt
 class or one of its static methods: `jvm.PythonSQLUtils.toDataFrame(...)` is a round trip to
 resolve `PythonSQLUtils` through the view's imports, one to learn that `toDataFrame` is a method,
 and only then the call. PySpark does this for every `F.col`, every Arrow crossing and every
-session lookup, and a small batch's cost is mostly such round trips (docs/runtime.md, "Fewer
-round trips to the JVM").
+session lookup, many times in every batch (docs/runtime.md, "Fewer round trips to the JVM").
 
 `keep()` makes Py4J remember what a name resolved to: a class or package found through a view
 or a package, and a static method or nested class found on a class. A name the JVM has resolved

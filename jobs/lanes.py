@@ -188,8 +188,9 @@ def run_lane(
 
 
 def pause_after(kafka: KafkaSettings, worked: int) -> float:
-    """Seconds a lane waits after a pass that read `worked` records. Nothing read: the poll
-    interval, until new records are likely. A trickle (fewer than a hundredth of the batch cap):
+    """Seconds a lane waits after a pass that read `worked` records (a re-keyed run counts as its
+    rows, as `stagepass.run` returns them). Nothing read: the poll interval, until new records
+    are likely. A trickle (fewer than a hundredth of `max_records_per_batch`):
     the linger, so that records gather, since a small batch costs about the same whatever it
     reads (docs/runtime.md, "A trickle lingers"). More: none, the next pass starts at once."""
     if not worked:
