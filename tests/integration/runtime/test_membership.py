@@ -155,3 +155,29 @@ def test_wake_ends_an_idle_wait_at_once(kafka_bootstrap: str) -> None:
         thread.join(10)
         assert waited and waited[0] < 2.0
 
+
+
+@pytest.mark.timeout(180)
+def test_an_assignment_change_ends_a_wait_at_once(kafka_bootstrap: str) -> None:
+    """What a lingering lane relies on (`lanes.pause_after`): a member that gives up or gets a
+    partition stops waiting when its assignment changes, not after the linger or poll interval."""
+    with _group(kafka_bootstrap) as group:
+        first = group.first
+        ended: list[float] = []
+        waiting = threading.Event()
+
+        def lane() -> None:
+            first.wait(0.01)  # the thread's waker exists from here on
+            waiting.set()
+            first.wait(60)
+            ended.append(time.monotonic())
+
+        thread = threading.Thread(target=lane)
+        thread.start()
+        assert waiting.wait(10)
+        group.join()
+        _until(lambda: len(first.owned) == 1, 60, "the second member to take a partition")
+        changed = time.monotonic()
+        thread.join(10)
+        assert ended, "the wait did not end within 10 s of the assignment change"
+        assert ended[0] - changed < 2.0
