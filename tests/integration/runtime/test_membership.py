@@ -63,6 +63,24 @@ def _group(bootstrap: str) -> Iterator[_Group]:
         group.close()
 
 
+def _waiting(member: membership.Membership, seconds: float) -> tuple[threading.Thread, float, list[float]]:
+    """A lane's thread in `member.wait(seconds)`, once the wait has begun: the thread, about when
+    the wait began, and a list that gets the monotonic time it ended."""
+    ended: list[float] = []
+    registered = threading.Event()
+
+    def lane() -> None:
+        member.wait(0.01)  # the thread's waker exists from here on
+        registered.set()
+        member.wait(seconds)
+        ended.append(time.monotonic())
+
+    thread = threading.Thread(target=lane)
+    thread.start()
+    assert registered.wait(10)
+    return thread, time.monotonic(), ended
+
+
 def _until(condition: object, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]
@@ -137,23 +155,11 @@ def test_wake_ends_an_idle_wait_at_once(kafka_bootstrap: str) -> None:
     its poll interval (`stopping.on_signal` wakes it)."""
     with _group(kafka_bootstrap) as group:
         first = group.first
-        waited: list[float] = []
-        idle = threading.Event()
-
-        def lane() -> None:
-            first.wait(0.01)  # the thread's waker exists from here on
-            idle.set()
-            started = time.monotonic()
-            first.wait(30)
-            waited.append(time.monotonic() - started)
-
-        thread = threading.Thread(target=lane)
-        thread.start()
-        assert idle.wait(10)
+        thread, started, ended = _waiting(first, 30)
         time.sleep(0.3)
         first.wake()
         thread.join(10)
-        assert waited and waited[0] < 2.0
+        assert ended and ended[0] - started < 2.0
 
 
 
@@ -163,18 +169,7 @@ def test_an_assignment_change_ends_a_wait_at_once(kafka_bootstrap: str) -> None:
     partition stops waiting when its assignment changes, not after the linger or poll interval."""
     with _group(kafka_bootstrap) as group:
         first = group.first
-        ended: list[float] = []
-        waiting = threading.Event()
-
-        def lane() -> None:
-            first.wait(0.01)  # the thread's waker exists from here on
-            waiting.set()
-            first.wait(60)
-            ended.append(time.monotonic())
-
-        thread = threading.Thread(target=lane)
-        thread.start()
-        assert waiting.wait(10)
+        thread, _started, ended = _waiting(first, 60)
         group.join()
         _until(lambda: len(first.owned) == 1, 60, "the second member to take a partition")
         changed = time.monotonic()
