@@ -318,7 +318,12 @@ class KafkaSink:
             # delivery callbacks only for failures: a callback per record is Python work per
             # record, and success needs no handling (the flush waits for every acknowledgement)
             "delivery.report.only.error": True,
+            # one callback for the producer, not one passed with every record: the keyword
+            # argument alone cost about as much as the rest of a `produce` call
+            "on_delivery": self._failed,
         }
+        # the failures reported since the current write began (single-threaded use)
+        self._errors: list[KafkaError] = []
         if cfg.kafka.idempotent_output:
             conf["enable.idempotence"] = True
         conf = with_properties(conf, cfg, "producer")
@@ -456,14 +461,14 @@ class KafkaSink:
         acknowledged. The common case (one topic, no headers) is one call per row with
         nothing else done in Python for it."""
         if isinstance(topic, str) and out.headers is None:
-            errors, delivered = _delivery_errors()
+            self._errors.clear()
             produce = self._producer.produce
             for key, value in zip(out.keys, out.values, strict=True):
                 try:
-                    produce(topic, value, key, on_delivery=delivered)
+                    produce(topic, value, key)
                 except BufferError:
-                    self._wait_for_room(lambda k=key, v=value: produce(topic, v, k, on_delivery=delivered))
-            return self._acknowledged(len(out.keys), errors)
+                    self._wait_for_room(lambda k=key, v=value: produce(topic, v, k))
+            return self._acknowledged(len(out.keys))
         topics = [topic] * len(out.keys) if isinstance(topic, str) else topic
         headers = out.headers if out.headers is not None else [None] * len(out.keys)
         return self._produce(zip(topics, out.keys, out.values, headers, [-1] * len(out.keys), strict=True))
@@ -486,21 +491,29 @@ class KafkaSink:
     def _produce(self, records: Iterable[tuple[str, Any, Any, Any, int]]) -> int:
         """Produce (topic, key, value, headers, partition) records, -1 for the partitioner's
         choice; wait until every one is acknowledged."""
-        errors, delivered = _delivery_errors()
+        self._errors.clear()
         n = 0
         produce = self._producer.produce
         for target, key, value, headers, partition in records:
             kwargs = {"key": _bytes(key), "value": _bytes(value), "headers": headers, "partition": partition}
             try:
-                produce(target, on_delivery=delivered, **kwargs)
+                produce(target, **kwargs)
             except BufferError:
-                self._wait_for_room(lambda t=target, kw=kwargs: produce(t, on_delivery=delivered, **kw))
+                self._wait_for_room(lambda t=target, kw=kwargs: produce(t, **kw))
             n += 1
-        return self._acknowledged(n, errors)
+        return self._acknowledged(n)
 
-    def _acknowledged(self, n: int, errors: list[KafkaError]) -> int:
-        """Wait until the `n` records produced are acknowledged; `errors`: the failures their
-        delivery callbacks reported. Returns `n`."""
+    def _failed(self, err: KafkaError | None, _msg: Any) -> None:
+        """The producer's delivery callback, called only for failures
+        (`delivery.report.only.error`), on the thread that polls or flushes: the write's."""
+        if err is not None:
+            self._errors.append(err)
+
+    def _acknowledged(self, n: int) -> int:
+        """Wait until the `n` records produced are acknowledged, and fail if a delivery
+        callback reported a failure since the write began. Returns `n`. A failure of an
+        earlier write that is reported late fails this one too: the batch is retried, which
+        writes its output again (at-least-once), rather than losing the report."""
         deadline = time.monotonic() + self.timeout
         while True:
             left = self._producer.flush(max(0.0, min(STALL_PROBE_SECONDS, deadline - time.monotonic())))
@@ -514,6 +527,7 @@ class KafkaSink:
             raise WriteError(f"{left} output records not acknowledged within {self.timeout:.0f}s") from KafkaException(
                 KafkaError(KafkaError._MSG_TIMED_OUT, "output records not acknowledged")
             )
+        errors = list(self._errors)
         if errors:
             raise WriteError(
                 f"{len(errors)} output records failed; first error: {errors[0].str()}"
@@ -522,17 +536,6 @@ class KafkaSink:
 
     def close(self) -> None:
         self._producer.flush(10)
-
-
-def _delivery_errors() -> tuple[list[KafkaError], Any]:
-    """A list and the delivery callback that appends to it every failure it is told of."""
-    errors: list[KafkaError] = []
-
-    def delivered(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    return errors, delivered
 
 
 @dataclass(frozen=True)

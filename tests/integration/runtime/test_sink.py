@@ -3,6 +3,7 @@ through Spark's Kafka sink carry the same source-position headers, in the same o
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -61,3 +62,35 @@ def test_both_write_paths_put_the_same_position_headers(
         assert len(written[True]) == len(expected)
     finally:
         sink.close()
+
+
+def test_a_record_the_broker_refuses_fails_the_write(
+    kafka_bootstrap: str, spark: Any, job_config: config.FloeConfig
+) -> None:
+    """The producer's only delivery reports are failures: one the broker sends back (a record
+    above the topic's max.message.bytes, which the producer's own limit lets through) fails the
+    write on both driver paths (the records batched with it may be refused with it), and the next write on the same sink, whose records the broker
+    takes, succeeds."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    app_id = job_config.app_id
+    sink = kafkaio.KafkaSink(job_config, client_id=app_id)
+    small, roomy = f"{app_id}-small", f"{app_id}-roomy"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    created = admin.create_topics([
+        NewTopic(small, 1, 1, config={"max.message.bytes": "2000"}),
+        NewTopic(roomy, 1, 1),
+    ])
+    for future in created.values():
+        future.result(30)
+    # random bytes: the producer compresses (lz4), and the broker checks the compressed batch
+    noise = os.urandom(10_000)
+    big = spark.createDataFrame([(b"k", noise), (b"j", b"y")], "key binary, value binary")
+    with pytest.raises(kafkaio.WriteError, match="output records failed; first error: Broker: Message size too large"):
+        sink.write(big, topic=small)
+    with pytest.raises(kafkaio.WriteError, match="output records failed; first error: Broker: Message size too large"):
+        sink.write_rows(
+            [(b"k", noise, [("h", b"1")], small), (b"j", b"y", None, small)]
+        )
+    assert sink.write(big, topic=roomy) == 2
+    assert sorted(m.value() for m in _read_all(kafka_bootstrap, roomy, 2)) == sorted([noise, b"y"])
