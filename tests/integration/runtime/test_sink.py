@@ -69,8 +69,8 @@ def test_a_record_the_broker_refuses_fails_the_write(
 ) -> None:
     """The producer's only delivery reports are failures: one the broker sends back (a record
     above the topic's max.message.bytes, which the producer's own limit lets through) fails the
-    write on both driver paths (the records batched with it may be refused with it), and the next write on the same sink, whose records the broker
-    takes, succeeds."""
+    write on both driver paths (records batched with it may be refused with it), and the next
+    write on the same sink, whose records the broker takes, succeeds."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     app_id = job_config.app_id
