@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from floe_jobs import assignmentcheck
 from floe_jobs.config import FloeConfig
 from floe_jobs.kafkaio import ISOLATION, with_properties
 
@@ -134,6 +135,34 @@ def choose_protocol(admin: AdminClient, cfg: FloeConfig) -> str:
     return "consumer"
 
 
+def _consumer_conf(cfg: FloeConfig, *, client_id: str, protocol: str) -> dict[str, Any]:
+    """The membership consumer's settings: it only joins and commits, never fetches."""
+    k = cfg.kafka
+    conf: dict[str, Any] = {
+        "bootstrap.servers": k.bootstrap_servers,
+        **k.security.librdkafka(),
+        "group.id": cfg.group_id,
+        "client.id": client_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": k.starting_offsets,
+        "max.poll.interval.ms": 300_000,
+        "enable.partition.eof": False,
+        # it fetches nothing (paused), but its offsets and any fetch follow the readers' rule
+        "isolation.level": ISOLATION,
+        "group.protocol": protocol,
+    }
+    if protocol == "classic":
+        conf["partition.assignment.strategy"] = "cooperative-sticky"
+        if k.session_timeout_ms:
+            conf["session.timeout.ms"] = k.session_timeout_ms
+        if k.heartbeat_interval_ms:
+            conf["heartbeat.interval.ms"] = k.heartbeat_interval_ms
+    if k.instance_id:
+        conf["group.instance.id"] = k.instance_id
+    return with_properties(conf, cfg, "consumer")
+
+
 class Membership:
     """A paused confluent-kafka consumer in the app's group, polled by its own thread.
 
@@ -142,8 +171,22 @@ class Membership:
     watermark queries, while another thread polls the same consumer); callbacks run there too."""
 
     POLL_SECONDS = 0.05
+    # how long an asked coordinator may take to describe the group before it is asked again
+    DESCRIBE_TIMEOUT_S = 10.0
 
-    def __init__(self, cfg: FloeConfig, *, topics: Iterable[str], client_id: str, protocol: str) -> None:
+    def __init__(
+        self,
+        cfg: FloeConfig,
+        *,
+        topics: Iterable[str],
+        client_id: str,
+        protocol: str,
+        admin: AdminClient | None = None,
+        check_every_s: float = 30.0,
+    ) -> None:
+        """`admin`: a client of the same cluster, which under KIP-848 (`protocol` "consumer")
+        compares this member's assignment with the coordinator's every `check_every_s` seconds,
+        and soon after a heartbeat timed out (`floe_jobs.assignmentcheck`)."""
         self.cfg = cfg
         self.topics = sorted(set(topics))
         self.protocol = protocol
@@ -166,41 +209,35 @@ class Membership:
         self._assignments: dict[TP, int] = {}
         self._assigned_count = 0
         self._closed = False
-        k = cfg.kafka
-        conf: dict[str, Any] = {
-            "bootstrap.servers": k.bootstrap_servers,
-            **k.security.librdkafka(),
-            "group.id": cfg.group_id,
-            "client.id": client_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "auto.offset.reset": k.starting_offsets,
-            "max.poll.interval.ms": 300_000,
-            "enable.partition.eof": False,
-            # it fetches nothing (paused), but its offsets and any fetch follow the readers' rule
-            "isolation.level": ISOLATION,
-            "group.protocol": protocol,
-        }
-        if protocol == "classic":
-            conf["partition.assignment.strategy"] = "cooperative-sticky"
-            if k.session_timeout_ms:
-                conf["session.timeout.ms"] = k.session_timeout_ms
-            if k.heartbeat_interval_ms:
-                conf["heartbeat.interval.ms"] = k.heartbeat_interval_ms
-        if k.instance_id:
-            conf["group.instance.id"] = k.instance_id
-        self._consumer = Consumer(with_properties(conf, cfg, "consumer"), logger=log)
+        # comparisons of this member's assignment with the coordinator's, and rejoins they led to
+        self.comparisons = 0
+        self.rejoins = 0
+        self._admin = admin if protocol == "consumer" else None
+        heartbeat_s = (cfg.kafka.heartbeat_interval_ms or 5000) / 1000  # the broker's default: 5 s
+        self._watch = assignmentcheck.Watch(
+            every_s=check_every_s, soon_s=max(1.0, heartbeat_s), tolerance_s=max(5.0, 3 * heartbeat_s)
+        )
+        self._watch.start(time.monotonic())
+        self._describing: Any = None  # the coordinator's answer being waited for, and since when
+        self._describe_started = 0.0
+        self._heartbeat_timed_out = False  # set by the log line, read by the poll thread
+        conf = _consumer_conf(cfg, client_id=client_id, protocol=protocol)
+        self._consumer = Consumer(conf, logger=_ClientLog(self))
+        self._subscribe()
+        self._thread = threading.Thread(target=self._poll_loop, name="floe-membership", daemon=True)
+        self._thread.start()
+
+    def _subscribe(self) -> None:
         self._consumer.subscribe(
             self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
-        self._thread = threading.Thread(target=self._poll_loop, name="floe-membership", daemon=True)
-        self._thread.start()
 
     def _poll_loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self._poll(self.POLL_SECONDS)
                 self._commit_pending()
+                self._check_assignment()
             except BaseException as exc:  # handed to the batch loop by wait()/batch()
                 self._error = exc
                 self._wake_all()
@@ -236,7 +273,9 @@ class Membership:
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self._release(consumer, partitions, wait=True)
 
-    def _release(self, consumer: Any, partitions: list[TopicPartition], *, wait: bool) -> None:
+    def _release(
+        self, consumer: Any, partitions: list[TopicPartition], *, wait: bool, unassign: bool = True
+    ) -> None:
         removed = [(p.topic, p.partition) for p in partitions]
         with self._lock:
             # a batch boundary: running batches over these partitions commit before they go
@@ -247,7 +286,10 @@ class Membership:
             self._revoking.difference_update(removed)
             for tp in removed:
                 self._assignments.pop(tp, None)
-        consumer.incremental_unassign(partitions)
+        if unassign:
+            # only what the consumer holds: unassigning one it does not hold fails the whole call
+            held = {(p.topic, p.partition) for p in consumer.assignment()}
+            consumer.incremental_unassign([p for p in partitions if (p.topic, p.partition) in held])
         self._wake_all()
         self.rebalances += 1
         self.revoked_log.append((time.time(), removed))
@@ -259,6 +301,86 @@ class Membership:
         gone (`assignments`) and give up instead of committing (`stagepass.check_owned`)."""
         log.warning("Lost partitions=%s (session expired)", sorted((p.topic, p.partition) for p in partitions))
         self._release(consumer, partitions, wait=False)
+
+    # -- KIP-848: an assignment heard of on one side only (floe_jobs.assignmentcheck) -----------
+    def _check_assignment(self) -> None:
+        """Ask the coordinator for its view of this member when due, without blocking the poll
+        thread, and compare it with the consumer's when it answers."""
+        if self._admin is None:
+            return
+        self._admin.poll(0)  # serves its error callback, whose events would otherwise queue up
+        now = time.monotonic()
+        if self._heartbeat_timed_out:
+            self._heartbeat_timed_out = False
+            self._watch.heartbeat_timed_out(now)
+        if self._describing is not None:
+            if self._describing.done():
+                answer, self._describing = self._describing, None
+                self._compare(answer, now)
+            elif now - self._describe_started > self.DESCRIBE_TIMEOUT_S:
+                self._describing = None
+                self._watch.unanswered(now)
+            return
+        if self._watch.due(now):
+            group = self.cfg.group_id
+            self._describing = self._admin.describe_consumer_groups(
+                [group], request_timeout=self.DESCRIBE_TIMEOUT_S
+            )[group]
+            self._describe_started = now
+
+    def heartbeat_timed_out(self) -> None:
+        """A heartbeat got no answer in time (from librdkafka's log, on the poll thread): its
+        answer may have held an assignment change that will not be sent again."""
+        self._heartbeat_timed_out = True
+
+    def _compare(self, answer: Any, now: float) -> None:
+        try:
+            group = answer.result(0)
+        except KafkaException as exc:
+            if exc.args and getattr(exc.args[0], "code", lambda: None)() in _REFUSED:
+                # a principal that may join a group may describe it; one that may not is told once
+                log.warning("Describing the group was refused error=%s: assignments are not compared", exc)
+                self._admin = None
+                return
+            log.debug("Describing the group failed error=%s", exc)
+            self._watch.unanswered(now)
+            return
+        me = self._consumer.memberid()
+        member = next((m for m in group.members if m.member_id == me), None)
+        if member is None:  # joining, or fenced: its next heartbeat tells
+            self._watch.unanswered(now)
+            return
+        current = [(tp.topic, tp.partition) for tp in member.assignment.topic_partitions]
+        target = member.target_assignment
+        wanted = None if target is None else [(tp.topic, tp.partition) for tp in target.topic_partitions]
+        local = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+        self.comparisons += 1
+        since = self._watch.since
+        gap = assignmentcheck.out_of_step(local, current, wanted)
+        log.debug("Compared with the coordinator's view gap=%s current=%s target=%s", sorted(gap), current, wanted)
+        if self._watch.saw(now, gap, self.rebalances):
+            self._rejoin(gap, now - (since if since is not None else now))
+
+    def _rejoin(self, gap: set[TP], seconds: float) -> None:
+        """Leave the group and join it again: the join is a full heartbeat, whose answer is the
+        whole assignment. Leaving revokes as a rebalance does (running batches commit first)."""
+        log.warning(
+            "Assignment out of step with the group coordinator for %.1fs partitions=%s (a heartbeat's "
+            "answer was lost): leaving the group and joining again",
+            seconds,
+            sorted(gap),
+        )
+        self.rejoins += 1
+        self._consumer.unsubscribe()
+        deadline = time.monotonic() + self.DESCRIBE_TIMEOUT_S
+        while self._consumer.assignment() and not self._stop.is_set() and time.monotonic() < deadline:
+            self._poll(self.POLL_SECONDS)
+        # partitions still counted as owned here that the consumer does not hold: nothing to unassign
+        leftover = [TopicPartition(t, p) for t, p in self.owned]
+        if leftover:
+            self._release(self._consumer, leftover, wait=True, unassign=False)
+        if not self._stop.is_set():
+            self._subscribe()
 
     @property
     def owned(self) -> list[TP]:
@@ -353,3 +475,23 @@ class Membership:
             # librdkafka always leaves on close() unless the member is static (classic protocol),
             # so a dynamic member simply stops: the process exits without closing.
             log.info("Stopped without leaving group=%s (session timeout applies)", self.cfg.group_id)
+
+
+_REFUSED = (
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+)
+
+
+class _ClientLog:
+    """librdkafka's log lines, passed on to this module's logger; a heartbeat that timed out
+    also tells the membership to compare assignments soon."""
+
+    def __init__(self, member: Membership) -> None:
+        self._member = member
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        log.log(level, fmt, *args)
+        if len(args) == 3 and assignmentcheck.heartbeat_timed_out(str(args[0]), str(args[2])):
+            self._member.heartbeat_timed_out()

@@ -127,7 +127,9 @@ class Runner:
         client_id = f"{ctx.app}-{ctx.member}"
         self.lanes = lanes.build(cfg, ctx.job.stages, ctx.stage_topics, client_id=client_id)
         warmup.warm_up(ctx, self.lanes)
-        ctx.membership = membership.Membership(cfg, topics=ctx.all_topics(), client_id=client_id, protocol=protocol)
+        ctx.membership = membership.Membership(
+            cfg, topics=ctx.all_topics(), client_id=client_id, protocol=protocol, admin=admin
+        )
         ctx.health.in_group = True
         if ctx.job.queries and cfg.metrics.query_port:
             startup.serve_queries(cfg, ctx.job, ctx.session)

@@ -13,22 +13,29 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 from floe_jobs import config, membership
 from floe_stack import localrun
 
 pytestmark = [pytest.mark.kafka]
 
 
-def _member(bootstrap: str, app_id: str, topic: str, name: str) -> membership.Membership:
-    cfg = config.load(
+def _config(bootstrap: str, app_id: str, topic: str, **extra: str) -> config.FloeConfig:
+    return config.load(
         environ={
             "FLOE_APP_ID": app_id,
             "FLOE_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
             "FLOE_KAFKA_TOPICS": topic,
             "FLOE_CASSANDRA_KEYSPACE": "unused",
             "FLOE_JOB_ENTRYPOINT": "unused:job",
+            **extra,
         }
     )
+
+
+def _member(bootstrap: str, app_id: str, topic: str, name: str) -> membership.Membership:
+    cfg = _config(bootstrap, app_id, topic)
     return membership.Membership(cfg, topics=[topic], client_id=f"{app_id}-{name}", protocol="consumer")
 
 
@@ -176,3 +183,61 @@ def test_an_assignment_change_ends_a_wait_at_once(kafka_bootstrap: str) -> None:
         thread.join(10)
         assert ended, "the wait did not end within 10 s of the assignment change"
         assert ended[0] - changed < 2.0
+
+
+@contextlib.contextmanager
+def _checked_member(bootstrap: str) -> Iterator[tuple[membership.Membership, list[tuple[str, int]]]]:
+    """One member of a new group over a 2-partition topic, owning both, that compares its
+    assignment with the coordinator's every second (heartbeat 1 s, as a StreamingApp's default)."""
+    app_id = localrun.unique("mbc")
+    topic = f"{app_id}-in"
+    localrun.create_topic(bootstrap, topic, 2)
+    cfg = _config(
+        bootstrap, app_id, topic, FLOE_KAFKA_HEARTBEAT_INTERVAL_MS="1000", FLOE_KAFKA_SESSION_TIMEOUT_MS="10000"
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    membership.apply_group_configs(admin, cfg)
+    member = membership.Membership(
+        cfg, topics=[topic], client_id=f"{app_id}-only", protocol="consumer", admin=admin, check_every_s=1.0
+    )
+    try:
+        tps = [(topic, 0), (topic, 1)]
+        _until(lambda: member.owned == tps, 60, "the member to own both partitions")
+        yield member, tps
+    finally:
+        member.close(leave=True)
+
+
+@pytest.mark.timeout(120)
+def test_a_member_in_step_with_the_coordinator_is_compared_and_left_alone(kafka_bootstrap: str) -> None:
+    with _checked_member(kafka_bootstrap) as (member, tps):
+        numbers = member.assignments(tps)
+        _until(lambda: member.comparisons >= 5, 30, "five comparisons with the coordinator")
+        assert member.rejoins == 0
+        assert member.assignments(tps) == numbers
+
+
+@pytest.mark.timeout(120)
+def test_a_partition_the_coordinator_counts_as_the_members_but_it_never_heard_of_is_taken_up(
+    kafka_bootstrap: str,
+) -> None:
+    """What a heartbeat answer lost to its 1 s timeout leaves behind (`floe_jobs.assignmentcheck`):
+    made here by the consumer dropping a partition on its side only. The member rejoins within
+    the tolerance (3 heartbeats, at least 5 s) and owns the partition again, under a new number."""
+    with _checked_member(kafka_bootstrap) as (member, tps):
+        numbers = member.assignments(tps)
+        dropped = tps[0]
+        member._consumer.incremental_unassign([TopicPartition(*dropped)])
+        dropped_at = time.monotonic()
+
+        def held() -> list[tuple[str, int]]:
+            return sorted((tp.topic, tp.partition) for tp in member._consumer.assignment())
+
+        _until(lambda: held() == tps, 40, "the consumer to hold both partitions again")
+        assert time.monotonic() - dropped_at >= 5.0, "rejoined before the views stayed apart for the tolerance"
+        assert member.rejoins == 1
+        _until(lambda: member.owned == tps and len(member.assignments(tps)) == 2, 10, "both partitions owned")
+        assert member.assignments(tps)[dropped] != numbers[dropped]
+        time.sleep(3)
+        assert member.rejoins == 1
+
