@@ -401,16 +401,19 @@ class Batch:
         """`rekey` for a small batch: one collect, then the rows and positions the Spark plan
         would give, computed in the driver (`floe_jobs.smallbatch`)."""
         if combine is not None:
-            combined = smallbatch.combined(
-                df.select(
-                    "topic",
-                    "partition",
-                    "offset",
-                    key.cast("binary").alias("key"),
-                    (value if value is not None else F.lit(1)).cast("long").alias("value"),
-                ).toArrow(),
-                combine,
-            ).rename_columns(REKEYED)
+            # a column that is the same on every row is added in Arrow, not collected from Spark
+            # row by row: the topic when the batch reads one, a count's 1s
+            topics = {t for t, _ in self.seqs}
+            topic = next(iter(topics)) if len(topics) == 1 else None
+            columns: list[Column | str] = [
+                *(["topic"] if topic is None else []),
+                "partition",
+                "offset",
+                key.cast("binary").alias("key"),
+                *([value.cast("long").alias("value")] if value is not None else []),
+            ]
+            rows = smallbatch.with_constants(df.select(*columns).toArrow(), topic=topic, ones=value is None)
+            combined = smallbatch.combined(rows, combine).rename_columns(REKEYED)
             return Emit(
                 arrow_dataframe(self.spark, combined, self._rekeyed_schema(df, BinaryType())),
                 self.cfg.repartition_topic(name),

@@ -56,6 +56,18 @@ def _nulls_first(value: bytes | None) -> tuple[bool, bytes]:
     return (value is not None, b"" if value is None else bytes(value))
 
 
+def with_constants(rows: pa.Table, *, topic: str | None, ones: bool) -> pa.Table:
+    """`rows` (topic, partition, offset, key[, value]) with the columns that were left out of
+    the collect because every row has the same: `topic` (None: it is there), a `value` of 1
+    per row (`ones`). Returns the columns in `combined`'s order."""
+    n = rows.num_rows
+    if topic is not None:
+        rows = rows.add_column(0, "topic", pa.repeat(pa.scalar(topic, pa.string()), n))
+    if ones:
+        rows = rows.append_column("value", pa.array(np.ones(n, dtype=np.int64)))
+    return rows.select(["topic", "partition", "offset", "key", "value"])
+
+
 def combined(rows: pa.Table, op: str) -> pa.Table:
     """One row per (topic, partition, key) of `rows` (topic, partition, offset, key, value: an
     integer): `op` over its non-null values, as a UTF-8 decimal; position (the largest offset of

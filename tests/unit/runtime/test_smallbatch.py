@@ -135,3 +135,16 @@ def test_at_with_nothing_wanted_is_empty_with_the_same_columns() -> None:
     )
     got = smallbatch.at(rows, ("partition", "k", "offset"), [])
     assert got.num_rows == 0 and got.schema == rows.schema
+
+
+
+def test_constant_columns_added_in_arrow_give_what_collecting_them_gives() -> None:
+    full = [("in", 0, 5, b"a", 1), ("in", 1, 6, b"b", 1), ("in", 0, 7, b"a", 1)]
+    columns = [("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("key", pa.binary()),
+               ("value", pa.int64())]
+    collected = _table(full, columns)
+    for kept, topic, ones in [(slice(1, 4), "in", True), (slice(1, 5), "in", False), (slice(0, 4), None, True)]:
+        picked = _table([r[kept] for r in full], columns[kept])
+        assert smallbatch.with_constants(picked, topic=topic, ones=ones).equals(collected), (topic, ones)
+    nothing = _table([r[1:4] for r in full], columns[1:4]).slice(0, 0)
+    assert smallbatch.with_constants(nothing, topic="in", ones=True).equals(collected.slice(0, 0))
