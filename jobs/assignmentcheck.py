@@ -15,7 +15,7 @@ pure parts of that.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 TP = tuple[str, int]
 
@@ -58,7 +58,6 @@ class Watch:
     next_at: float = 0.0
     since: float | None = None
     seen_rebalances: int = -1
-    gap: set[TP] = field(default_factory=set)
 
     def start(self, now: float) -> None:
         self.next_at = now + self.every_s
@@ -74,19 +73,20 @@ class Watch:
         it joins): look again soon, keeping any disagreement's start."""
         self.next_at = now + self.soon_s
 
-    def saw(self, now: float, gap: set[TP], rebalances: int) -> bool:
-        """Record a comparison's result; True: the views have disagreed for `tolerance_s` with no
-        assignment change here, and the member should rejoin."""
+    def saw(self, now: float, gap: set[TP], rebalances: int) -> float | None:
+        """Record a comparison's result. Returns how long the views have disagreed when that is
+        `tolerance_s` or more with no assignment change here (the member should rejoin), else
+        None."""
         if not gap:
-            self.since, self.gap = None, set()
+            self.since = None
             self.next_at = now + self.every_s
-            return False
+            return None
         if self.since is None or rebalances != self.seen_rebalances:
             self.since, self.seen_rebalances = now, rebalances
-        self.gap = gap
-        if now - self.since >= self.tolerance_s:
-            self.since, self.gap = None, set()
+        lasted = now - self.since
+        if lasted >= self.tolerance_s:
+            self.since = None
             self.next_at = now + self.every_s
-            return True
+            return lasted
         self.next_at = now + self.soon_s
-        return False
+        return None

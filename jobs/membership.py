@@ -171,8 +171,10 @@ class Membership:
     watermark queries, while another thread polls the same consumer); callbacks run there too."""
 
     POLL_SECONDS = 0.05
-    # how long an asked coordinator may take to describe the group before it is asked again
+    # how long an asked coordinator may take to describe the group (the request then fails)
     DESCRIBE_TIMEOUT_S = 10.0
+    # how long a rejoin waits for its leave's revocation before it subscribes again
+    LEAVE_TIMEOUT_S = 10.0
 
     def __init__(
         self,
@@ -218,8 +220,7 @@ class Membership:
             every_s=check_every_s, soon_s=max(1.0, heartbeat_s), tolerance_s=max(5.0, 3 * heartbeat_s)
         )
         self._watch.start(time.monotonic())
-        self._describing: Any = None  # the coordinator's answer being waited for, and since when
-        self._describe_started = 0.0
+        self._describing: Any = None  # the coordinator's answer being waited for
         self._heartbeat_timed_out = False  # set by the log line, read by the poll thread
         conf = _consumer_conf(cfg, client_id=client_id, protocol=protocol)
         self._consumer = Consumer(conf, logger=_ClientLog(self))
@@ -273,9 +274,7 @@ class Membership:
     def _on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         self._release(consumer, partitions, wait=True)
 
-    def _release(
-        self, consumer: Any, partitions: list[TopicPartition], *, wait: bool, unassign: bool = True
-    ) -> None:
+    def _release(self, consumer: Any, partitions: list[TopicPartition], *, wait: bool) -> None:
         removed = [(p.topic, p.partition) for p in partitions]
         with self._lock:
             # a batch boundary: running batches over these partitions commit before they go
@@ -286,10 +285,11 @@ class Membership:
             self._revoking.difference_update(removed)
             for tp in removed:
                 self._assignments.pop(tp, None)
-        if unassign:
-            # only what the consumer holds: unassigning one it does not hold fails the whole call
-            held = {(p.topic, p.partition) for p in consumer.assignment()}
-            consumer.incremental_unassign([p for p in partitions if (p.topic, p.partition) in held])
+        # only what the consumer holds: unassigning one it does not hold fails the whole call.
+        # Called even with nothing to unassign: inside a rebalance callback, a call not made
+        # lets the client unassign every revoked partition itself.
+        held = {(p.topic, p.partition) for p in consumer.assignment()}
+        consumer.incremental_unassign([p for p in partitions if (p.topic, p.partition) in held])
         self._wake_all()
         self.rebalances += 1
         self.revoked_log.append((time.time(), removed))
@@ -314,19 +314,16 @@ class Membership:
             self._heartbeat_timed_out = False
             self._watch.heartbeat_timed_out(now)
         if self._describing is not None:
+            # the request's own timeout ends it: no answer comes as a failure
             if self._describing.done():
                 answer, self._describing = self._describing, None
                 self._compare(answer, now)
-            elif now - self._describe_started > self.DESCRIBE_TIMEOUT_S:
-                self._describing = None
-                self._watch.unanswered(now)
             return
         if self._watch.due(now):
             group = self.cfg.group_id
             self._describing = self._admin.describe_consumer_groups(
                 [group], request_timeout=self.DESCRIBE_TIMEOUT_S
             )[group]
-            self._describe_started = now
 
     def heartbeat_timed_out(self) -> None:
         """A heartbeat got no answer in time (from librdkafka's log, on the poll thread): its
@@ -337,7 +334,7 @@ class Membership:
         try:
             group = answer.result(0)
         except KafkaException as exc:
-            if exc.args and getattr(exc.args[0], "code", lambda: None)() in _REFUSED:
+            if isinstance(exc.args[0], KafkaError) and exc.args[0].code() in _REFUSED:
                 # a principal that may join a group may describe it; one that may not is told once
                 log.warning("Describing the group was refused error=%s: assignments are not compared", exc)
                 self._admin = None
@@ -355,11 +352,11 @@ class Membership:
         wanted = None if target is None else [(tp.topic, tp.partition) for tp in target.topic_partitions]
         local = [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
         self.comparisons += 1
-        since = self._watch.since
         gap = assignmentcheck.out_of_step(local, current, wanted)
         log.debug("Compared with the coordinator's view gap=%s current=%s target=%s", sorted(gap), current, wanted)
-        if self._watch.saw(now, gap, self.rebalances):
-            self._rejoin(gap, now - (since if since is not None else now))
+        lasted = self._watch.saw(now, gap, self.rebalances)
+        if lasted is not None:
+            self._rejoin(gap, lasted)
 
     def _rejoin(self, gap: set[TP], seconds: float) -> None:
         """Leave the group and join it again: the join is a full heartbeat, whose answer is the
@@ -372,13 +369,13 @@ class Membership:
         )
         self.rejoins += 1
         self._consumer.unsubscribe()
-        deadline = time.monotonic() + self.DESCRIBE_TIMEOUT_S
+        deadline = time.monotonic() + self.LEAVE_TIMEOUT_S
         while self._consumer.assignment() and not self._stop.is_set() and time.monotonic() < deadline:
             self._poll(self.POLL_SECONDS)
-        # partitions still counted as owned here that the consumer does not hold: nothing to unassign
+        # partitions still counted as owned here that the consumer does not hold (never told of them)
         leftover = [TopicPartition(t, p) for t, p in self.owned]
         if leftover:
-            self._release(self._consumer, leftover, wait=True, unassign=False)
+            self._release(self._consumer, leftover, wait=True)
         if not self._stop.is_set():
             self._subscribe()
 
