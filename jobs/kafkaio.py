@@ -319,7 +319,7 @@ class KafkaSink:
             # record, and success needs no handling (the flush waits for every acknowledgement)
             "delivery.report.only.error": True,
             # one callback for the producer, not one passed with every record: the keyword
-            # argument alone cost about as much as the rest of a `produce` call
+            # argument on every `produce` call is Python work per record
             "on_delivery": self._failed,
         }
         # the failures reported since the current write began (single-threaded use)
